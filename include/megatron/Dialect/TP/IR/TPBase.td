@@ -1,0 +1,45 @@
+//===- TPBase.td - tp dialect definition -------------------*- tablegen -*-===//
+#ifndef MEGATRON_DIALECT_TP_IR_TPBASE_TD
+#define MEGATRON_DIALECT_TP_IR_TPBASE_TD
+
+include "mlir/IR/OpBase.td"
+
+def TP_Dialect : Dialect {
+  let name = "tp";
+  let cppNamespace = "::mlir::tp";
+  let summary = "Tensor-parallel transformer ops, sharding specs and collectives";
+  let description = [{
+    The tp dialect describes a transformer at global shapes, the sharding of
+    its values over a device mesh (`tp.mesh`, `#tp.sharding`), and the
+    collectives of Megatron-LM tensor parallelism, among them the conjugate
+    pair `tp.f` (identity forward, all-reduce backward) and `tp.g`
+    (all-reduce forward, identity backward).
+
+    Shardings are attached as the discardable attribute `tp.sharding`: on an
+    op it describes the op's single result, on a function argument the
+    argument. `tp.name` on a function argument names a model parameter.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
+  let extraClassDeclaration = [{
+    static constexpr ::llvm::StringLiteral kShardingAttrName = "tp.sharding";
+    static constexpr ::llvm::StringLiteral kNameAttrName = "tp.name";
+
+  private:
+    void registerAttributes();
+  public:
+  }];
+}
+
+class TP_Op<string mnemonic, list<Trait> traits = []>
+    : Op<TP_Dialect, mnemonic, traits>;
+
+// Every value the transformer ops compute is a statically shaped float
+// tensor: local shapes must be known to plan per-rank memory and GEMMs.
+def TP_FloatTensor : StaticShapeTensorOf<[AnyFloat]>;
+def TP_IndexTensor : StaticShapeTensorOf<[AnySignlessInteger]>;
+def TP_Scalar : 0DTensorOf<[AnyFloat]>;
+
+#endif // MEGATRON_DIALECT_TP_IR_TPBASE_TD

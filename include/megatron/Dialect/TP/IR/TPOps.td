@@ -1,0 +1,226 @@
+//===- TPOps.td - tp dialect operations --------------------*- tablegen -*-===//
+#ifndef MEGATRON_DIALECT_TP_IR_TPOPS_TD
+#define MEGATRON_DIALECT_TP_IR_TPOPS_TD
+
+include "megatron/Dialect/TP/IR/TPBase.td"
+include "megatron/Dialect/TP/IR/TPAttrs.td"
+include "mlir/IR/OpBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Mesh
+//===----------------------------------------------------------------------===//
+
+def TP_MeshOp : TP_Op<"mesh", [Symbol]> {
+  let summary = "A named device mesh with named axes";
+  let description = [{
+    ```mlir
+    tp.mesh @m axes = ["dp" = 1, "tp" = 4]
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, StrArrayAttr:$axis_names,
+                       DenseI64ArrayAttr:$axis_sizes);
+  let assemblyFormat = [{
+    $sym_name `axes` `=` custom<MeshAxes>($axis_names, $axis_sizes) attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Size of `axis`, or nullopt when the mesh has no such axis.
+    std::optional<int64_t> getAxisSize(::llvm::StringRef axis);
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Transformer ops (global shapes until tp-partition makes them local)
+//===----------------------------------------------------------------------===//
+
+def TP_EmbeddingOp : TP_Op<"embedding", [Pure]> {
+  let summary = "Token embedding: rows of a [V, C] table gathered by id";
+  let arguments = (ins TP_FloatTensor:$table, TP_IndexTensor:$ids);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $table `[` $ids `]` attr-dict `:` type($table) `,` type($ids) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def TP_PositionEmbeddingOp : TP_Op<"position_embedding", [Pure]> {
+  let summary = "Position embedding: the first T rows of a [N, C] table";
+  let arguments = (ins TP_FloatTensor:$table);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = "$table attr-dict `:` type($table) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def TP_LayerNormOp : TP_Op<"layer_norm", [Pure,
+    AllTypesMatch<["input", "result"]>, AllTypesMatch<["weight", "bias"]>]> {
+  let summary = "Layer normalisation over the last dimension";
+  let arguments = (ins TP_FloatTensor:$input, TP_FloatTensor:$weight,
+                       TP_FloatTensor:$bias,
+                       DefaultValuedAttr<F32Attr, "1e-5">:$epsilon);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $bias attr-dict `:` type($input) `,` type($weight)
+  }];
+  let hasVerifier = 1;
+}
+
+def TP_MatmulOp : TP_Op<"matmul", [Pure]> {
+  let summary = "Batched matrix product with optional transposes";
+  let description = [{
+    `lhs` is `[batch..., M, K]` (`[batch..., K, M]` with `transpose_lhs`),
+    `rhs` is `[K, N]` shared by every batch, or `[batch..., K, N]`
+    (last two dims swapped with `transpose_rhs`); the result is
+    `[batch..., M, N]`.
+  }];
+  let arguments = (ins TP_FloatTensor:$lhs, TP_FloatTensor:$rhs,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def TP_AddOp : TP_Op<"add", [Pure, SameOperandsAndResultType]> {
+  let summary = "Elementwise sum (the residual connection)";
+  let arguments = (ins TP_FloatTensor:$lhs, TP_FloatTensor:$rhs);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
+}
+
+def TP_BiasAddOp : TP_Op<"bias_add", [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "Adds a bias broadcast over the leading dimensions";
+  let description = [{
+    The bias's shape is a suffix of the input's: a `[C]` bias on `[B, T, C]`,
+    or the `[T, C]` position embedding on `[B, T, C]`.
+  }];
+  let arguments = (ins TP_FloatTensor:$input, TP_FloatTensor:$bias);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $bias attr-dict `:` type($input) `,` type($bias)";
+  let hasVerifier = 1;
+}
+
+def TP_GeluOp : TP_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+  let summary = "GELU, tanh approximation (as GPT-2)";
+  let arguments = (ins TP_FloatTensor:$input);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def TP_AttentionOp : TP_Op<"attention", [Pure]> {
+  let summary = "Causal multi-head self-attention on a fused [q|k|v] tensor";
+  let description = [{
+    `qkv` is `[B, T, 3C]`: q, k and v sections of width C each, every section
+    holding `num_heads` heads of width `C / num_heads`. The result is
+    `[B, T, C]` with the heads concatenated. After tp-partition each rank
+    holds whole heads of all three sections, so the local op is the same op
+    with `num_heads / TP` heads.
+  }];
+  let arguments = (ins TP_FloatTensor:$qkv, ConfinedAttr<I64Attr, [IntPositive]>:$num_heads);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $qkv `heads` `=` $num_heads attr-dict `:` type($qkv) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def TP_SoftmaxOp : TP_Op<"softmax", [Pure, SameOperandsAndResultType]> {
+  let summary = "Softmax along one dimension";
+  let arguments = (ins TP_FloatTensor:$input, I64Attr:$dim);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = "$input `dim` `=` $dim attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def TP_CrossEntropyOp : TP_Op<"cross_entropy", [Pure]> {
+  let summary = "Mean softmax cross-entropy over tokens";
+  let description = [{
+    `logits` is `[..., Vp]`, `targets` the matching `[...]` class ids. Only
+    the first `valid_vocab` entries of the last dimension are real classes;
+    the rest is padding (Megatron pads the vocabulary to a multiple of
+    128 * TP) and never enters the softmax.
+  }];
+  let arguments = (ins TP_FloatTensor:$logits, TP_IndexTensor:$targets,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$valid_vocab);
+  let results = (outs TP_Scalar:$loss);
+  let assemblyFormat = [{
+    $logits `,` $targets `valid_vocab` `=` $valid_vocab attr-dict `:`
+    type($logits) `,` type($targets) `->` type($loss)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives over one mesh axis
+//===----------------------------------------------------------------------===//
+
+class TP_CollectiveOp<string mnemonic, list<Trait> traits = []>
+    : TP_Op<mnemonic, !listconcat(traits,
+        [DeclareOpInterfaceMethods<SymbolUserOpInterface>])> {
+}
+
+def TP_FOp : TP_CollectiveOp<"f", [Pure, SameOperandsAndResultType]> {
+  let summary = "Megatron's f: identity forward, all-reduce of the gradient backward";
+  let arguments = (ins TP_FloatTensor:$input, FlatSymbolRefAttr:$mesh, StrAttr:$axis);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = "$input `over` $mesh `[` $axis `]` attr-dict `:` type($result)";
+}
+
+def TP_GOp : TP_CollectiveOp<"g", [SameOperandsAndResultType]> {
+  let summary = "Megatron's g: all-reduce forward, identity backward";
+  let arguments = (ins TP_FloatTensor:$input, FlatSymbolRefAttr:$mesh, StrAttr:$axis);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = "$input `over` $mesh `[` $axis `]` attr-dict `:` type($result)";
+}
+
+def TP_AllReduceOp : TP_CollectiveOp<"all_reduce", [SameOperandsAndResultType]> {
+  let summary = "Reduces a tensor across the ranks of a mesh axis";
+  let arguments = (ins AnyStaticShapeTensor:$input, TP_ReductionKind:$kind,
+                       FlatSymbolRefAttr:$mesh, StrAttr:$axis);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = [{
+    $kind $input `over` $mesh `[` $axis `]` attr-dict `:` type($result)
+  }];
+}
+
+def TP_AllGatherOp : TP_CollectiveOp<"all_gather"> {
+  let summary = "Concatenates the ranks' tensors along one dimension";
+  let arguments = (ins AnyStaticShapeTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrAttr:$axis, I64Attr:$dim);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = [{
+    $input `over` $mesh `[` $axis `]` `dim` `=` $dim attr-dict `:`
+    type($input) `->` type($result)
+  }];
+}
+
+def TP_ReduceScatterOp : TP_CollectiveOp<"reduce_scatter"> {
+  let summary = "Sums across ranks, each rank keeping its chunk of one dimension";
+  let arguments = (ins AnyStaticShapeTensor:$input, TP_ReductionKind:$kind,
+                       FlatSymbolRefAttr:$mesh, StrAttr:$axis, I64Attr:$dim);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = [{
+    $kind $input `over` $mesh `[` $axis `]` `dim` `=` $dim attr-dict `:`
+    type($input) `->` type($result)
+  }];
+}
+
+def TP_LocalSliceOp : TP_CollectiveOp<"local_slice", [Pure]> {
+  let summary = "This rank's chunk of a replicated tensor along one dimension";
+  let description = [{
+    No communication: the rank index along the axis is a runtime value, so
+    one program serves every rank.
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrAttr:$axis, I64Attr:$dim);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = [{
+    $input `over` $mesh `[` $axis `]` `dim` `=` $dim attr-dict `:`
+    type($input) `->` type($result)
+  }];
+}
+
+#endif // MEGATRON_DIALECT_TP_IR_TPOPS_TD

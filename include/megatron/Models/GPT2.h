@@ -1,0 +1,51 @@
+//===- GPT2.h - GPT-2 configurations and the IR generator -------*- C++ -*-===//
+#ifndef MEGATRON_MODELS_GPT2_H
+#define MEGATRON_MODELS_GPT2_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <optional>
+#include <string>
+
+namespace mlir::megatron {
+
+struct GPT2Config {
+  int64_t layers = 12;
+  int64_t heads = 12;
+  int64_t embd = 768;
+  int64_t vocab = 50257;
+  /// Rows of the position table (GPT-2's n_ctx).
+  int64_t ctx = 1024;
+  /// Sequence length and batch of the generated step.
+  int64_t seq = 64;
+  int64_t batch = 4;
+
+  /// tiny, 124M, 350M, 774M or 1558M.
+  static std::optional<GPT2Config> fromPreset(llvm::StringRef name);
+
+  /// Why this configuration cannot describe a GPT-2, or the empty string.
+  std::string validate() const;
+};
+
+/// A model parameter: its Hugging Face name and global shape.
+struct ParameterSpec {
+  std::string name;
+  llvm::SmallVector<int64_t, 2> shape;
+  int64_t numElements() const;
+};
+
+/// Every parameter in Hugging Face state-dict order (the LM head is tied to
+/// wte and so has no entry of its own).
+llvm::SmallVector<ParameterSpec> getParameterSpecs(const GPT2Config &config);
+
+int64_t countParameters(const GPT2Config &config);
+
+/// Builds `func.func @gpt2(params..., input_ids, targets) -> loss` at global
+/// shapes. The config must have been validated.
+OwningOpRef<ModuleOp> buildGPT2Module(MLIRContext &context,
+                                      const GPT2Config &config);
+
+} // namespace mlir::megatron
+
+#endif // MEGATRON_MODELS_GPT2_H

@@ -1,0 +1,128 @@
+//===- TPAttrs.cpp - #tp.sharding and the tp enums ------------------------===//
+#include "megatron/Dialect/TP/IR/TP.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::tp;
+
+#include "megatron/Dialect/TP/IR/TPEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "megatron/Dialect/TP/IR/TPAttrs.cpp.inc"
+
+void TPDialect::registerAttributes() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "megatron/Dialect/TP/IR/TPAttrs.cpp.inc"
+      >();
+}
+
+/// Collects the axis names of `axes`, which must be an array of strings.
+static LogicalResult
+collectAxes(function_ref<InFlightDiagnostic()> emitError, Attribute axes,
+            StringRef what, SmallVectorImpl<StringRef> &names) {
+  auto array = dyn_cast<ArrayAttr>(axes);
+  if (!array)
+    return emitError() << what << " must be a list of mesh axis names";
+  for (Attribute axis : array) {
+    auto name = dyn_cast<StringAttr>(axis);
+    if (!name)
+      return emitError() << what << " must be a list of mesh axis names";
+    names.push_back(name.getValue());
+  }
+  return success();
+}
+
+LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   FlatSymbolRefAttr mesh, ArrayAttr dims,
+                                   ArrayAttr partial) {
+  if (!mesh)
+    return emitError() << "sharding needs a mesh";
+  SmallVector<StringRef> axes;
+  for (auto [index, dim] : llvm::enumerate(dims))
+    if (failed(collectAxes(emitError, dim,
+                           "dimension " + std::to_string(index), axes)))
+      return failure();
+  if (partial && failed(collectAxes(emitError, partial, "partial", axes)))
+    return failure();
+  llvm::StringSet<> seen;
+  for (StringRef axis : axes)
+    if (!seen.insert(axis).second)
+      return emitError() << "mesh axis \"" << axis
+                         << "\" is used more than once in one sharding";
+  return success();
+}
+
+static SmallVector<StringRef> axisNames(ArrayAttr axes) {
+  SmallVector<StringRef> names;
+  if (axes)
+    for (Attribute axis : axes)
+      names.push_back(cast<StringAttr>(axis).getValue());
+  return names;
+}
+
+SmallVector<StringRef> ShardingAttr::getDimAxes(unsigned dim) const {
+  return axisNames(cast<ArrayAttr>(getDims()[dim]));
+}
+
+SmallVector<StringRef> ShardingAttr::getPartialAxes() const {
+  return axisNames(getPartial());
+}
+
+bool ShardingAttr::isReplicated() const {
+  if (!getPartialAxes().empty())
+    return false;
+  return llvm::all_of(getDims(), [](Attribute dim) {
+    return cast<ArrayAttr>(dim).empty();
+  });
+}
+
+LogicalResult tp::verifyShardingForType(Operation *anchor,
+                                        ShardingAttr sharding, Type type,
+                                        SymbolTableCollection &symbolTable) {
+  auto meshOp = symbolTable.lookupNearestSymbolFrom<MeshOp>(
+      anchor, sharding.getMesh());
+  if (!meshOp)
+    return anchor->emitOpError()
+           << "sharding refers to unknown mesh " << sharding.getMesh();
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape())
+    return anchor->emitOpError()
+           << "sharding needs a statically shaped tensor, got " << type;
+  if (sharding.getDims().size() != static_cast<size_t>(tensor.getRank()))
+    return anchor->emitOpError()
+           << "sharding has " << sharding.getDims().size()
+           << " dimension entries for a tensor of rank " << tensor.getRank();
+  for (StringRef axis : sharding.getPartialAxes())
+    if (!meshOp.getAxisSize(axis))
+      return anchor->emitOpError() << "mesh " << sharding.getMesh()
+                                   << " has no axis \"" << axis << "\"";
+  for (int64_t dim = 0, e = tensor.getRank(); dim < e; ++dim) {
+    int64_t shards = 1;
+    for (StringRef axis : sharding.getDimAxes(dim)) {
+      std::optional<int64_t> size = meshOp.getAxisSize(axis);
+      if (!size)
+        return anchor->emitOpError() << "mesh " << sharding.getMesh()
+                                     << " has no axis \"" << axis << "\"";
+      shards *= *size;
+    }
+    if (tensor.getDimSize(dim) % shards != 0)
+      return anchor->emitOpError()
+             << "dimension " << dim << " of size " << tensor.getDimSize(dim)
+             << " cannot be split into " << shards << " shards";
+  }
+  return success();
+}
+
+SmallVector<int64_t> tp::getLocalShape(ArrayRef<int64_t> globalShape,
+                                       ShardingAttr sharding, MeshOp mesh) {
+  SmallVector<int64_t> local(globalShape);
+  for (auto [dim, size] : llvm::enumerate(local))
+    for (StringRef axis : sharding.getDimAxes(dim))
+      size /= *mesh.getAxisSize(axis);
+  return local;
+}

@@ -1,0 +1,316 @@
+//===- TPOps.cpp - tp operations: verifiers and custom syntax -------------===//
+#include "megatron/Dialect/TP/IR/TP.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace mlir::tp;
+
+//===----------------------------------------------------------------------===//
+// Shared helpers
+//===----------------------------------------------------------------------===//
+
+static std::string shapeString(ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  llvm::raw_string_ostream os(text);
+  llvm::interleave(shape, os, ", ");
+  os << "]";
+  return text;
+}
+
+/// Emits "<what> has shape [..] but <expected> [..]" unless the shapes agree.
+static LogicalResult expectShape(Operation *op, StringRef what,
+                                 ArrayRef<int64_t> actual,
+                                 ArrayRef<int64_t> expected) {
+  if (actual == expected)
+    return success();
+  return op->emitOpError() << what << " has shape " << shapeString(actual)
+                           << " but " << shapeString(expected)
+                           << " is expected";
+}
+
+static LogicalResult expectSameElementType(Operation *op, Type expected,
+                                           Type actual, StringRef what) {
+  if (getElementTypeOrSelf(expected) == getElementTypeOrSelf(actual))
+    return success();
+  return op->emitOpError() << what << " has element type "
+                           << getElementTypeOrSelf(actual) << " but "
+                           << getElementTypeOrSelf(expected) << " is expected";
+}
+
+static bool isValidDim(int64_t dim, int64_t rank) {
+  return dim >= 0 && dim < rank;
+}
+
+//===----------------------------------------------------------------------===//
+// MeshOp
+//===----------------------------------------------------------------------===//
+
+/// Parses `["dp" = 1, "tp" = 4]`.
+static ParseResult parseMeshAxes(OpAsmParser &parser, ArrayAttr &names,
+                                 DenseI64ArrayAttr &sizes) {
+  SmallVector<Attribute> nameAttrs;
+  SmallVector<int64_t> sizeValues;
+  auto parseAxis = [&]() -> ParseResult {
+    std::string name;
+    int64_t size = 0;
+    if (parser.parseString(&name) || parser.parseEqual() ||
+        parser.parseInteger(size))
+      return failure();
+    nameAttrs.push_back(parser.getBuilder().getStringAttr(name));
+    sizeValues.push_back(size);
+    return success();
+  };
+  if (parser.parseCommaSeparatedList(OpAsmParser::Delimiter::Square,
+                                     parseAxis))
+    return failure();
+  names = parser.getBuilder().getArrayAttr(nameAttrs);
+  sizes = parser.getBuilder().getDenseI64ArrayAttr(sizeValues);
+  return success();
+}
+
+static void printMeshAxes(OpAsmPrinter &printer, Operation *, ArrayAttr names,
+                          DenseI64ArrayAttr sizes) {
+  printer << "[";
+  llvm::interleaveComma(llvm::zip(names, sizes.asArrayRef()), printer,
+                        [&](auto axis) {
+                          printer << std::get<0>(axis) << " = "
+                                  << std::get<1>(axis);
+                        });
+  printer << "]";
+}
+
+LogicalResult MeshOp::verify() {
+  if (getAxisNames().empty())
+    return emitOpError("needs at least one axis");
+  if (getAxisNames().size() != getAxisSizes().size())
+    return emitOpError("has ") << getAxisNames().size() << " axis names but "
+                               << getAxisSizes().size() << " sizes";
+  llvm::StringSet<> seen;
+  for (auto [name, size] : llvm::zip(getAxisNames(), getAxisSizes())) {
+    StringRef axis = cast<StringAttr>(name).getValue();
+    if (axis.empty())
+      return emitOpError("axis names must not be empty");
+    if (!seen.insert(axis).second)
+      return emitOpError("axis \"") << axis << "\" is declared twice";
+    if (size < 1)
+      return emitOpError("axis \"") << axis << "\" has size " << size
+                                    << "; sizes must be positive";
+  }
+  return success();
+}
+
+std::optional<int64_t> MeshOp::getAxisSize(StringRef axis) {
+  for (auto [name, size] : llvm::zip(getAxisNames(), getAxisSizes()))
+    if (cast<StringAttr>(name).getValue() == axis)
+      return size;
+  return std::nullopt;
+}
+
+//===----------------------------------------------------------------------===//
+// Transformer ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::verify() {
+  auto table = getTable().getType();
+  if (table.getRank() != 2)
+    return emitOpError("table must be [vocab, width], got rank ")
+           << table.getRank();
+  SmallVector<int64_t> expected(getIds().getType().getShape());
+  expected.push_back(table.getDimSize(1));
+  if (failed(expectSameElementType(*this, table, getType(), "result")))
+    return failure();
+  return expectShape(*this, "result", getType().getShape(), expected);
+}
+
+LogicalResult PositionEmbeddingOp::verify() {
+  auto table = getTable().getType();
+  auto result = getType();
+  if (table.getRank() != 2 || result.getRank() != 2)
+    return emitOpError("table and result must be [positions, width]");
+  if (result.getDimSize(0) > table.getDimSize(0))
+    return emitOpError("needs ")
+           << result.getDimSize(0) << " positions but the table has "
+           << table.getDimSize(0);
+  if (failed(expectSameElementType(*this, table, result, "result")))
+    return failure();
+  return expectShape(*this, "result width", result.getDimSize(1),
+                     table.getDimSize(1));
+}
+
+LogicalResult LayerNormOp::verify() {
+  auto input = getInput().getType();
+  if (input.getRank() < 1)
+    return emitOpError("input must have at least one dimension");
+  if (failed(expectSameElementType(*this, input, getWeight().getType(),
+                                   "weight")))
+    return failure();
+  return expectShape(*this, "weight", getWeight().getType().getShape(),
+                     input.getDimSize(input.getRank() - 1));
+}
+
+LogicalResult MatmulOp::verify() {
+  auto lhs = getLhs().getType();
+  auto rhs = getRhs().getType();
+  if (lhs.getRank() < 2 || rhs.getRank() < 2)
+    return emitOpError("operands must have rank 2 or more");
+  if (rhs.getRank() != 2 && rhs.getRank() != lhs.getRank())
+    return emitOpError("rhs must be a [K, N] matrix or have the lhs's rank ")
+           << lhs.getRank() << ", got rank " << rhs.getRank();
+  ArrayRef<int64_t> batch = lhs.getShape().drop_back(2);
+  if (rhs.getRank() != 2 &&
+      failed(expectShape(*this, "rhs batch", rhs.getShape().drop_back(2),
+                         batch)))
+    return failure();
+  int64_t lhsRows = lhs.getShape().end()[-2], lhsCols = lhs.getShape().back();
+  int64_t rhsRows = rhs.getShape().end()[-2], rhsCols = rhs.getShape().back();
+  if (getTransposeLhs())
+    std::swap(lhsRows, lhsCols);
+  if (getTransposeRhs())
+    std::swap(rhsRows, rhsCols);
+  if (lhsCols != rhsRows)
+    return emitOpError("contracting sizes differ: lhs has ")
+           << lhsCols << ", rhs has " << rhsRows;
+  if (failed(expectSameElementType(*this, lhs, rhs, "rhs")) ||
+      failed(expectSameElementType(*this, lhs, getType(), "result")))
+    return failure();
+  SmallVector<int64_t> expected(batch);
+  expected.append({lhsRows, rhsCols});
+  return expectShape(*this, "result", getType().getShape(), expected);
+}
+
+LogicalResult BiasAddOp::verify() {
+  ArrayRef<int64_t> input = getInput().getType().getShape();
+  ArrayRef<int64_t> bias = getBias().getType().getShape();
+  if (bias.size() > input.size() ||
+      input.take_back(bias.size()) != bias)
+    return emitOpError("bias shape ")
+           << shapeString(bias) << " is not a suffix of the input shape "
+           << shapeString(input);
+  return expectSameElementType(*this, getInput().getType(),
+                               getBias().getType(), "bias");
+}
+
+LogicalResult AttentionOp::verify() {
+  auto qkv = getQkv().getType();
+  if (qkv.getRank() != 3)
+    return emitOpError("qkv must be [batch, seq, 3 * width], got rank ")
+           << qkv.getRank();
+  int64_t fused = qkv.getDimSize(2);
+  if (fused % 3 != 0)
+    return emitOpError("qkv width ") << fused << " is not 3 * width";
+  int64_t width = fused / 3;
+  if (width % getNumHeads() != 0)
+    return emitOpError("num_heads ")
+           << getNumHeads() << " does not divide the embedding width "
+           << width;
+  if (failed(expectSameElementType(*this, qkv, getType(), "result")))
+    return failure();
+  return expectShape(*this, "result", getType().getShape(),
+                     {qkv.getDimSize(0), qkv.getDimSize(1), width});
+}
+
+LogicalResult SoftmaxOp::verify() {
+  if (!isValidDim(getDim(), getType().getRank()))
+    return emitOpError("dim ") << getDim() << " is out of range for rank "
+                               << getType().getRank();
+  return success();
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  auto logits = getLogits().getType();
+  if (logits.getRank() < 2)
+    return emitOpError("logits must be [..., vocab] with at least one token dimension");
+  if (failed(expectShape(*this, "targets", getTargets().getType().getShape(),
+                         logits.getShape().drop_back())))
+    return failure();
+  int64_t vocab = logits.getShape().back();
+  if (static_cast<int64_t>(getValidVocab()) > vocab)
+    return emitOpError("valid_vocab ")
+           << getValidVocab() << " exceeds the " << vocab << " logits";
+  return expectSameElementType(*this, logits, getType(), "loss");
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+/// Resolves the collective's mesh and axis; returns the axis size.
+template <typename CollectiveOp>
+static FailureOr<int64_t> verifyMeshAxis(CollectiveOp op,
+                                         SymbolTableCollection &symbolTable) {
+  auto mesh =
+      symbolTable.lookupNearestSymbolFrom<MeshOp>(op, op.getMeshAttr());
+  if (!mesh)
+    return op.emitOpError("refers to unknown mesh ") << op.getMeshAttr();
+  std::optional<int64_t> size = mesh.getAxisSize(op.getAxis());
+  if (!size)
+    return op.emitOpError("mesh ")
+           << op.getMeshAttr() << " has no axis \"" << op.getAxis() << "\"";
+  return *size;
+}
+
+/// all_gather grows `dim` by the axis size; reduce_scatter and local_slice
+/// shrink it. `wide` is the larger of the two types.
+template <typename CollectiveOp>
+static LogicalResult verifySplitDim(CollectiveOp op, int64_t axisSize,
+                                    RankedTensorType wide,
+                                    RankedTensorType narrow) {
+  int64_t dim = op.getDim();
+  if (!isValidDim(dim, wide.getRank()) || wide.getRank() != narrow.getRank())
+    return op.emitOpError("dim ")
+           << dim << " is out of range, or input and result ranks differ";
+  if (wide.getDimSize(dim) % axisSize != 0)
+    return op.emitOpError("dimension ")
+           << dim << " of size " << wide.getDimSize(dim)
+           << " cannot be split into " << axisSize << " shards";
+  SmallVector<int64_t> expected(wide.getShape());
+  expected[dim] /= axisSize;
+  if (failed(expectSameElementType(op, wide, narrow, "result")))
+    return failure();
+  return expectShape(op, "local side", narrow.getShape(), expected);
+}
+
+
+LogicalResult FOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyMeshAxis(*this, symbolTable);
+}
+
+LogicalResult GOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyMeshAxis(*this, symbolTable);
+}
+
+LogicalResult
+AllReduceOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyMeshAxis(*this, symbolTable);
+}
+
+LogicalResult
+AllGatherOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  FailureOr<int64_t> size = verifyMeshAxis(*this, symbolTable);
+  if (failed(size))
+    return failure();
+  return verifySplitDim(*this, *size, getType(), getInput().getType());
+}
+
+LogicalResult
+ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  FailureOr<int64_t> size = verifyMeshAxis(*this, symbolTable);
+  if (failed(size))
+    return failure();
+  return verifySplitDim(*this, *size, getInput().getType(), getType());
+}
+
+LogicalResult
+LocalSliceOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  FailureOr<int64_t> size = verifyMeshAxis(*this, symbolTable);
+  if (failed(size))
+    return failure();
+  return verifySplitDim(*this, *size, getInput().getType(), getType());
+}
+
+#define GET_OP_CLASSES
+#include "megatron/Dialect/TP/IR/TPOps.cpp.inc"

@@ -1,0 +1,216 @@
+//===- GPT2.cpp - GPT-2 forward pass and loss in the tp dialect -----------===//
+#include "megatron/Models/GPT2.h"
+#include "megatron/Dialect/TP/IR/TP.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
+
+using namespace mlir;
+using namespace mlir::megatron;
+
+std::optional<GPT2Config> GPT2Config::fromPreset(llvm::StringRef name) {
+  auto make = [](int64_t layers, int64_t heads, int64_t embd) {
+    GPT2Config config;
+    config.layers = layers;
+    config.heads = heads;
+    config.embd = embd;
+    return config;
+  };
+  if (name == "tiny") {
+    GPT2Config config = make(2, 4, 64);
+    config.vocab = 512;
+    config.ctx = 64;
+    config.seq = 32;
+    config.batch = 2;
+    return config;
+  }
+  if (name == "124M")
+    return make(12, 12, 768);
+  if (name == "350M")
+    return make(24, 16, 1024);
+  if (name == "774M")
+    return make(36, 20, 1280);
+  if (name == "1558M")
+    return make(48, 25, 1600);
+  return std::nullopt;
+}
+
+std::string GPT2Config::validate() const {
+  for (auto [value, what] :
+       {std::pair{layers, "--layers"}, {heads, "--heads"}, {embd, "--embd"},
+        {vocab, "--vocab"}, {ctx, "--ctx"}, {seq, "--seq"},
+        {batch, "--batch"}})
+    if (value < 1)
+      return std::string(what) + " must be positive";
+  if (embd % heads != 0)
+    return "--heads " + std::to_string(heads) +
+           " does not divide the embedding width " + std::to_string(embd);
+  if (seq > ctx)
+    return "--seq " + std::to_string(seq) +
+           " exceeds the position table (--ctx " + std::to_string(ctx) + ")";
+  return "";
+}
+
+int64_t ParameterSpec::numElements() const {
+  int64_t count = 1;
+  for (int64_t size : shape)
+    count *= size;
+  return count;
+}
+
+llvm::SmallVector<ParameterSpec>
+megatron::getParameterSpecs(const GPT2Config &config) {
+  const int64_t c = config.embd;
+  llvm::SmallVector<ParameterSpec> specs = {{"wte.weight", {config.vocab, c}},
+                                            {"wpe.weight", {config.ctx, c}}};
+  for (int64_t layer = 0; layer < config.layers; ++layer) {
+    std::string h = "h." + std::to_string(layer) + ".";
+    // Conv1D layout, as in the Hugging Face checkpoints: [in, out].
+    specs.append({{h + "ln_1.weight", {c}},
+                  {h + "ln_1.bias", {c}},
+                  {h + "attn.c_attn.weight", {c, 3 * c}},
+                  {h + "attn.c_attn.bias", {3 * c}},
+                  {h + "attn.c_proj.weight", {c, c}},
+                  {h + "attn.c_proj.bias", {c}},
+                  {h + "ln_2.weight", {c}},
+                  {h + "ln_2.bias", {c}},
+                  {h + "mlp.c_fc.weight", {c, 4 * c}},
+                  {h + "mlp.c_fc.bias", {4 * c}},
+                  {h + "mlp.c_proj.weight", {4 * c, c}},
+                  {h + "mlp.c_proj.bias", {c}}});
+  }
+  specs.append({{"ln_f.weight", {c}}, {"ln_f.bias", {c}}});
+  return specs;
+}
+
+int64_t megatron::countParameters(const GPT2Config &config) {
+  int64_t total = 0;
+  for (const ParameterSpec &spec : getParameterSpecs(config))
+    total += spec.numElements();
+  return total;
+}
+
+namespace {
+constexpr float kLayerNormEpsilon = 1e-5f;
+
+/// Emits the ops of one forward pass; each op is located at the Hugging Face
+/// module it comes from so that diagnostics name e.g. "h.3.mlp".
+class GPT2Emitter {
+public:
+  GPT2Emitter(OpBuilder &builder, const GPT2Config &config,
+              llvm::StringMap<Value> params)
+      : b(builder), config(config), params(std::move(params)) {}
+
+  Value forwardLoss(Value ids, Value targets) {
+    Value x = embed(ids);
+    for (int64_t layer = 0; layer < config.layers; ++layer)
+      x = block(x, "h." + std::to_string(layer));
+    Value normed = layerNorm(x, "ln_f");
+    // The LM head is tied to the token embedding: logits = x * wte^T.
+    auto logitsType = activation(config.vocab);
+    Value logits = tp::MatmulOp::create(b, at("lm_head"), logitsType, normed,
+                                        param("wte.weight"),
+                                        /*transpose_lhs=*/false,
+                                        /*transpose_rhs=*/true);
+    return tp::CrossEntropyOp::create(
+        b, at("loss"), RankedTensorType::get({}, b.getF32Type()), logits,
+        targets, config.vocab);
+  }
+
+private:
+  Location at(const std::string &name) {
+    return NameLoc::get(b.getStringAttr(name));
+  }
+  Value param(const std::string &name) { return params.lookup(name); }
+  RankedTensorType activation(int64_t width) {
+    return RankedTensorType::get({config.batch, config.seq, width},
+                                 b.getF32Type());
+  }
+
+  Value embed(Value ids) {
+    Value tokens = tp::EmbeddingOp::create(b, at("wte"), activation(config.embd),
+                                           param("wte.weight"), ids);
+    auto positionsType =
+        RankedTensorType::get({config.seq, config.embd}, b.getF32Type());
+    Value positions = tp::PositionEmbeddingOp::create(
+        b, at("wpe"), positionsType, param("wpe.weight"));
+    return tp::BiasAddOp::create(b, at("wpe"), tokens, positions);
+  }
+
+  Value layerNorm(Value x, const std::string &prefix) {
+    return tp::LayerNormOp::create(b, at(prefix), x,
+                                   param(prefix + ".weight"),
+                                   param(prefix + ".bias"),
+                                   b.getF32FloatAttr(kLayerNormEpsilon));
+  }
+
+  /// x * W + bias for a Conv1D layer `prefix` of output width `width`.
+  Value linear(Value x, const std::string &prefix, int64_t width) {
+    Value product =
+        tp::MatmulOp::create(b, at(prefix), activation(width), x,
+                             param(prefix + ".weight"), false, false);
+    return tp::BiasAddOp::create(b, at(prefix), product,
+                                 param(prefix + ".bias"));
+  }
+
+  Value block(Value x, const std::string &h) {
+    const int64_t c = config.embd;
+    Value qkv = linear(layerNorm(x, h + ".ln_1"), h + ".attn.c_attn", 3 * c);
+    Value heads = tp::AttentionOp::create(b, at(h + ".attn"), activation(c),
+                                          qkv, config.heads);
+    Value attn = linear(heads, h + ".attn.c_proj", c);
+    x = tp::AddOp::create(b, at(h + ".attn"), x, attn);
+    Value fc = linear(layerNorm(x, h + ".ln_2"), h + ".mlp.c_fc", 4 * c);
+    Value act = tp::GeluOp::create(b, at(h + ".mlp"), fc);
+    Value mlp = linear(act, h + ".mlp.c_proj", c);
+    return tp::AddOp::create(b, at(h + ".mlp"), x, mlp);
+  }
+
+  OpBuilder &b;
+  const GPT2Config &config;
+  llvm::StringMap<Value> params;
+};
+} // namespace
+
+OwningOpRef<ModuleOp> megatron::buildGPT2Module(MLIRContext &context,
+                                                const GPT2Config &config) {
+  context.loadDialect<tp::TPDialect, func::FuncDialect>();
+  OpBuilder b(&context);
+  Location loc = NameLoc::get(b.getStringAttr("gpt2"));
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  b.setInsertionPointToEnd(module->getBody());
+
+  llvm::SmallVector<ParameterSpec> specs = getParameterSpecs(config);
+  auto tokensType =
+      RankedTensorType::get({config.batch, config.seq}, b.getI32Type());
+  SmallVector<Type> argTypes;
+  SmallVector<DictionaryAttr> argAttrs;
+  auto named = [&](StringRef name) {
+    return b.getDictionaryAttr(b.getNamedAttr(tp::TPDialect::kNameAttrName,
+                                              b.getStringAttr(name)));
+  };
+  for (const ParameterSpec &spec : specs) {
+    argTypes.push_back(RankedTensorType::get(spec.shape, b.getF32Type()));
+    argAttrs.push_back(named(spec.name));
+  }
+  argTypes.append({tokensType, tokensType});
+  argAttrs.append({named("input_ids"), named("targets")});
+  auto lossType = RankedTensorType::get({}, b.getF32Type());
+
+  auto function = func::FuncOp::create(
+      b, loc, "gpt2", b.getFunctionType(argTypes, {lossType}));
+  function.setAllArgAttrs(argAttrs);
+  Block *entry = function.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+
+  llvm::StringMap<Value> params;
+  for (auto [spec, arg] : llvm::zip(specs, entry->getArguments()))
+    params[spec.name] = arg;
+  GPT2Emitter emitter(b, config, std::move(params));
+  size_t numParams = specs.size();
+  Value loss = emitter.forwardLoss(entry->getArgument(numParams),
+                                   entry->getArgument(numParams + 1));
+  func::ReturnOp::create(b, loc, loss);
+  return module;
+}
