@@ -93,6 +93,7 @@ int main(int argc, char **argv) {
     if (failed(mlir::verify(*module)))
       return 1;
     module->print(out.os());
+    out.os() << "\n";
   }
   out.keep();
   return 0;

@@ -23,7 +23,7 @@ static LogicalResult verifyShardingAttr(Operation *anchor, NamedAttribute attr,
                                         Type type) {
   auto sharding = dyn_cast<ShardingAttr>(attr.getValue());
   if (!sharding)
-    return anchor->emitOpError() << "'" << attr.getName()
+    return anchor->emitOpError() << "'" << attr.getName().getValue()
                                  << "' must be a #tp.sharding attribute";
   SymbolTableCollection symbolTable;
   return verifyShardingForType(anchor, sharding, type, symbolTable);
@@ -32,7 +32,7 @@ static LogicalResult verifyShardingAttr(Operation *anchor, NamedAttribute attr,
 LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
                                                   NamedAttribute attr) {
   if (attr.getName() != kShardingAttrName)
-    return op->emitOpError() << "unknown tp attribute '" << attr.getName()
+    return op->emitOpError() << "unknown tp attribute '" << attr.getName().getValue()
                              << "' on an operation";
   if (op->getNumResults() != 1)
     return op->emitOpError() << "'" << kShardingAttrName
@@ -52,7 +52,7 @@ LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op,
     return success();
   }
   if (attr.getName() != kShardingAttrName)
-    return op->emitOpError() << "unknown tp attribute '" << attr.getName()
+    return op->emitOpError() << "unknown tp attribute '" << attr.getName().getValue()
                              << "' on argument #" << argIndex;
   Region &region = op->getRegion(regionIndex);
   if (region.empty() || argIndex >= region.getNumArguments())
@@ -66,7 +66,7 @@ LogicalResult TPDialect::verifyRegionResultAttribute(Operation *op,
                                                      unsigned resultIndex,
                                                      NamedAttribute attr) {
   if (attr.getName() != kShardingAttrName)
-    return op->emitOpError() << "unknown tp attribute '" << attr.getName()
+    return op->emitOpError() << "unknown tp attribute '" << attr.getName().getValue()
                              << "' on result #" << resultIndex;
   auto function = dyn_cast<FunctionOpInterface>(op);
   if (!function || resultIndex >= function.getNumResults())

@@ -1,0 +1,27 @@
+/* Causal multi-head self-attention on a fused qkv projection. */
+#ifndef MEGATRON_RT_ATTENTION_H
+#define MEGATRON_RT_ATTENTION_H
+
+#include "megatron_rt/api.h"
+
+MRT_EXTERN_C_BEGIN
+
+/* qkv [B,T,3*H*D]: columns [0,HD) are q, [HD,2HD) k, [2HD,3HD) v, and head h
+ * owns columns [h*D,(h+1)*D) of each section. out [B,T,H*D] (heads
+ * concatenated the same way) = softmax(q k^T / sqrt(D), causal) v, where
+ * query t sees keys 0..t; lse [B,H,T] receives each score row's
+ * log-sum-exp (of the scaled scores). */
+MRT_API void mrt_attention_fwd_f32(const float *qkv, float *out, float *lse,
+                                   int64_t B, int64_t T, int64_t H, int64_t D);
+
+/* Backward of mrt_attention_fwd_f32 given its out and lse and dout [B,T,HD]:
+ * dqkv [B,T,3HD] is OVERWRITTEN in the qkv layout. Probabilities are
+ * recomputed from q, k and lse one score row at a time. */
+MRT_API void mrt_attention_bwd_f32(const float *qkv, const float *out,
+                                   const float *dout, const float *lse,
+                                   float *dqkv, int64_t B, int64_t T,
+                                   int64_t H, int64_t D);
+
+MRT_EXTERN_C_END
+
+#endif /* MEGATRON_RT_ATTENTION_H */

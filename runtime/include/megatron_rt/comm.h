@@ -1,0 +1,59 @@
+/* Communicators over MPI: a per-rank context holding a (dp, tp) device mesh,
+ * tp varying fastest (world rank = dp_rank * tp_size + tp_rank), with one MPI
+ * communicator per axis. Any MPI failure inside a collective prints
+ * "megatron-rt: rank R: <collective> failed: <MPI error>" to stderr and calls
+ * MPI_Abort(MPI_COMM_WORLD, 1), so a failing rank never leaves others hanging.
+ * Counts are elements (bytes for broadcast) and must fit in an int. */
+#ifndef MEGATRON_RT_COMM_H
+#define MEGATRON_RT_COMM_H
+
+#include "megatron_rt/api.h"
+
+MRT_EXTERN_C_BEGIN
+
+typedef struct mrt_context mrt_context;
+
+enum { MRT_AXIS_DP = 0, MRT_AXIS_TP = 1 };
+enum { MRT_REDUCE_SUM = 0, MRT_REDUCE_MAX = 1 };
+
+/* Initialises MPI if needed and builds the mesh; dp is 1 for now, so the MPI
+ * world size must equal tp_size. On failure returns NULL and writes a
+ * NUL-terminated message into err[errlen]. */
+MRT_API mrt_context *mrt_context_create(int64_t tp_size, char *err,
+                                        size_t errlen);
+
+/* Frees the communicators; finalises MPI when the library initialised it and
+ * this was its last context (MPI cannot be initialised again afterwards). */
+MRT_API void mrt_context_destroy(mrt_context *ctx);
+
+/* Rank/size along axis MRT_AXIS_DP or MRT_AXIS_TP, and the MPI world rank. */
+MRT_API int64_t mrt_axis_rank(const mrt_context *ctx, int axis);
+MRT_API int64_t mrt_axis_size(const mrt_context *ctx, int axis);
+MRT_API int64_t mrt_world_rank(const mrt_context *ctx);
+
+/* In place: buf[n] becomes the element-wise op (MRT_REDUCE_SUM or
+ * MRT_REDUCE_MAX) over the ranks of the axis. */
+MRT_API void mrt_all_reduce_f32(mrt_context *ctx, int axis, float *buf,
+                                int64_t n, int op);
+
+/* out [size*n_per_rank] = every rank's in [n_per_rank], in rank order. in may
+ * be out + rank*n_per_rank (in place) but must not overlap out otherwise. */
+MRT_API void mrt_all_gather_f32(mrt_context *ctx, int axis, const float *in,
+                                float *out, int64_t n_per_rank);
+
+/* out [n_per_rank] = sum over ranks of their in [size*n_per_rank] chunk
+ * number `rank`; in and out must not overlap. */
+MRT_API void mrt_reduce_scatter_f32(mrt_context *ctx, int axis,
+                                    const float *in, float *out,
+                                    int64_t n_per_rank);
+
+/* Copies root's buf[bytes] to every rank of the axis (root: rank in axis). */
+MRT_API void mrt_broadcast_bytes(mrt_context *ctx, int axis, void *buf,
+                                 int64_t bytes, int root);
+
+/* Returns once every rank of the axis has entered it. */
+MRT_API void mrt_barrier(mrt_context *ctx, int axis);
+
+MRT_EXTERN_C_END
+
+#endif /* MEGATRON_RT_COMM_H */

@@ -1,0 +1,32 @@
+/* Token (vocabulary-parallel) and position embeddings. */
+#ifndef MEGATRON_RT_EMBEDDING_H
+#define MEGATRON_RT_EMBEDDING_H
+
+#include "megatron_rt/api.h"
+
+MRT_EXTERN_C_BEGIN
+
+/* This rank holds table [Vl,C] = rows [vocab_start, vocab_start+Vl) of the
+ * vocabulary. out[i,:] (out [N,C], overwrite) = table[ids[i]-vocab_start,:]
+ * when the id is in that range, else zeros (an all-reduce adds the others). */
+MRT_API void mrt_embedding_fwd_f32(const float *table, const int32_t *ids,
+                                   int64_t vocab_start, int64_t Vl, int64_t C,
+                                   int64_t N, float *out);
+
+/* dtable[ids[i]-vocab_start,:] += dout[i,:] (dout [N,C]) for the ids in this
+ * rank's range; ACCUMULATES into dtable [Vl,C] (a tied LM head adds too). */
+MRT_API void mrt_embedding_bwd_f32(const float *dout, const int32_t *ids,
+                                   int64_t vocab_start, int64_t Vl, int64_t C,
+                                   int64_t N, float *dtable);
+
+/* x[b,t,:] += wpe[t,:] for x [B,T,C] and wpe [>=T,C]. */
+MRT_API void mrt_pos_embedding_fwd_f32(float *x, const float *wpe, int64_t B,
+                                       int64_t T, int64_t C);
+
+/* dwpe[t,:] += sum_b dx[b,t,:] for dx [B,T,C] (ACCUMULATES into dwpe [>=T,C]). */
+MRT_API void mrt_pos_embedding_bwd_f32(const float *dx, float *dwpe, int64_t B,
+                                       int64_t T, int64_t C);
+
+MRT_EXTERN_C_END
+
+#endif /* MEGATRON_RT_EMBEDDING_H */

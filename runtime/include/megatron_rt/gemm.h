@@ -1,0 +1,20 @@
+/* General matrix multiply (OpenBLAS sgemm). */
+#ifndef MEGATRON_RT_GEMM_H
+#define MEGATRON_RT_GEMM_H
+
+#include "megatron_rt/api.h"
+
+MRT_EXTERN_C_BEGIN
+
+/* C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C, all row-major with
+ * leading dimensions lda/ldb/ldc; op(X) = X^T when transX != 0. As in BLAS,
+ * A is stored [M,lda] (or [K,lda] when transposed), and beta == 0 ignores C's
+ * previous contents. Every size and leading dimension must fit in an int. */
+MRT_API void mrt_gemm_f32(int transA, int transB, int64_t M, int64_t N,
+                          int64_t K, float alpha, const float *A, int64_t lda,
+                          const float *B, int64_t ldb, float beta, float *C,
+                          int64_t ldc);
+
+MRT_EXTERN_C_END
+
+#endif /* MEGATRON_RT_GEMM_H */

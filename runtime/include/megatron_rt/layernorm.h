@@ -1,0 +1,27 @@
+/* Layer normalisation over the last dimension (torch.nn.LayerNorm). */
+#ifndef MEGATRON_RT_LAYERNORM_H
+#define MEGATRON_RT_LAYERNORM_H
+
+#include "megatron_rt/api.h"
+
+MRT_EXTERN_C_BEGIN
+
+/* y[r,:] = (x[r,:] - mean[r]) * rstd[r] * w + b for x, y [rows,cols] and
+ * w, b [cols]; rstd = 1/sqrt(biased variance + eps). mean and rstd [rows] are
+ * written for the backward pass. y may alias x. */
+MRT_API void mrt_layernorm_fwd_f32(const float *x, const float *w,
+                                   const float *b, float *y, float *mean,
+                                   float *rstd, int64_t rows, int64_t cols,
+                                   float eps);
+
+/* Gradients of mrt_layernorm_fwd_f32 given dy [rows,cols] and the saved
+ * mean/rstd: dx [rows,cols] and dw, db [cols] are OVERWRITTEN (dw, db with
+ * the sum over all rows). dx may alias dy. */
+MRT_API void mrt_layernorm_bwd_f32(const float *dy, const float *x,
+                                   const float *w, const float *mean,
+                                   const float *rstd, float *dx, float *dw,
+                                   float *db, int64_t rows, int64_t cols);
+
+MRT_EXTERN_C_END
+
+#endif /* MEGATRON_RT_LAYERNORM_H */

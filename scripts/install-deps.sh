@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what building and testing megatron-mlir needs on Debian 12:
+# LLVM/MLIR 22, the C++ toolchain, OpenBLAS, OpenMPI, GoogleTest, and the
+# Python packages of the reference model used by the tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
+  cmake ninja-build ccache g++ libgtest-dev
+  libopenblas-dev libopenmpi-dev openmpi-bin graphviz
+)
+
+missing=()
+for package in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "ok installed" ||
+    missing+=("$package")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [ -f utils/gpt2_reference/requirements.txt ]; then
+  python3 -m pip install -q -r utils/gpt2_reference/requirements.txt
+fi

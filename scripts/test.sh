@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The test command: installs dependencies, builds, and runs every test
+# (lit suite, GoogleTest unit tests through ctest, the reference's pytest).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/install-deps.sh
+scripts/build.sh
+cmake --build build --target check-megatron
+ctest --test-dir build --output-on-failure -j "$(nproc)"
+if [ -d utils/gpt2_reference ]; then
+  python3 -m pytest -q utils/gpt2_reference
+fi

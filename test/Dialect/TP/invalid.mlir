@@ -1,0 +1,254 @@
+// RUN: megatron-opt %s -split-input-file -verify-diagnostics
+
+// expected-error @+1 {{axis "tp" is declared twice}}
+tp.mesh @m axes = ["tp" = 2, "tp" = 4]
+
+// -----
+
+// expected-error @+1 {{axis "tp" has size 0; sizes must be positive}}
+tp.mesh @m axes = ["tp" = 0]
+
+// -----
+
+func.func @matmul_contracting(%a: tensor<2x8x16xf32>, %b: tensor<32x8xf32>) {
+  // expected-error @+1 {{contracting sizes differ: lhs has 16, rhs has 32}}
+  %0 = tp.matmul %a, %b : tensor<2x8x16xf32>, tensor<32x8xf32> -> tensor<2x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_result(%a: tensor<2x8x16xf32>, %b: tensor<16x8xf32>) {
+  // expected-error @+1 {{result has shape [2, 8, 9] but [2, 8, 8] is expected}}
+  %0 = tp.matmul %a, %b : tensor<2x8x16xf32>, tensor<16x8xf32> -> tensor<2x8x9xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_batch(%a: tensor<2x8x16xf32>, %b: tensor<3x16x8xf32>) {
+  // expected-error @+1 {{rhs batch has shape [3] but [2] is expected}}
+  %0 = tp.matmul %a, %b : tensor<2x8x16xf32>, tensor<3x16x8xf32> -> tensor<2x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_width(%t: tensor<64x16xf32>, %ids: tensor<2x8xi32>) {
+  // expected-error @+1 {{result has shape [2, 8, 32] but [2, 8, 16] is expected}}
+  %0 = tp.embedding %t[%ids] : tensor<64x16xf32>, tensor<2x8xi32> -> tensor<2x8x32xf32>
+  return
+}
+
+// -----
+
+func.func @position_embedding_too_long(%t: tensor<8x16xf32>) {
+  // expected-error @+1 {{needs 9 positions but the table has 8}}
+  %0 = tp.position_embedding %t : tensor<8x16xf32> -> tensor<9x16xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_weight(%x: tensor<2x8x16xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{weight has shape [8] but [16] is expected}}
+  %0 = tp.layer_norm %x, %w, %w : tensor<2x8x16xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @bias_not_suffix(%x: tensor<2x8x16xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{bias shape [8] is not a suffix of the input shape [2, 8, 16]}}
+  %0 = tp.bias_add %x, %b : tensor<2x8x16xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @add_types(%a: tensor<2x8xf32>, %b: tensor<2x9xf32>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %0 = "tp.add"(%a, %b) : (tensor<2x8xf32>, tensor<2x9xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @heads_do_not_divide(%qkv: tensor<2x8x48xf32>) {
+  // expected-error @+1 {{num_heads 3 does not divide the embedding width 16}}
+  %0 = tp.attention %qkv heads = 3 : tensor<2x8x48xf32> -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @qkv_not_fused(%qkv: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{qkv width 16 is not 3 * width}}
+  %0 = tp.attention %qkv heads = 2 : tensor<2x8x16xf32> -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_result(%qkv: tensor<2x8x48xf32>) {
+  // expected-error @+1 {{result has shape [2, 8, 48] but [2, 8, 16] is expected}}
+  %0 = tp.attention %qkv heads = 2 : tensor<2x8x48xf32> -> tensor<2x8x48xf32>
+  return
+}
+
+// -----
+
+func.func @softmax_dim(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{dim 2 is out of range for rank 2}}
+  %0 = tp.softmax %x dim = 2 : tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_targets(%l: tensor<2x8x64xf32>, %t: tensor<2x4xi32>) {
+  // expected-error @+1 {{targets has shape [2, 4] but [2, 8] is expected}}
+  %0 = tp.cross_entropy %l, %t valid_vocab = 64 : tensor<2x8x64xf32>, tensor<2x4xi32> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_vocab(%l: tensor<2x8x64xf32>, %t: tensor<2x8xi32>) {
+  // expected-error @+1 {{valid_vocab 65 exceeds the 64 logits}}
+  %0 = tp.cross_entropy %l, %t valid_vocab = 65 : tensor<2x8x64xf32>, tensor<2x8xi32> -> tensor<f32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{sharding refers to unknown mesh @nowhere}}
+func.func @unknown_mesh(%x: tensor<4x8xf32> {tp.sharding = #tp.sharding<@nowhere, [[], []]>}) {
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["tp" = 2]
+// expected-error @+1 {{mesh @m has no axis "pp"}}
+func.func @unknown_axis(%x: tensor<4x8xf32> {tp.sharding = #tp.sharding<@m, [["pp"], []]>}) {
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["tp" = 2]
+// expected-error @+1 {{mesh @m has no axis "dp"}}
+func.func @unknown_partial_axis(%x: tensor<4x8xf32> {tp.sharding = #tp.sharding<@m, [[], []], partial = ["dp"]>}) {
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["tp" = 2]
+// expected-error @+1 {{mesh axis "tp" is used more than once in one sharding}}
+func.func @axis_twice(%x: tensor<4x8xf32> {tp.sharding = #tp.sharding<@m, [["tp"], ["tp"]]>}) {
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["tp" = 2]
+// expected-error @+1 {{mesh axis "tp" is used more than once in one sharding}}
+func.func @axis_split_and_partial(%x: tensor<4x8xf32> {tp.sharding = #tp.sharding<@m, [["tp"], []], partial = ["tp"]>}) {
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["tp" = 4]
+// expected-error @+1 {{dimension 1 of size 6 cannot be split into 4 shards}}
+func.func @indivisible(%x: tensor<4x6xf32> {tp.sharding = #tp.sharding<@m, [[], ["tp"]]>}) {
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["tp" = 2]
+// expected-error @+1 {{sharding has 1 dimension entries for a tensor of rank 2}}
+func.func @sharding_rank(%x: tensor<4x6xf32> {tp.sharding = #tp.sharding<@m, [[]]>}) {
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["tp" = 2]
+func.func @result_sharding_indivisible(%x: tensor<3x8xf32>) {
+  // expected-error @+1 {{dimension 0 of size 3 cannot be split into 2 shards}}
+  %0 = tp.gelu %x {tp.sharding = #tp.sharding<@m, [["tp"], []]>} : tensor<3x8xf32>
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["tp" = 2]
+func.func @sharding_not_attr(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'tp.sharding' must be a #tp.sharding attribute}}
+  %0 = tp.gelu %x {tp.sharding = 3 : i64} : tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @collective_unknown_mesh(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{refers to unknown mesh @m}}
+  %0 = tp.g %x over @m["tp"] : tensor<4x8xf32>
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["tp" = 2]
+func.func @collective_unknown_axis(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{mesh @m has no axis "pp"}}
+  %0 = tp.f %x over @m["pp"] : tensor<4x8xf32>
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["tp" = 4]
+func.func @all_gather_shape(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{local side has shape [4, 8] but [4, 4] is expected}}
+  %0 = tp.all_gather %x over @m["tp"] dim = 1 : tensor<4x8xf32> -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["tp" = 4]
+func.func @local_slice_indivisible(%x: tensor<4x6xf32>) {
+  // expected-error @+1 {{dimension 1 of size 6 cannot be split into 4 shards}}
+  %0 = tp.local_slice %x over @m["tp"] dim = 1 : tensor<4x6xf32> -> tensor<4x1xf32>
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["tp" = 2]
+func.func @reduce_scatter_dim(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{dim 2 is out of range, or input and result ranks differ}}
+  %0 = tp.reduce_scatter sum %x over @m["tp"] dim = 2 : tensor<4x8xf32> -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @name_not_string(%x: tensor<4xf32> {tp.name = 3 : i64}) {
+  // expected-error @-1 {{'tp.name' of argument #0 must be a string}}
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["tp" = 2]
+func.func @unknown_tp_attr(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{unknown tp attribute 'tp.shard' on an operation}}
+  %0 = tp.gelu %x {tp.shard = #tp.sharding<@m, [[], []]>} : tensor<4x8xf32>
+  return
+}

@@ -1,0 +1,60 @@
+// RUN: megatron-opt %s | megatron-opt | FileCheck %s
+// RUN: megatron-opt %s --mlir-print-op-generic | megatron-opt | FileCheck %s
+
+// CHECK: tp.mesh @m axes = ["dp" = 1, "tp" = 4]
+tp.mesh @m axes = ["dp" = 1, "tp" = 4]
+
+// CHECK-LABEL: func.func @transformer_ops
+// CHECK-SAME: %[[WTE:.*]]: tensor<64x16xf32> {tp.sharding = #tp.sharding<@m, {{\[}}["tp"], []]>}
+func.func @transformer_ops(%wte: tensor<64x16xf32> {tp.sharding = #tp.sharding<@m, [["tp"], []]>},
+                           %wpe: tensor<8x16xf32>, %ids: tensor<2x8xi32>,
+                           %w: tensor<16xf32>, %b: tensor<16xf32>,
+                           %c_attn: tensor<16x48xf32>, %c_proj: tensor<16x16xf32>) -> tensor<f32> {
+  // CHECK: %[[TOK:.*]] = tp.embedding %[[WTE]][%{{.*}}] : tensor<64x16xf32>, tensor<2x8xi32> -> tensor<2x8x16xf32>
+  %tok = tp.embedding %wte[%ids] : tensor<64x16xf32>, tensor<2x8xi32> -> tensor<2x8x16xf32>
+  // CHECK: tp.position_embedding %{{.*}} : tensor<8x16xf32> -> tensor<4x16xf32>
+  %pos4 = tp.position_embedding %wpe : tensor<8x16xf32> -> tensor<4x16xf32>
+  %pos = tp.position_embedding %wpe : tensor<8x16xf32> -> tensor<8x16xf32>
+  // CHECK: tp.bias_add %[[TOK]], %{{.*}} : tensor<2x8x16xf32>, tensor<8x16xf32>
+  %x = tp.bias_add %tok, %pos : tensor<2x8x16xf32>, tensor<8x16xf32>
+  // CHECK: tp.layer_norm %{{.*}} {epsilon = 1.000000e-03 : f32} : tensor<2x8x16xf32>, tensor<16xf32>
+  %h = tp.layer_norm %x, %w, %b {epsilon = 1.0e-3 : f32} : tensor<2x8x16xf32>, tensor<16xf32>
+  // CHECK: %[[QKV:.*]] = tp.matmul {{.*}} : tensor<2x8x16xf32>, tensor<16x48xf32> -> tensor<2x8x48xf32>
+  %qkv = tp.matmul %h, %c_attn : tensor<2x8x16xf32>, tensor<16x48xf32> -> tensor<2x8x48xf32>
+  // CHECK: tp.attention %[[QKV]] heads = 4 : tensor<2x8x48xf32> -> tensor<2x8x16xf32>
+  %a = tp.attention %qkv heads = 4 : tensor<2x8x48xf32> -> tensor<2x8x16xf32>
+  // CHECK: tp.matmul {{.*}} {transpose_lhs} : tensor<2x8x16xf32>, tensor<2x8x16xf32> -> tensor<2x16x16xf32>
+  %at = tp.matmul %a, %a {transpose_lhs} : tensor<2x8x16xf32>, tensor<2x8x16xf32> -> tensor<2x16x16xf32>
+  %att = tp.matmul %at, %at {transpose_lhs, transpose_rhs} : tensor<2x16x16xf32>, tensor<2x16x16xf32> -> tensor<2x16x16xf32>
+  %p = tp.matmul %a, %c_proj : tensor<2x8x16xf32>, tensor<16x16xf32> -> tensor<2x8x16xf32>
+  // CHECK: tp.add
+  %r = tp.add %x, %p : tensor<2x8x16xf32>
+  // CHECK: tp.gelu
+  %g = tp.gelu %r : tensor<2x8x16xf32>
+  // CHECK: tp.softmax %{{.*}} dim = 2 : tensor<2x8x16xf32>
+  %s = tp.softmax %g dim = 2 : tensor<2x8x16xf32>
+  // CHECK: tp.matmul {{.*}} {transpose_rhs} : tensor<2x8x16xf32>, tensor<64x16xf32> -> tensor<2x8x64xf32>
+  %logits = tp.matmul %s, %wte {transpose_rhs} : tensor<2x8x16xf32>, tensor<64x16xf32> -> tensor<2x8x64xf32>
+  // CHECK: tp.cross_entropy %{{.*}}, %{{.*}} valid_vocab = 50 : tensor<2x8x64xf32>, tensor<2x8xi32> -> tensor<f32>
+  %loss = tp.cross_entropy %logits, %ids valid_vocab = 50 : tensor<2x8x64xf32>, tensor<2x8xi32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @collectives
+func.func @collectives(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // CHECK: tp.f %{{.*}} over @m["tp"] : tensor<4x8xf32>
+  %f = tp.f %x over @m["tp"] : tensor<4x8xf32>
+  // CHECK: tp.g %{{.*}} over @m["tp"] {tp.sharding = #tp.sharding<@m, {{\[\[}}], []]>} : tensor<4x8xf32>
+  %g = tp.g %f over @m["tp"] {tp.sharding = #tp.sharding<@m, [[], []]>} : tensor<4x8xf32>
+  // CHECK: tp.all_reduce max %{{.*}} over @m["tp"] : tensor<4x8xf32>
+  %m = tp.all_reduce max %g over @m["tp"] : tensor<4x8xf32>
+  // CHECK: tp.all_gather %{{.*}} over @m["tp"] dim = 1 : tensor<4x8xf32> -> tensor<4x32xf32>
+  %ag = tp.all_gather %m over @m["tp"] dim = 1 : tensor<4x8xf32> -> tensor<4x32xf32>
+  // CHECK: tp.reduce_scatter sum %{{.*}} over @m["tp"] dim = 1 : tensor<4x32xf32> -> tensor<4x8xf32>
+  %rs = tp.reduce_scatter sum %ag over @m["tp"] dim = 1 : tensor<4x32xf32> -> tensor<4x8xf32>
+  // CHECK: tp.local_slice %{{.*}} over @m["tp"] dim = 0 : tensor<4x8xf32> -> tensor<1x8xf32>
+  %ls = tp.local_slice %rs over @m["tp"] dim = 0 : tensor<4x8xf32> -> tensor<1x8xf32>
+  // CHECK: #tp.sharding<@m, {{\[\[}}], []], partial = ["tp"]>
+  %p = tp.add %rs, %rs {tp.sharding = #tp.sharding<@m, [[], []], partial = ["tp"]>} : tensor<4x8xf32>
+  return %p : tensor<4x8xf32>
+}

@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Reference GPT-2 numbers for the compiled training step (JAX, fp32).
+
+  reference.py eval  --model M --data D --batch B --seq T --heads H \
+                     --valid-vocab V --steps S [--dump-logits F.npy]
+      -> "step S loss X" per step (fixed params, batch s for step s)
+  reference.py grads --model M --data D --batch B --seq T --heads H \
+                     --valid-vocab V --out grads.safetensors [--step 0]
+      -> "step S loss X"; writes d(loss of that step)/d(param) per parameter
+  reference.py train --model M --data D --batch B --seq T --heads H \
+                     --valid-vocab V --steps 10 --lr 1e-4 [--beta1 0.9 \
+                     --beta2 0.999 --eps 1e-8 --weight-decay 0 --grad-clip 1]
+      -> "step S loss X grad_norm G" per step (torch.optim.AdamW semantics)
+
+Numbers are printed with repr() of the float32 value (exact). --heads
+defaults to the checkpoint's n_head metadata, --valid-vocab to its
+vocab_size metadata (else the number of wte rows).
+"""
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np  # noqa: E402
+
+import gpt2_jax  # noqa: E402
+from safetensors_io import load_gpt2, save_gpt2  # noqa: E402
+from tokens_io import batch, read_tokens  # noqa: E402
+
+
+def _common(p):
+    p.add_argument("--model", required=True, help="model.safetensors")
+    p.add_argument("--data", required=True, help="llm.c token file")
+    p.add_argument("--batch", "-B", type=int, required=True)
+    p.add_argument("--seq", "-T", type=int, required=True)
+    p.add_argument("--heads", type=int, default=None)
+    p.add_argument("--valid-vocab", type=int, default=None)
+    p.add_argument("--timing", action="store_true",
+                   help="print timings to stderr")
+
+
+def _load(a):
+    params, info = load_gpt2(a.model, with_info=True)
+    meta = info["metadata"]
+    heads = a.heads if a.heads is not None else int(meta.get("n_head", 0)) or None
+    if heads is None:
+        sys.exit("error: --heads is required (no n_head in checkpoint metadata)")
+    if info["n_embd"] % heads:
+        sys.exit(f"error: n_embd {info['n_embd']} not divisible by heads {heads}")
+    vv = a.valid_vocab
+    if vv is None:
+        vv = int(meta.get("vocab_size", info["vocab_padded"]))
+    if not 0 < vv <= info["vocab_padded"]:
+        sys.exit(f"error: --valid-vocab {vv} not in (0, {info['vocab_padded']}]")
+    if a.seq > info["n_ctx"]:
+        sys.exit(f"error: --seq {a.seq} > n_ctx {info['n_ctx']}")
+    toks = read_tokens(a.data)
+    if toks.size and int(toks.max()) >= vv:
+        sys.exit(f"error: token {int(toks.max())} >= valid vocab {vv}")
+    return params, info, heads, vv, toks
+
+
+def cmd_eval(a):
+    t0 = time.perf_counter()
+    params, info, heads, vv, toks = _load(a)
+    jp = gpt2_jax.to_jax(params)
+    dumps, times = [], []
+    for s in range(a.start_step, a.start_step + a.steps):
+        ids, tg = batch(toks, s, a.batch, a.seq)
+        t1 = time.perf_counter()
+        loss, logits = gpt2_jax.eval_loss(jp, ids, tg, heads, vv)
+        loss = float(loss)
+        times.append(time.perf_counter() - t1)
+        print(f"step {s} loss {loss!r}", flush=True)
+        if a.dump_logits:
+            dumps.append(np.asarray(logits))
+    if a.dump_logits:
+        np.save(a.dump_logits, np.stack(dumps))
+    if a.timing:
+        _timing(t0, times)
+
+
+def cmd_grads(a):
+    t0 = time.perf_counter()
+    params, info, heads, vv, toks = _load(a)
+    ids, tg = batch(toks, a.step, a.batch, a.seq)
+    t1 = time.perf_counter()
+    loss, g = gpt2_jax.grads(gpt2_jax.to_jax(params), ids, tg, heads, vv)
+    loss = float(loss)
+    times = [time.perf_counter() - t1]
+    print(f"step {a.step} loss {loss!r}", flush=True)
+    save_gpt2(a.out, {n: np.asarray(g[n]) for n in params},
+              metadata={"what": "gradients", "step": a.step, "loss": repr(loss),
+                        "batch": a.batch, "seq": a.seq, "n_head": heads,
+                        "valid_vocab": vv},
+              prefix=info["prefix"])
+    if a.timing:
+        _timing(t0, times)
+
+
+def cmd_train(a):
+    t0 = time.perf_counter()
+    params, info, heads, vv, toks = _load(a)
+    res = gpt2_jax.adamw_train(
+        params, lambda s: batch(toks, a.start_step + s, a.batch, a.seq), a.steps,
+        lr=a.lr, beta1=a.beta1, beta2=a.beta2, eps=a.eps,
+        weight_decay=a.weight_decay, grad_clip=a.grad_clip, heads=heads,
+        valid_vocab=vv, return_params=bool(a.out))
+    losses, norms = res[0], res[1]
+    for s, (l, g) in enumerate(zip(losses, norms)):
+        print(f"step {a.start_step + s} loss {l!r} grad_norm {g!r}")
+    if a.out:
+        save_gpt2(a.out, res[2], metadata=info["metadata"], prefix=info["prefix"])
+    if a.timing:
+        print(f"# total {time.perf_counter() - t0:.3f}s for {a.steps} steps "
+              f"(incl. load + jit)", file=sys.stderr)
+
+
+def _timing(t0, times):
+    tot = time.perf_counter() - t0
+    msg = f"# total {tot:.3f}s; first step (incl. jit) {times[0]:.3f}s"
+    if len(times) > 1:
+        msg += f"; later steps mean {1e3 * np.mean(times[1:]):.2f} ms"
+    print(msg, file=sys.stderr)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("eval", help="loss per step with fixed params")
+    _common(p)
+    p.add_argument("--steps", type=int, default=1)
+    p.add_argument("--start-step", type=int, default=0)
+    p.add_argument("--dump-logits", default=None,
+                   help=".npy file; float32 [steps,B,T,Vp] (padded columns "
+                        "included; slice [..., :valid_vocab] for the real ones)")
+    p.set_defaults(fn=cmd_eval)
+    p = sub.add_parser("grads", help="gradients of one step's loss")
+    _common(p)
+    p.add_argument("--step", type=int, default=0)
+    p.add_argument("--steps", type=int, default=None, help="ignored")
+    p.add_argument("--out", required=True)
+    p.set_defaults(fn=cmd_grads)
+    p = sub.add_parser("train", help="AdamW training (torch semantics)")
+    _common(p)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--start-step", type=int, default=0)
+    p.add_argument("--lr", type=float, required=True)
+    p.add_argument("--beta1", type=float, default=0.9)
+    p.add_argument("--beta2", type=float, default=0.999)
+    p.add_argument("--eps", type=float, default=1e-8)
+    p.add_argument("--weight-decay", type=float, default=0.0)
+    p.add_argument("--grad-clip", type=float, default=0.0,
+                   help="clip_grad_norm_ max norm; <= 0 disables")
+    p.add_argument("--out", default=None, help="save final params here")
+    p.set_defaults(fn=cmd_train)
+    a = ap.parse_args(argv)
+    a.fn(a)
+
+
+if __name__ == "__main__":
+    main()
