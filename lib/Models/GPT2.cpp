@@ -130,7 +130,8 @@ private:
 
   Value embed(Value ids) {
     Value tokens = tp::EmbeddingOp::create(b, at("wte"), activation(config.embd),
-                                           param("wte.weight"), ids);
+                                           param("wte.weight"), ids,
+                                           /*offset=*/Value());
     auto positionsType =
         RankedTensorType::get({config.seq, config.embd}, b.getF32Type());
     Value positions = tp::PositionEmbeddingOp::create(

@@ -39,7 +39,8 @@ collectAxes(function_ref<InFlightDiagnostic()> emitError, Attribute axes,
 
 LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    FlatSymbolRefAttr mesh, ArrayAttr dims,
-                                   ArrayAttr partial) {
+                                   ArrayAttr partial,
+                                   ArrayRef<int64_t> sections) {
   if (!mesh)
     return emitError() << "sharding needs a mesh";
   SmallVector<StringRef> axes;
@@ -49,6 +50,11 @@ LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       return failure();
   if (partial && failed(collectAxes(emitError, partial, "partial", axes)))
     return failure();
+  if (!sections.empty() && sections.size() != dims.size())
+    return emitError() << "sections has " << sections.size()
+                       << " entries for " << dims.size() << " dimensions";
+  if (llvm::any_of(sections, [](int64_t count) { return count < 1; }))
+    return emitError() << "sections must be positive";
   llvm::StringSet<> seen;
   for (StringRef axis : axes)
     if (!seen.insert(axis).second)
@@ -71,6 +77,19 @@ SmallVector<StringRef> ShardingAttr::getDimAxes(unsigned dim) const {
 
 SmallVector<StringRef> ShardingAttr::getPartialAxes() const {
   return axisNames(getPartial());
+}
+
+int64_t ShardingAttr::getDimSections(unsigned dim) const {
+  return getSections().empty() ? 1 : getSections()[dim];
+}
+
+bool ShardingAttr::usesAxis(StringRef axis) const {
+  if (llvm::is_contained(getPartialAxes(), axis))
+    return true;
+  for (unsigned dim = 0, e = getDims().size(); dim < e; ++dim)
+    if (llvm::is_contained(getDimAxes(dim), axis))
+      return true;
+  return false;
 }
 
 bool ShardingAttr::isReplicated() const {
@@ -110,10 +129,14 @@ LogicalResult tp::verifyShardingForType(Operation *anchor,
                                      << " has no axis \"" << axis << "\"";
       shards *= *size;
     }
-    if (tensor.getDimSize(dim) % shards != 0)
+    int64_t sections = sharding.getDimSections(dim);
+    if (tensor.getDimSize(dim) % (shards * sections) != 0)
       return anchor->emitOpError()
              << "dimension " << dim << " of size " << tensor.getDimSize(dim)
-             << " cannot be split into " << shards << " shards";
+             << " cannot be split into " << shards << " shards"
+             << (sections > 1 ? " of each of " + std::to_string(sections) +
+                                    " sections"
+                              : std::string());
   }
   return success();
 }

@@ -51,14 +51,31 @@ LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op,
                                << argIndex << " must be a string";
     return success();
   }
+  Region &region = op->getRegion(regionIndex);
+  if (region.empty() || argIndex >= region.getNumArguments())
+    return op->emitOpError() << "'" << attr.getName().getValue()
+                             << "' on a missing argument #" << argIndex;
+  auto type = cast<ShapedType>(region.getArgument(argIndex).getType());
+  if (attr.getName() == kGlobalShapeAttrName) {
+    auto shape = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    if (!shape || static_cast<int64_t>(shape.size()) != type.getRank())
+      return op->emitOpError() << "'" << kGlobalShapeAttrName
+                               << "' of argument #" << argIndex
+                               << " must list one size per dimension";
+    return success();
+  }
   if (attr.getName() != kShardingAttrName)
     return op->emitOpError() << "unknown tp attribute '" << attr.getName().getValue()
                              << "' on argument #" << argIndex;
-  Region &region = op->getRegion(regionIndex);
-  if (region.empty() || argIndex >= region.getNumArguments())
-    return op->emitOpError() << "'" << kShardingAttrName
-                             << "' on a missing argument #" << argIndex;
-  return verifyShardingAttr(op, attr, region.getArgument(argIndex).getType());
+  // After tp-partition an argument holds this rank's slice; its sharding
+  // describes the global tensor.
+  if (auto function = dyn_cast<FunctionOpInterface>(op))
+    if (auto global = function.getArgAttrOfType<DenseI64ArrayAttr>(
+            argIndex, kGlobalShapeAttrName))
+      return verifyShardingAttr(
+          op, attr,
+          RankedTensorType::get(global.asArrayRef(), type.getElementType()));
+  return verifyShardingAttr(op, attr, type);
 }
 
 LogicalResult TPDialect::verifyRegionResultAttribute(Operation *op,

@@ -115,6 +115,8 @@ std::optional<int64_t> MeshOp::getAxisSize(StringRef axis) {
 //===----------------------------------------------------------------------===//
 
 LogicalResult EmbeddingOp::verify() {
+  if (!getIds().getType().getElementType().isInteger(32))
+    return emitOpError("ids must be i32 token ids");
   auto table = getTable().getType();
   if (table.getRank() != 2)
     return emitOpError("table must be [vocab, width], got rank ")
@@ -220,12 +222,30 @@ LogicalResult SoftmaxOp::verify() {
   return success();
 }
 
+/// `tokens` holds one value per token of `logits` ([..., V] -> [...]).
+static LogicalResult expectPerToken(Operation *op, StringRef what,
+                                    RankedTensorType tokens,
+                                    RankedTensorType logits) {
+  if (logits.getRank() < 2)
+    return op->emitOpError(
+        "logits must be [..., vocab] with at least one token dimension");
+  return expectShape(op, what, tokens.getShape(), logits.getShape().drop_back());
+}
+
+LogicalResult XentMaxOp::verify() {
+  return expectPerToken(*this, "max", getType(), getLogits().getType());
+}
+
+LogicalResult XentSumExpOp::verify() {
+  auto logits = getLogits().getType();
+  if (failed(expectPerToken(*this, "max", getMax().getType(), logits)))
+    return failure();
+  return expectPerToken(*this, "targets", getTargets().getType(), logits);
+}
+
 LogicalResult CrossEntropyOp::verify() {
   auto logits = getLogits().getType();
-  if (logits.getRank() < 2)
-    return emitOpError("logits must be [..., vocab] with at least one token dimension");
-  if (failed(expectShape(*this, "targets", getTargets().getType().getShape(),
-                         logits.getShape().drop_back())))
+  if (failed(expectPerToken(*this, "targets", getTargets().getType(), logits)))
     return failure();
   int64_t vocab = logits.getShape().back();
   if (static_cast<int64_t>(getValidVocab()) > vocab)
@@ -275,6 +295,11 @@ static LogicalResult verifySplitDim(CollectiveOp op, int64_t axisSize,
 }
 
 
+LogicalResult
+AxisIndexOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyMeshAxis(*this, symbolTable);
+}
+
 LogicalResult FOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return verifyMeshAxis(*this, symbolTable);
 }
@@ -311,6 +336,8 @@ LocalSliceOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
     return failure();
   return verifySplitDim(*this, *size, getInput().getType(), getType());
 }
+
+#include "megatron/Dialect/TP/IR/TPInterfaces.cpp.inc"
 
 #define GET_OP_CLASSES
 #include "megatron/Dialect/TP/IR/TPOps.cpp.inc"

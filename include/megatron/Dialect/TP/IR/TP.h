@@ -11,11 +11,14 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "megatron/Dialect/TP/IR/ShardingRule.h"
 #include "megatron/Dialect/TP/IR/TPOpsDialect.h.inc"
 #include "megatron/Dialect/TP/IR/TPEnums.h.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "megatron/Dialect/TP/IR/TPAttrs.h.inc"
+
+#include "megatron/Dialect/TP/IR/TPInterfaces.h.inc"
 
 #define GET_OP_CLASSES
 #include "megatron/Dialect/TP/IR/TPOps.h.inc"

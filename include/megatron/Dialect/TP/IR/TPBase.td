@@ -17,7 +17,8 @@ def TP_Dialect : Dialect {
 
     Shardings are attached as the discardable attribute `tp.sharding`: on an
     op it describes the op's single result, on a function argument the
-    argument. `tp.name` on a function argument names a model parameter.
+    argument. `tp.name` on a function argument names a model parameter;
+    after tp-partition, `tp.global_shape` gives its shape before the split.
   }];
   let useDefaultAttributePrinterParser = 1;
   let hasOperationAttrVerify = 1;
@@ -26,6 +27,7 @@ def TP_Dialect : Dialect {
   let extraClassDeclaration = [{
     static constexpr ::llvm::StringLiteral kShardingAttrName = "tp.sharding";
     static constexpr ::llvm::StringLiteral kNameAttrName = "tp.name";
+    static constexpr ::llvm::StringLiteral kGlobalShapeAttrName = "tp.global_shape";
 
   private:
     void registerAttributes();

@@ -5,6 +5,7 @@
 include "megatron/Dialect/TP/IR/TPBase.td"
 include "megatron/Dialect/TP/IR/TPAttrs.td"
 include "mlir/IR/OpBase.td"
+include "megatron/Dialect/TP/IR/TPInterfaces.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
@@ -36,17 +37,24 @@ def TP_MeshOp : TP_Op<"mesh", [Symbol]> {
 // Transformer ops (global shapes until tp-partition makes them local)
 //===----------------------------------------------------------------------===//
 
-def TP_EmbeddingOp : TP_Op<"embedding", [Pure]> {
+def TP_EmbeddingOp : TP_Op<"embedding", [Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>]> {
   let summary = "Token embedding: rows of a [V, C] table gathered by id";
-  let arguments = (ins TP_FloatTensor:$table, TP_IndexTensor:$ids);
+  let description = [{
+    With `offset`, the table holds the rows [offset, offset + V) of a
+    vocabulary split across ranks: ids outside that range give zero rows,
+    and the sum over ranks (a `tp.g`) completes the embedding.
+  }];
+  let arguments = (ins TP_FloatTensor:$table, TP_IndexTensor:$ids,
+                       Optional<Index>:$offset);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = [{
-    $table `[` $ids `]` attr-dict `:` type($table) `,` type($ids) `->` type($result)
+    $table `[` $ids `]` (`offset` $offset^)? attr-dict `:` type($table) `,`
+    type($ids) `->` type($result)
   }];
   let hasVerifier = 1;
 }
 
-def TP_PositionEmbeddingOp : TP_Op<"position_embedding", [Pure]> {
+def TP_PositionEmbeddingOp : TP_Op<"position_embedding", [Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>]> {
   let summary = "Position embedding: the first T rows of a [N, C] table";
   let arguments = (ins TP_FloatTensor:$table);
   let results = (outs TP_FloatTensor:$result);
@@ -54,7 +62,7 @@ def TP_PositionEmbeddingOp : TP_Op<"position_embedding", [Pure]> {
   let hasVerifier = 1;
 }
 
-def TP_LayerNormOp : TP_Op<"layer_norm", [Pure,
+def TP_LayerNormOp : TP_Op<"layer_norm", [Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>,
     AllTypesMatch<["input", "result"]>, AllTypesMatch<["weight", "bias"]>]> {
   let summary = "Layer normalisation over the last dimension";
   let arguments = (ins TP_FloatTensor:$input, TP_FloatTensor:$weight,
@@ -67,7 +75,7 @@ def TP_LayerNormOp : TP_Op<"layer_norm", [Pure,
   let hasVerifier = 1;
 }
 
-def TP_MatmulOp : TP_Op<"matmul", [Pure]> {
+def TP_MatmulOp : TP_Op<"matmul", [Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>]> {
   let summary = "Batched matrix product with optional transposes";
   let description = [{
     `lhs` is `[batch..., M, K]` (`[batch..., K, M]` with `transpose_lhs`),
@@ -84,14 +92,14 @@ def TP_MatmulOp : TP_Op<"matmul", [Pure]> {
   let hasVerifier = 1;
 }
 
-def TP_AddOp : TP_Op<"add", [Pure, SameOperandsAndResultType]> {
+def TP_AddOp : TP_Op<"add", [Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
   let summary = "Elementwise sum (the residual connection)";
   let arguments = (ins TP_FloatTensor:$lhs, TP_FloatTensor:$rhs);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
 }
 
-def TP_BiasAddOp : TP_Op<"bias_add", [Pure, AllTypesMatch<["input", "result"]>]> {
+def TP_BiasAddOp : TP_Op<"bias_add", [Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, AllTypesMatch<["input", "result"]>]> {
   let summary = "Adds a bias broadcast over the leading dimensions";
   let description = [{
     The bias's shape is a suffix of the input's: a `[C]` bias on `[B, T, C]`,
@@ -103,14 +111,14 @@ def TP_BiasAddOp : TP_Op<"bias_add", [Pure, AllTypesMatch<["input", "result"]>]>
   let hasVerifier = 1;
 }
 
-def TP_GeluOp : TP_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+def TP_GeluOp : TP_Op<"gelu", [Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
   let summary = "GELU, tanh approximation (as GPT-2)";
   let arguments = (ins TP_FloatTensor:$input);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-def TP_AttentionOp : TP_Op<"attention", [Pure]> {
+def TP_AttentionOp : TP_Op<"attention", [Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>]> {
   let summary = "Causal multi-head self-attention on a fused [q|k|v] tensor";
   let description = [{
     `qkv` is `[B, T, 3C]`: q, k and v sections of width C each, every section
@@ -127,7 +135,7 @@ def TP_AttentionOp : TP_Op<"attention", [Pure]> {
   let hasVerifier = 1;
 }
 
-def TP_SoftmaxOp : TP_Op<"softmax", [Pure, SameOperandsAndResultType]> {
+def TP_SoftmaxOp : TP_Op<"softmax", [Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
   let summary = "Softmax along one dimension";
   let arguments = (ins TP_FloatTensor:$input, I64Attr:$dim);
   let results = (outs TP_FloatTensor:$result);
@@ -135,7 +143,7 @@ def TP_SoftmaxOp : TP_Op<"softmax", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def TP_CrossEntropyOp : TP_Op<"cross_entropy", [Pure]> {
+def TP_CrossEntropyOp : TP_Op<"cross_entropy", [Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>]> {
   let summary = "Mean softmax cross-entropy over tokens";
   let description = [{
     `logits` is `[..., Vp]`, `targets` the matching `[...]` class ids. Only
@@ -154,6 +162,84 @@ def TP_CrossEntropyOp : TP_Op<"cross_entropy", [Pure]> {
 }
 
 //===----------------------------------------------------------------------===//
+// Vocabulary-parallel cross-entropy, in the pieces between its all-reduces
+//===----------------------------------------------------------------------===//
+
+def TP_XentMaxOp : TP_Op<"xent_max", [Pure]> {
+  let summary = "Per-token maximum over this rank's real vocabulary columns";
+  let description = [{
+    `logits` holds the global vocabulary columns [offset, offset + Vl); only
+    columns below `valid_vocab` are real. A rank without real columns gives
+    -inf. An all-reduce (max) over the vocabulary axis follows.
+  }];
+  let arguments = (ins TP_FloatTensor:$logits, Index:$offset,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$valid_vocab);
+  let results = (outs TP_FloatTensor:$max);
+  let assemblyFormat = [{
+    $logits `offset` $offset `valid_vocab` `=` $valid_vocab attr-dict `:`
+    type($logits) `->` type($max)
+  }];
+  let hasVerifier = 1;
+}
+
+def TP_XentSumExpOp : TP_Op<"xent_sum_exp", [Pure,
+    AllTypesMatch<["max", "sum_exp", "target_logit"]>]> {
+  let summary = "Per-token sum of exp(logit - max) and the target's logit, on this rank";
+  let description = [{
+    Both results are this rank's share: the target logit is 0 where the
+    target is another rank's column. All-reduces (sum) over the vocabulary
+    axis complete them.
+  }];
+  let arguments = (ins TP_FloatTensor:$logits, TP_FloatTensor:$max,
+                       TP_IndexTensor:$targets, Index:$offset,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$valid_vocab);
+  let results = (outs TP_FloatTensor:$sum_exp, TP_FloatTensor:$target_logit);
+  let assemblyFormat = [{
+    $logits `,` $max `,` $targets `offset` $offset `valid_vocab` `=`
+    $valid_vocab attr-dict `:` type($logits) `,` type($targets) `->`
+    type($max)
+  }];
+  let hasVerifier = 1;
+}
+
+def TP_XentLossOp : TP_Op<"xent_loss", [Pure, AllTypesMatch<["sum_exp", "max", "target_logit"]>]> {
+  let summary = "Mean over tokens of log(sum_exp) + max - target_logit";
+  let arguments = (ins TP_FloatTensor:$sum_exp, TP_FloatTensor:$max,
+                       TP_FloatTensor:$target_logit);
+  let results = (outs TP_Scalar:$loss);
+  let assemblyFormat = [{
+    $sum_exp `,` $max `,` $target_logit attr-dict `:` type($sum_exp) `->`
+    type($loss)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Sharding changes and mesh queries
+//===----------------------------------------------------------------------===//
+
+def TP_ReshardOp : TP_Op<"reshard", [Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>]> {
+  let summary = "Gives a value the sharding in its tp.sharding attribute";
+  let description = [{
+    At global shapes an identity. A user writes it to constrain the sharding
+    of a value; sharding propagation inserts it where a value's sharding
+    differs from what its consumer needs. tp-partition turns it into the
+    collectives or local slices that move the data.
+  }];
+  let arguments = (ins TP_FloatTensor:$input);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def TP_AxisIndexOp : TP_Op<"axis_index", [Pure,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "This rank's index along a mesh axis (a runtime value)";
+  let arguments = (ins FlatSymbolRefAttr:$mesh, StrAttr:$axis);
+  let results = (outs Index:$result);
+  let assemblyFormat = "$mesh `[` $axis `]` attr-dict";
+}
+
+//===----------------------------------------------------------------------===//
 // Collectives over one mesh axis
 //===----------------------------------------------------------------------===//
 
@@ -162,14 +248,14 @@ class TP_CollectiveOp<string mnemonic, list<Trait> traits = []>
         [DeclareOpInterfaceMethods<SymbolUserOpInterface>])> {
 }
 
-def TP_FOp : TP_CollectiveOp<"f", [Pure, SameOperandsAndResultType]> {
+def TP_FOp : TP_CollectiveOp<"f", [Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
   let summary = "Megatron's f: identity forward, all-reduce of the gradient backward";
   let arguments = (ins TP_FloatTensor:$input, FlatSymbolRefAttr:$mesh, StrAttr:$axis);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = "$input `over` $mesh `[` $axis `]` attr-dict `:` type($result)";
 }
 
-def TP_GOp : TP_CollectiveOp<"g", [SameOperandsAndResultType]> {
+def TP_GOp : TP_CollectiveOp<"g", [DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
   let summary = "Megatron's g: all-reduce forward, identity backward";
   let arguments = (ins TP_FloatTensor:$input, FlatSymbolRefAttr:$mesh, StrAttr:$axis);
   let results = (outs TP_FloatTensor:$result);

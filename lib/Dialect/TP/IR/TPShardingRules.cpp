@@ -1,0 +1,132 @@
+//===- TPShardingRules.cpp - how each tp op may be split ------------------===//
+//
+// One rule per op; see ShardingRule.h. The rules encode Megatron's
+// parallelism: a matmul split along its contracted dimension leaves partial
+// sums, attention splits by whole heads of q, k and v, normalisation and
+// attention keep their reduced dimensions whole.
+//
+//===----------------------------------------------------------------------===//
+#include "megatron/Dialect/TP/IR/TP.h"
+
+using namespace mlir;
+using namespace mlir::tp;
+
+using Dims = ShardingRule::TensorDims;
+
+static int64_t rankOf(Value value) {
+  return cast<RankedTensorType>(value.getType()).getRank();
+}
+
+ShardingRule EmbeddingOp::getShardingRule() {
+  ShardingRule rule;
+  // Splitting the vocabulary leaves each rank with the rows of its ids only:
+  // a partial sum, completed by a tp.g.
+  int64_t vocab = rule.addFactor(/*reduction=*/true);
+  int64_t width = rule.addFactor();
+  Dims ids = rule.addFactors(rankOf(getIds()));
+  Dims result = ids;
+  result.push_back({width, 1});
+  rule.operands = {{{vocab, 1}, {width, 1}}, ids};
+  rule.results = {result};
+  return rule;
+}
+
+ShardingRule PositionEmbeddingOp::getShardingRule() {
+  ShardingRule rule;
+  int64_t width = rule.addFactor();
+  rule.operands = {{{ShardingRule::kWhole, 1}, {width, 1}}};
+  rule.results = {{{ShardingRule::kWhole, 1}, {width, 1}}};
+  return rule;
+}
+
+ShardingRule LayerNormOp::getShardingRule() {
+  ShardingRule rule;
+  Dims input = rule.addFactors(rankOf(getInput()) - 1);
+  input.push_back({ShardingRule::kWhole, 1});
+  Dims params = {{ShardingRule::kWhole, 1}};
+  rule.operands = {input, params, params};
+  rule.results = {input};
+  return rule;
+}
+
+ShardingRule MatmulOp::getShardingRule() {
+  ShardingRule rule;
+  int64_t lhsRank = rankOf(getLhs());
+  Dims batch = rule.addFactors(lhsRank - 2);
+  int64_t m = rule.addFactor();
+  int64_t n = rule.addFactor();
+  int64_t k = rule.addFactor(/*reduction=*/true);
+  auto matrix = [&](int64_t rows, int64_t cols, bool transposed,
+                    bool batched) {
+    Dims dims = batched ? batch : Dims();
+    if (transposed)
+      std::swap(rows, cols);
+    dims.append({{rows, 1}, {cols, 1}});
+    return dims;
+  };
+  rule.operands = {matrix(m, k, getTransposeLhs(), true),
+                   matrix(k, n, getTransposeRhs(), rankOf(getRhs()) > 2)};
+  rule.results = {matrix(m, n, false, true)};
+  return rule;
+}
+
+ShardingRule AddOp::getShardingRule() {
+  return ShardingRule::elementwise(2, rankOf(getResult()));
+}
+
+ShardingRule GeluOp::getShardingRule() {
+  return ShardingRule::elementwise(1, rankOf(getResult()));
+}
+
+ShardingRule BiasAddOp::getShardingRule() {
+  ShardingRule rule = ShardingRule::elementwise(1, rankOf(getInput()));
+  Dims input = rule.operands.front();
+  rule.operands.push_back(Dims(input.end() - rankOf(getBias()), input.end()));
+  return rule;
+}
+
+ShardingRule AttentionOp::getShardingRule() {
+  ShardingRule rule;
+  int64_t batch = rule.addFactor();
+  int64_t heads = rule.addFactor();
+  // Every query attends to every earlier key: the sequence stays whole. The
+  // fused qkv dimension holds q, k and v, each split by whole heads.
+  rule.operands = {{{batch, 1}, {ShardingRule::kWhole, 1}, {heads, 3}}};
+  rule.results = {{{batch, 1}, {ShardingRule::kWhole, 1}, {heads, 1}}};
+  return rule;
+}
+
+ShardingRule SoftmaxOp::getShardingRule() {
+  ShardingRule rule = ShardingRule::elementwise(1, rankOf(getInput()));
+  rule.operands[0][getDim()].factor = ShardingRule::kWhole;
+  rule.results[0][getDim()].factor = ShardingRule::kWhole;
+  return rule;
+}
+
+ShardingRule CrossEntropyOp::getShardingRule() {
+  ShardingRule rule;
+  Dims tokens = rule.addFactors(rankOf(getTargets()));
+  int64_t vocab = rule.addFactor(/*reduction=*/true);
+  Dims logits = tokens;
+  logits.push_back({vocab, 1});
+  rule.operands = {logits, tokens};
+  rule.results = {{}};
+  // Vocabulary-parallel cross-entropy all-reduces its max, target logit and
+  // sum of exponentials itself: the logits are never gathered.
+  rule.absorbsReductions = true;
+  return rule;
+}
+
+ShardingRule FOp::getShardingRule() {
+  return ShardingRule::elementwise(1, rankOf(getResult()));
+}
+
+ShardingRule GOp::getShardingRule() {
+  ShardingRule rule = ShardingRule::elementwise(1, rankOf(getResult()));
+  rule.consumesPartial = true;
+  return rule;
+}
+
+ShardingRule ReshardOp::getShardingRule() {
+  return ShardingRule::elementwise(1, rankOf(getResult()));
+}
