@@ -2,6 +2,7 @@
 #include "megatron/Models/GPT2.h"
 
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OperationSupport.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -92,7 +93,9 @@ int main(int argc, char **argv) {
     mlir::OwningOpRef<mlir::ModuleOp> module = buildGPT2Module(context, *config);
     if (failed(mlir::verify(*module)))
       return 1;
-    module->print(out.os());
+    // Ops carry the Hugging Face module they implement as their location
+    // ("h.3.mlp.c_fc"): reports and diagnostics name layers by it.
+    module->print(out.os(), mlir::OpPrintingFlags().enableDebugInfo());
     out.os() << "\n";
   }
   out.keep();

@@ -252,3 +252,27 @@ func.func @unknown_tp_attr(%x: tensor<4x8xf32>) {
   %0 = tp.gelu %x {tp.shard = #tp.sharding<@m, [[], []]>} : tensor<4x8xf32>
   return
 }
+
+// -----
+
+tp.mesh @m axes = ["tp" = 2]
+// expected-error @+1 {{expected 'partial' or 'sections' (each once)}}
+func.func @sharding_keyword(%x: tensor<4x8xf32> {tp.sharding = #tp.sharding<@m, [[], []], split = [1, 1]>}) {
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["tp" = 2]
+// expected-error @+1 {{sections has 1 entries for 2 dimensions}}
+func.func @sections_rank(%x: tensor<4x8xf32> {tp.sharding = #tp.sharding<@m, [[], ["tp"]], sections = [3]>}) {
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["tp" = 2]
+// expected-error @+1 {{dimension 1 of size 9 cannot be split into 2 shards of each of 3 sections}}
+func.func @sections_divide(%x: tensor<4x9xf32> {tp.sharding = #tp.sharding<@m, [[], ["tp"]], sections = [1, 3]>}) {
+  return
+}

@@ -21,6 +21,50 @@ void TPDialect::registerAttributes() {
       >();
 }
 
+/// `<@mesh, [[...], ...] (, partial = [...])? (, sections = [...])?>`
+Attribute ShardingAttr::parse(AsmParser &parser, Type) {
+  FlatSymbolRefAttr mesh;
+  ArrayAttr dims, partial;
+  SmallVector<int64_t> sections;
+  if (parser.parseLess() || parser.parseAttribute(mesh) ||
+      parser.parseComma() || parser.parseAttribute(dims))
+    return {};
+  while (succeeded(parser.parseOptionalComma())) {
+    StringRef keyword;
+    llvm::SMLoc loc = parser.getCurrentLocation();
+    if (parser.parseKeyword(&keyword) || parser.parseEqual())
+      return {};
+    if (keyword == "partial" && !partial) {
+      if (parser.parseAttribute(partial))
+        return {};
+    } else if (keyword == "sections" && sections.empty()) {
+      if (parser.parseCommaSeparatedList(
+              AsmParser::Delimiter::Square,
+              [&] { return parser.parseInteger(sections.emplace_back()); }))
+        return {};
+    } else {
+      parser.emitError(loc, "expected 'partial' or 'sections' (each once)");
+      return {};
+    }
+  }
+  if (parser.parseGreater())
+    return {};
+  return parser.getChecked<ShardingAttr>(parser.getContext(), mesh, dims,
+                                         partial, sections);
+}
+
+void ShardingAttr::print(AsmPrinter &printer) const {
+  printer << "<" << getMesh() << ", " << getDims();
+  if (getPartial())
+    printer << ", partial = " << getPartial();
+  if (!getSections().empty()) {
+    printer << ", sections = [";
+    llvm::interleaveComma(getSections(), printer);
+    printer << "]";
+  }
+  printer << ">";
+}
+
 /// Collects the axis names of `axes`, which must be an array of strings.
 static LogicalResult
 collectAxes(function_ref<InFlightDiagnostic()> emitError, Attribute axes,

@@ -35,10 +35,7 @@ def TP_ShardingAttr : AttrDef<TP_Dialect, "Sharding"> {
   let parameters = (ins "FlatSymbolRefAttr":$mesh, "ArrayAttr":$dims,
                         OptionalParameter<"ArrayAttr">:$partial,
                         OptionalArrayRefParameter<"int64_t">:$sections);
-  let assemblyFormat = [{
-    `<` $mesh `,` $dims (`,` `partial` `=` $partial^)?
-    (`,` `sections` `=` `[` $sections^ `]`)? `>`
-  }];
+  let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
     /// Mesh axes dimension `dim` is split over.

@@ -1,0 +1,81 @@
+//===- ShardingUtils.h - reading and building shardings per factor -*- C++ -*-===//
+//
+// The one place that maps between tensor shardings and an op's factors:
+// sharding propagation uses it to infer unknown shardings, conjugate
+// insertion to compute what each operand must look like.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEGATRON_DIALECT_TP_IR_SHARDINGUTILS_H
+#define MEGATRON_DIALECT_TP_IR_SHARDINGUTILS_H
+
+#include "megatron/Dialect/TP/IR/TP.h"
+
+namespace mlir::tp {
+
+/// The sharding of `value`: the tp.sharding of its defining single-result
+/// op, or of the function argument it is; null when it has none.
+ShardingAttr getSharding(Value value);
+void setSharding(Value value, ShardingAttr sharding);
+
+/// A value of `type`, replicated on `mesh`.
+ShardingAttr getReplicated(FlatSymbolRefAttr mesh, Type type);
+
+/// The same sharding without pending partial sums.
+ShardingAttr withoutPartial(ShardingAttr sharding);
+
+/// Whether two shardings lay the data out alike on `mesh`: same split of
+/// every dimension and same pending sums, ignoring axes of size 1.
+bool sameLayout(ShardingAttr a, ShardingAttr b, MeshOp mesh);
+
+/// How each factor of an op is split, gathered from the op's tensors.
+class FactorShardings {
+public:
+  struct Factor {
+    bool known = false;
+    /// Set by a user annotation: propagation may not change it.
+    bool fixed = false;
+    SmallVector<StringRef, 1> axes;
+    int64_t sections = 1;
+  };
+  /// Two shardings of one factor disagreed; `kept` won.
+  struct Conflict {
+    int64_t factor;
+    Factor kept, dropped;
+  };
+
+  explicit FactorShardings(const ShardingRule &rule)
+      : rule(rule), factors(rule.isReduction.size()) {}
+
+  /// Reads `sharding` of a tensor indexed by `dims`. Partial axes of a result
+  /// belong to its reduction factor. A split of a dimension that must stay
+  /// whole is reported in `wholeDimSplit`.
+  void merge(const ShardingRule::TensorDims &dims, ShardingAttr sharding,
+             bool fixed, bool isResult);
+
+  /// The sharding of a tensor indexed by `dims`; results are partial over
+  /// the axes of split reduction factors unless the op absorbs them.
+  ShardingAttr build(FlatSymbolRefAttr mesh,
+                     const ShardingRule::TensorDims &dims,
+                     bool isResult) const;
+
+  ArrayRef<Conflict> getConflicts() const { return conflicts; }
+  bool hasFixedConflict() const { return fixedConflict; }
+  bool hasWholeDimSplit() const { return wholeDimSplit; }
+  const Factor &getFactor(int64_t index) const { return factors[index]; }
+
+private:
+  void mergeFactor(int64_t index, Factor incoming);
+
+  const ShardingRule &rule;
+  SmallVector<Factor> factors;
+  SmallVector<Conflict> conflicts;
+  bool fixedConflict = false;
+  bool wholeDimSplit = false;
+};
+
+/// Human-readable form of a factor's split, e.g. `["tp"]` or `[]`.
+std::string describeAxes(ArrayRef<StringRef> axes);
+
+} // namespace mlir::tp
+
+#endif // MEGATRON_DIALECT_TP_IR_SHARDINGUTILS_H

@@ -1,0 +1,32 @@
+//===- Passes.h - megatron-mlir passes --------------------------*- C++ -*-===//
+#ifndef MEGATRON_TRANSFORMS_PASSES_H
+#define MEGATRON_TRANSFORMS_PASSES_H
+
+#include "megatron/Dialect/TP/IR/TP.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::megatron {
+
+#define GEN_PASS_DECL
+#include "megatron/Transforms/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "megatron/Transforms/Passes.h.inc"
+
+struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
+  Option<int64_t> tp{*this, "tp", llvm::cl::desc("tensor-parallel size"),
+                     llvm::cl::init(1)};
+};
+
+/// tp-megatron-annotate, tp-propagate, tp-insert-conjugates, tp-partition.
+void buildMegatronPipeline(OpPassManager &pm, const PipelineOptions &options);
+
+/// Registers every pass of the project and the `megatron-pipeline`.
+void registerPassesAndPipelines();
+
+} // namespace mlir::megatron
+
+#endif // MEGATRON_TRANSFORMS_PASSES_H

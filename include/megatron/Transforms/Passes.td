@@ -1,0 +1,92 @@
+//===- Passes.td - megatron-mlir passes --------------------*- tablegen -*-===//
+#ifndef MEGATRON_TRANSFORMS_PASSES_TD
+#define MEGATRON_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def MegatronAnnotate : Pass<"tp-megatron-annotate", "ModuleOp"> {
+  let summary = "Shard a transformer's parameters as Megatron-LM does";
+  let description = [{
+    Creates `tp.mesh @mesh axes = ["tp" = N]` and gives every parameter
+    (function argument) Megatron's sharding, recognised from how it is used:
+    the weight and bias of a GEMM feeding attention (QKV) or GELU (MLP up)
+    are split by columns, the fused QKV per q/k/v section; the weight of a
+    GEMM consuming attention or GELU output is split by rows; the token
+    embedding table, shared with the LM head, by vocabulary rows. Everything
+    else (layer norms, row-parallel biases, the position embedding) is
+    replicated. A vocabulary that N does not divide is padded to a multiple
+    of 128 * N, as Megatron does; the padded logits never reach the loss.
+    Parameters that already carry a tp.sharding are left as the user set them.
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", "1", "tensor-parallel size">,
+  ];
+  let dependentDialects = ["::mlir::tp::TPDialect"];
+}
+
+def Propagate : Pass<"tp-propagate", "ModuleOp"> {
+  let summary = "Complete shardings over every value from a few annotations";
+  let description = [{
+    Propagates `tp.sharding` from annotated function arguments and ops
+    (user annotations, kept as given) to every tensor value, through each
+    op's sharding rule, forward and backward until nothing changes. Values
+    nothing reaches are replicated. Where two shardings disagree on one
+    factor of an op, the split one wins over the replicated one (slicing a
+    replicated value is free) and a remark says so; two user annotations
+    that disagree are an error.
+  }];
+}
+
+def InsertConjugates : Pass<"tp-insert-conjugates", "ModuleOp"> {
+  let summary = "Insert Megatron's f and g where shardings change";
+  let description = [{
+    `tp.g` (all-reduce forward, identity backward) where a partial sum meets
+    an op that needs it whole; `tp.f` (identity forward, all-reduce backward)
+    where a replicated float value enters an op whose results are split or
+    partial over an axis; `tp.reshard` where a value's layout differs from
+    what its consumer needs. Axes of size 1 need nothing.
+  }];
+}
+
+def Partition : Pass<"tp-partition", "ModuleOp"> {
+  let summary = "Rewrite the global program into the per-rank SPMD program";
+  let description = [{
+    Every value takes this rank's local shape; function arguments keep their
+    tp.sharding and gain tp.global_shape. Attention keeps num_heads / N heads;
+    a vocabulary-split embedding masks ids outside its rows (offset from
+    tp.axis_index); a vocabulary-split cross-entropy becomes the
+    vocabulary-parallel pieces with all-reduces of the max, the target logit
+    and the sum of exponentials. tp.reshard becomes local slices or
+    all-gathers. The rank is a runtime value, so one program serves all.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
+def Explain : Pass<"tp-explain", "ModuleOp"> {
+  let summary = "Report parameters, FLOPs and communication per rank";
+  let description = [{
+    Reads a partitioned module and writes a JSON report: tp size,
+    params_total, params_per_rank, flops_per_rank_per_step, the
+    collectives by kind and direction with their element counts, and the
+    local GEMM shapes of each layer. `text=true` prints a summary to stdout.
+  }];
+  let options = [
+    Option<"json", "json", "std::string", "\"\"", "write the JSON report to this file ('-' for stdout)">,
+    Option<"text", "text", "bool", "false", "print a readable summary to stdout">,
+  ];
+}
+
+def View : Pass<"tp-view", "ModuleOp"> {
+  let summary = "Draw one transformer layer as a Graphviz picture";
+  let description = [{
+    Writes a DOT graph of one layer of a module that has shardings and
+    conjugates (after tp-insert-conjugates): ops grouped by block, coloured
+    by the sharding of their result, f and g marked.
+  }];
+  let options = [
+    Option<"dot", "dot", "std::string", "\"-\"", "output DOT file">,
+    Option<"layer", "layer", "int64_t", "0", "the layer to draw">,
+  ];
+}
+
+#endif // MEGATRON_TRANSFORMS_PASSES_TD

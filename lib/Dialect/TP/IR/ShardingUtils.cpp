@@ -1,0 +1,194 @@
+//===- ShardingUtils.cpp - reading and building shardings per factor ------===//
+#include "megatron/Dialect/TP/IR/ShardingUtils.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace mlir::tp;
+
+ShardingAttr tp::getSharding(Value value) {
+  if (auto arg = dyn_cast<BlockArgument>(value)) {
+    auto function =
+        dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp());
+    if (!function || arg.getOwner() != &function.getFunctionBody().front())
+      return {};
+    return function.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(),
+                                                   TPDialect::kShardingAttrName);
+  }
+  Operation *op = value.getDefiningOp();
+  if (op->getNumResults() != 1)
+    return {};
+  return op->getAttrOfType<ShardingAttr>(TPDialect::kShardingAttrName);
+}
+
+void tp::setSharding(Value value, ShardingAttr sharding) {
+  if (auto arg = dyn_cast<BlockArgument>(value)) {
+    auto function = cast<FunctionOpInterface>(arg.getOwner()->getParentOp());
+    function.setArgAttr(arg.getArgNumber(), TPDialect::kShardingAttrName,
+                        sharding);
+    return;
+  }
+  value.getDefiningOp()->setAttr(TPDialect::kShardingAttrName, sharding);
+}
+
+static ArrayAttr axesAttr(MLIRContext *context, ArrayRef<StringRef> axes) {
+  Builder b(context);
+  SmallVector<Attribute> names;
+  for (StringRef axis : axes)
+    names.push_back(b.getStringAttr(axis));
+  return b.getArrayAttr(names);
+}
+
+ShardingAttr tp::getReplicated(FlatSymbolRefAttr mesh, Type type) {
+  MLIRContext *context = mesh.getContext();
+  int64_t rank = cast<RankedTensorType>(type).getRank();
+  SmallVector<Attribute> dims(rank, axesAttr(context, {}));
+  return ShardingAttr::get(context, mesh, ArrayAttr::get(context, dims),
+                           ArrayAttr(), {});
+}
+
+ShardingAttr tp::withoutPartial(ShardingAttr sharding) {
+  return ShardingAttr::get(sharding.getContext(), sharding.getMesh(),
+                           sharding.getDims(), ArrayAttr(),
+                           sharding.getSections());
+}
+
+/// The axes of `axes` that actually split (size > 1).
+static SmallVector<StringRef> effectiveAxes(ArrayRef<StringRef> axes,
+                                            MeshOp mesh) {
+  SmallVector<StringRef> result;
+  for (StringRef axis : axes)
+    if (mesh.getAxisSize(axis).value_or(1) > 1)
+      result.push_back(axis);
+  return result;
+}
+
+bool tp::sameLayout(ShardingAttr a, ShardingAttr b, MeshOp mesh) {
+  if (a.getDims().size() != b.getDims().size())
+    return false;
+  if (effectiveAxes(a.getPartialAxes(), mesh) !=
+      effectiveAxes(b.getPartialAxes(), mesh))
+    return false;
+  for (unsigned dim = 0, e = a.getDims().size(); dim < e; ++dim) {
+    SmallVector<StringRef> axesA = effectiveAxes(a.getDimAxes(dim), mesh);
+    if (axesA != effectiveAxes(b.getDimAxes(dim), mesh))
+      return false;
+    if (!axesA.empty() && a.getDimSections(dim) != b.getDimSections(dim))
+      return false;
+  }
+  return true;
+}
+
+std::string tp::describeAxes(ArrayRef<StringRef> axes) {
+  std::string text = "[";
+  llvm::raw_string_ostream os(text);
+  llvm::interleaveComma(axes, os, [&](StringRef axis) {
+    os << '"' << axis << '"';
+  });
+  os << "]";
+  return text;
+}
+
+static bool sameSplit(const FactorShardings::Factor &a,
+                      const FactorShardings::Factor &b) {
+  return a.axes == b.axes && (a.axes.empty() || a.sections == b.sections);
+}
+
+void FactorShardings::mergeFactor(int64_t index, Factor incoming) {
+  Factor &current = factors[index];
+  if (!current.known) {
+    current = incoming;
+    return;
+  }
+  if (sameSplit(current, incoming)) {
+    current.fixed |= incoming.fixed;
+    return;
+  }
+  if (current.fixed && incoming.fixed) {
+    fixedConflict = true;
+    conflicts.push_back({index, current, incoming});
+    return;
+  }
+  // A split beats a replicated layout: each rank can slice a replicated
+  // value locally, while undoing a split costs an all-gather. A user
+  // annotation beats an inferred one of the same kind.
+  bool incomingWins = incoming.axes.size() > current.axes.size() ||
+                      (incoming.axes.size() == current.axes.size() &&
+                       incoming.fixed && !current.fixed);
+  if (incomingWins) {
+    conflicts.push_back({index, incoming, current});
+    current = incoming;
+  } else {
+    conflicts.push_back({index, current, incoming});
+  }
+}
+
+void FactorShardings::merge(const ShardingRule::TensorDims &dims,
+                            ShardingAttr sharding, bool fixed,
+                            bool isResult) {
+  for (auto [index, dim] : llvm::enumerate(dims)) {
+    SmallVector<StringRef> axes = sharding.getDimAxes(index);
+    if (dim.factor == ShardingRule::kWhole) {
+      wholeDimSplit |= !axes.empty();
+      continue;
+    }
+    Factor factor;
+    factor.known = true;
+    factor.fixed = fixed;
+    factor.axes.assign(axes.begin(), axes.end());
+    int64_t sections = sharding.getDimSections(index);
+    if (!axes.empty()) {
+      // A section count the op does not expect (a block split of attention's
+      // fused qkv) cannot be expressed per factor: the tensor is resharded.
+      if (sections % dim.sections != 0) {
+        wholeDimSplit = true;
+        continue;
+      }
+      factor.sections = sections / dim.sections;
+    }
+    mergeFactor(dim.factor, factor);
+  }
+  if (!isResult || rule.absorbsReductions || rule.consumesPartial)
+    return;
+  SmallVector<StringRef> partial = sharding.getPartialAxes();
+  for (auto [index, reduction] : llvm::enumerate(rule.isReduction)) {
+    if (!reduction)
+      continue;
+    Factor factor;
+    factor.known = true;
+    factor.fixed = fixed;
+    factor.axes.assign(partial.begin(), partial.end());
+    mergeFactor(index, factor);
+  }
+}
+
+ShardingAttr FactorShardings::build(FlatSymbolRefAttr mesh,
+                                    const ShardingRule::TensorDims &dims,
+                                    bool isResult) const {
+  MLIRContext *context = mesh.getContext();
+  SmallVector<Attribute> dimAxes;
+  SmallVector<int64_t> sections;
+  bool anySections = false;
+  for (const ShardingRule::Dim &dim : dims) {
+    if (dim.factor == ShardingRule::kWhole || !factors[dim.factor].known) {
+      dimAxes.push_back(axesAttr(context, {}));
+      sections.push_back(1);
+      continue;
+    }
+    const Factor &factor = factors[dim.factor];
+    dimAxes.push_back(axesAttr(context, factor.axes));
+    int64_t count = factor.axes.empty() ? 1 : factor.sections * dim.sections;
+    sections.push_back(count);
+    anySections |= count != 1;
+  }
+  SmallVector<StringRef> partial;
+  if (isResult && !rule.absorbsReductions)
+    for (auto [index, reduction] : llvm::enumerate(rule.isReduction))
+      if (reduction && factors[index].known)
+        partial.append(factors[index].axes.begin(), factors[index].axes.end());
+  return ShardingAttr::get(
+      context, mesh, ArrayAttr::get(context, dimAxes),
+      partial.empty() ? ArrayAttr() : axesAttr(context, partial),
+      anySections ? ArrayRef<int64_t>(sections) : ArrayRef<int64_t>());
+}

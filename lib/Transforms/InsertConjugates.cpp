@@ -1,0 +1,133 @@
+//===- InsertConjugates.cpp - Megatron's f and g where shardings change ---===//
+#include "megatron/Dialect/TP/IR/ShardingUtils.h"
+#include "megatron/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir::megatron {
+#define GEN_PASS_DEF_INSERTCONJUGATES
+#include "megatron/Transforms/Passes.h.inc"
+} // namespace mlir::megatron
+
+using namespace mlir;
+using namespace mlir::tp;
+
+namespace {
+
+bool isSplitting(MeshOp mesh, StringRef axis) {
+  return mesh.getAxisSize(axis).value_or(1) > 1;
+}
+
+ShardingAttr shardingOrReplicated(Value value, FlatSymbolRefAttr mesh) {
+  if (ShardingAttr sharding = getSharding(value))
+    return sharding;
+  return getReplicated(mesh, value.getType());
+}
+
+/// Completes each pending partial sum of `value` with a tp.g.
+Value completePartialSums(OpBuilder &b, Location loc, Value value,
+                          MeshOp mesh) {
+  ShardingAttr sharding = shardingOrReplicated(value, FlatSymbolRefAttr::get(mesh));
+  for (StringRef axis : sharding.getPartialAxes()) {
+    if (!isSplitting(mesh, axis))
+      continue;
+    value = GOp::create(b, loc, value, FlatSymbolRefAttr::get(mesh),
+                        b.getStringAttr(axis));
+    setSharding(value, withoutPartial(sharding));
+  }
+  return value;
+}
+
+/// The mesh axes over which `op`'s results are split or partial.
+SmallVector<StringRef> resultAxes(Operation *op, MeshOp mesh) {
+  SmallVector<StringRef> axes;
+  for (Value result : op->getResults())
+    if (ShardingAttr sharding = getSharding(result))
+      for (StringRef axis : mesh.getAxisNames().getAsValueRange<StringAttr>())
+        if (isSplitting(mesh, axis) && sharding.usesAxis(axis) &&
+            !llvm::is_contained(axes, axis))
+          axes.push_back(axis);
+  return axes;
+}
+
+/// Gives operand `index` of `op` the layout the op's rule requires.
+void conjugateOperand(OpBuilder &b, Operation *op, unsigned index,
+                      const ShardingRule &rule, const FactorShardings &factors,
+                      MeshOp mesh) {
+  auto meshRef = FlatSymbolRefAttr::get(mesh);
+  Value value = op->getOperand(index);
+  b.setInsertionPoint(op);
+  if (!rule.consumesPartial)
+    value = completePartialSums(b, op->getLoc(), value, mesh);
+  ShardingAttr actual = shardingOrReplicated(value, meshRef);
+  ShardingAttr required =
+      factors.build(meshRef, rule.operands[index], /*isResult=*/false);
+  if (!rule.consumesPartial && !sameLayout(actual, required, mesh)) {
+    value = ReshardOp::create(b, op->getLoc(), value);
+    setSharding(value, required);
+  } else if (isa<FloatType>(getElementTypeOrSelf(value.getType()))) {
+    // A whole value entering an op whose results are split or partial over
+    // an axis: its gradient will be partial over that axis, which f's
+    // backward all-reduce completes.
+    for (StringRef axis : resultAxes(op, mesh)) {
+      if (required.usesAxis(axis))
+        continue;
+      value = FOp::create(b, op->getLoc(), value, meshRef,
+                          b.getStringAttr(axis));
+      setSharding(value, actual);
+    }
+  }
+  op->setOperand(index, value);
+}
+
+struct InsertConjugatesPass
+    : public megatron::impl::InsertConjugatesBase<InsertConjugatesPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SymbolTableCollection symbols;
+    OpBuilder b(&getContext());
+    SmallVector<ShardingRuleOpInterface> ops;
+    module.walk([&](ShardingRuleOpInterface op) {
+      // Conjugates and reshards are what this pass inserts.
+      if (!isa<FOp, GOp, ReshardOp>(op))
+        ops.push_back(op);
+    });
+    for (ShardingRuleOpInterface op : ops) {
+      ShardingAttr anySharding = findSharding(op);
+      if (!anySharding)
+        continue;
+      auto mesh =
+          symbols.lookupNearestSymbolFrom<MeshOp>(op, anySharding.getMesh());
+      ShardingRule rule = op.getShardingRule();
+      FactorShardings factors(rule);
+      for (auto [value, dims] : llvm::zip(op->getResults(), rule.results))
+        if (ShardingAttr sharding = getSharding(value))
+          factors.merge(dims, sharding, false, /*isResult=*/true);
+      for (auto [value, dims] : llvm::zip(op->getOperands(), rule.operands))
+        if (ShardingAttr sharding = getSharding(value))
+          factors.merge(dims, sharding, false, /*isResult=*/false);
+      for (unsigned i = 0; i < op->getNumOperands(); ++i)
+        conjugateOperand(b, op, i, rule, factors, mesh);
+    }
+    // Results leave the function whole.
+    module.walk([&](func::ReturnOp ret) {
+      b.setInsertionPoint(ret);
+      for (OpOperand &operand : ret->getOpOperands())
+        if (ShardingAttr sharding = getSharding(operand.get()))
+          if (auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(
+                  ret, sharding.getMesh()))
+            operand.set(
+                completePartialSums(b, ret.getLoc(), operand.get(), mesh));
+    });
+  }
+
+  static ShardingAttr findSharding(Operation *op) {
+    for (Value value : llvm::concat<Value>(op->getResults(), op->getOperands()))
+      if (ShardingAttr sharding = getSharding(value))
+        return sharding;
+    return {};
+  }
+};
+
+} // namespace

@@ -1,0 +1,226 @@
+//===- MegatronAnnotate.cpp - Megatron-LM's sharding of a transformer -----===//
+#include "megatron/Dialect/TP/IR/ShardingUtils.h"
+#include "megatron/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir::megatron {
+#define GEN_PASS_DEF_MEGATRONANNOTATE
+#include "megatron/Transforms/Passes.h.inc"
+} // namespace mlir::megatron
+
+using namespace mlir;
+using namespace mlir::tp;
+
+namespace {
+
+constexpr StringLiteral kMeshName = "mesh";
+constexpr StringLiteral kAxis = "tp";
+/// Megatron pads the vocabulary to a multiple of this times the TP size.
+constexpr int64_t kVocabPadMultiple = 128;
+
+/// The GEMM `x * W (+ b)` that produced `value`, looking through its bias.
+struct Linear {
+  MatmulOp matmul;
+  BiasAddOp bias;
+};
+std::optional<Linear> producingLinear(Value value) {
+  Linear linear;
+  if ((linear.bias = value.getDefiningOp<BiasAddOp>()))
+    value = linear.bias.getInput();
+  if (!(linear.matmul = value.getDefiningOp<MatmulOp>()))
+    return std::nullopt;
+  return linear;
+}
+
+class Annotator {
+public:
+  Annotator(func::FuncOp function, int64_t tp)
+      : function(function), tp(tp), b(function.getContext()),
+        meshRef(FlatSymbolRefAttr::get(function.getContext(), kMeshName)) {}
+
+  LogicalResult annotate() {
+    WalkResult result = function.walk([&](Operation *op) {
+      if (auto attention = dyn_cast<AttentionOp>(op))
+        return WalkResult(annotateAttention(attention));
+      if (auto gelu = dyn_cast<GeluOp>(op))
+        return WalkResult(annotateMlp(gelu));
+      if (auto embedding = dyn_cast<EmbeddingOp>(op))
+        return WalkResult(annotateEmbedding(embedding));
+      return WalkResult::advance();
+    });
+    if (result.wasInterrupted())
+      return failure();
+    replicateTheRest();
+    return verifyDivisibility();
+  }
+
+private:
+  /// Split = {dim -> sections}; the other dims stay whole.
+  ShardingAttr split(Value value, int64_t dim, int64_t sections = 1) {
+    auto type = cast<RankedTensorType>(value.getType());
+    SmallVector<Attribute> dims(type.getRank(), b.getArrayAttr({}));
+    dims[dim] = b.getArrayAttr({b.getStringAttr(kAxis)});
+    SmallVector<int64_t> counts(type.getRank(), 1);
+    counts[dim] = sections;
+    return ShardingAttr::get(b.getContext(), meshRef, b.getArrayAttr(dims),
+                             ArrayAttr(),
+                             sections == 1 ? ArrayRef<int64_t>()
+                                           : ArrayRef<int64_t>(counts));
+  }
+
+  /// Annotates a parameter unless the user already did.
+  void annotateParameter(Value value, ShardingAttr sharding) {
+    if (!isa<BlockArgument>(value) || getSharding(value))
+      return;
+    setSharding(value, sharding);
+    annotated.push_back({value, sharding});
+  }
+
+  void splitColumns(Linear linear, int64_t sections) {
+    Value weight = linear.matmul.getRhs();
+    int64_t columnDim = linear.matmul.getTransposeRhs() ? 0 : 1;
+    annotateParameter(weight, split(weight, columnDim, sections));
+    if (linear.bias)
+      annotateParameter(linear.bias.getBias(),
+                        split(linear.bias.getBias(), 0, sections));
+  }
+
+  /// The GEMM consuming `value` (the block's second GEMM) is split by rows.
+  void splitRowsOfConsumers(Value value) {
+    for (Operation *user : value.getUsers())
+      if (auto matmul = dyn_cast<MatmulOp>(user))
+        if (matmul.getLhs() == value)
+          annotateParameter(matmul.getRhs(),
+                            split(matmul.getRhs(),
+                                  matmul.getTransposeRhs() ? 1 : 0));
+  }
+
+  LogicalResult annotateAttention(AttentionOp attention) {
+    if (attention.getNumHeads() % tp != 0)
+      return attention.emitError("tensor-parallel size ")
+             << tp << " does not divide the " << attention.getNumHeads()
+             << " attention heads";
+    if (std::optional<Linear> qkv = producingLinear(attention.getQkv()))
+      splitColumns(*qkv, /*sections=*/3);
+    splitRowsOfConsumers(attention.getResult());
+    return success();
+  }
+
+  LogicalResult annotateMlp(GeluOp gelu) {
+    if (std::optional<Linear> up = producingLinear(gelu.getInput()))
+      splitColumns(*up, /*sections=*/1);
+    splitRowsOfConsumers(gelu.getResult());
+    return success();
+  }
+
+  LogicalResult annotateEmbedding(EmbeddingOp embedding) {
+    Value table = embedding.getTable();
+    if (!isa<BlockArgument>(table) || getSharding(table))
+      return success();
+    if (failed(padVocabulary(embedding)))
+      return failure();
+    annotateParameter(table, split(table, 0));
+    return success();
+  }
+
+  /// A vocabulary that tp does not divide grows to a multiple of 128 * tp;
+  /// the tied LM head's logits grow with it, and the loss keeps its
+  /// valid_vocab so padded logits never reach it.
+  LogicalResult padVocabulary(EmbeddingOp embedding) {
+    auto table = cast<BlockArgument>(embedding.getTable());
+    auto type = cast<RankedTensorType>(table.getType());
+    int64_t vocab = type.getDimSize(0);
+    if (vocab % tp == 0)
+      return success();
+    int64_t multiple = kVocabPadMultiple * tp;
+    int64_t padded = (vocab + multiple - 1) / multiple * multiple;
+    for (Operation *user : table.getUsers()) {
+      if (isa<EmbeddingOp>(user))
+        continue;
+      auto head = dyn_cast<MatmulOp>(user);
+      if (!head || head.getRhs() != table || !head.getTransposeRhs() ||
+          !llvm::all_of(head->getUsers(),
+                        [](Operation *op) { return isa<CrossEntropyOp>(op); }))
+        return user->emitError("cannot pad the vocabulary from ")
+               << vocab << " to " << padded
+               << " rows: the table is used other than by the embedding and "
+                  "a tied LM head feeding the loss";
+    }
+    table.setType(type.clone({padded, type.getDimSize(1)}));
+    for (Operation *user : table.getUsers())
+      if (auto head = dyn_cast<MatmulOp>(user)) {
+        auto logits = head.getType();
+        SmallVector<int64_t> shape(logits.getShape());
+        shape.back() = padded;
+        head.getResult().setType(logits.clone(shape));
+      }
+    function.setType(b.getFunctionType(function.front().getArgumentTypes(),
+                                       function.getResultTypes()));
+    return success();
+  }
+
+  /// Layer norms, row-parallel biases and the position embedding: whole.
+  void replicateTheRest() {
+    for (BlockArgument arg : function.getArguments())
+      if (isa<FloatType>(getElementTypeOrSelf(arg.getType())))
+        annotateParameter(arg, getReplicated(meshRef, arg.getType()));
+  }
+
+  /// Every width split across ranks must divide: a located error otherwise.
+  LogicalResult verifyDivisibility() {
+    SymbolTableCollection symbols;
+    for (auto [value, sharding] : annotated) {
+      Operation *user = *value.getUsers().begin();
+      if (failed(verifyShardingForType(user, sharding, value.getType(),
+                                       symbols)))
+        return failure();
+    }
+    return success();
+  }
+
+  func::FuncOp function;
+  int64_t tp;
+  OpBuilder b;
+  FlatSymbolRefAttr meshRef;
+  SmallVector<std::pair<Value, ShardingAttr>> annotated;
+};
+
+struct MegatronAnnotatePass
+    : public megatron::impl::MegatronAnnotateBase<MegatronAnnotatePass> {
+  using MegatronAnnotateBase::MegatronAnnotateBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (tp < 1) {
+      module.emitError("tp must be a positive tensor-parallel size, got ")
+          << tp.getValue();
+      return signalPassFailure();
+    }
+    if (failed(createMesh(module)))
+      return signalPassFailure();
+    for (auto function : module.getOps<func::FuncOp>())
+      if (!function.isExternal() &&
+          failed(Annotator(function, tp).annotate()))
+        return signalPassFailure();
+  }
+
+  LogicalResult createMesh(ModuleOp module) {
+    SymbolTable symbols(module);
+    if (auto existing = symbols.lookup<MeshOp>(kMeshName)) {
+      if (existing.getAxisSize(kAxis) != tp)
+        return existing.emitError("mesh @")
+               << kMeshName << " exists with another \"" << kAxis
+               << "\" size than tp=" << tp.getValue();
+      return success();
+    }
+    OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+    MeshOp::create(b, module.getLoc(), kMeshName,
+                   b.getStrArrayAttr({kAxis}),
+                   b.getDenseI64ArrayAttr({tp.getValue()}));
+    return success();
+  }
+};
+
+} // namespace

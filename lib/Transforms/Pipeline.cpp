@@ -1,0 +1,24 @@
+//===- Pipeline.cpp - the Megatron pipeline and pass registration ---------===//
+#include "megatron/Transforms/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+
+using namespace mlir;
+
+void megatron::buildMegatronPipeline(OpPassManager &pm,
+                                     const PipelineOptions &options) {
+  pm.addPass(createMegatronAnnotate(MegatronAnnotateOptions{options.tp}));
+  pm.addPass(createPropagate());
+  pm.addPass(createInsertConjugates());
+  pm.addPass(createPartition());
+}
+
+void megatron::registerPassesAndPipelines() {
+  registerMegatronPasses();
+  PassPipelineRegistration<PipelineOptions>(
+      "megatron-pipeline",
+      "Megatron-LM tensor parallelism: annotate, propagate, insert f/g, "
+      "partition",
+      buildMegatronPipeline);
+}

@@ -1,0 +1,145 @@
+//===- View.cpp - one transformer layer as a Graphviz picture -------------===//
+#include "LayerLocations.h"
+#include "megatron/Dialect/TP/IR/ShardingUtils.h"
+#include "megatron/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+namespace mlir::megatron {
+#define GEN_PASS_DEF_VIEW
+#include "megatron/Transforms/Passes.h.inc"
+} // namespace mlir::megatron
+
+using namespace mlir;
+using namespace mlir::megatron;
+using namespace mlir::tp;
+
+namespace {
+
+/// How a value is laid out, as a legend entry and a fill colour.
+std::pair<std::string, StringRef> describeLayout(ShardingAttr sharding) {
+  if (!sharding || sharding.isReplicated())
+    return {"replicated", "#dddddd"};
+  if (!sharding.getPartialAxes().empty())
+    return {"partial sum over " + describeAxes(sharding.getPartialAxes()),
+            "#f6b26b"};
+  for (unsigned dim = 0, e = sharding.getDims().size(); dim < e; ++dim)
+    if (!sharding.getDimAxes(dim).empty())
+      return {"dim " + std::to_string(dim) + " split over " +
+                  describeAxes(sharding.getDimAxes(dim)),
+              "#9fc5e8"};
+  return {"replicated", "#dddddd"};
+}
+
+std::string shapeOf(Value value) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  llvm::interleave(cast<RankedTensorType>(value.getType()).getShape(), os,
+                   "x");
+  return text;
+}
+
+std::string escape(StringRef text) {
+  std::string escaped;
+  for (char c : text)
+    escaped += c == '"' ? std::string("\\\"") : std::string(1, c);
+  return escaped;
+}
+
+/// Attention block or MLP block, from the op's module name.
+StringRef blockOf(StringRef module) {
+  if (module.contains(".attn") || module.contains(".ln_1"))
+    return "attention";
+  if (module.contains(".mlp") || module.contains(".ln_2"))
+    return "mlp";
+  return "";
+}
+
+class LayerPicture {
+public:
+  LayerPicture(func::FuncOp function, int64_t layer, int64_t tp)
+      : function(function), layer(layer), tp(tp) {}
+
+  void write(raw_ostream &os) {
+    collect();
+    os << "digraph layer {\n  rankdir=TB;\n  node [style=filled, "
+          "fontname=\"Helvetica\", fontsize=10];\n"
+       << "  label=\"GPT-2 layer " << layer << " at TP=" << tp
+       << ": both blocks use all " << tp
+       << " ranks, one after the other\\nblue: split, orange: partial sum, "
+          "grey: replicated; f and g are Megatron's conjugates\";\n"
+       << "  labelloc=t;\n";
+    for (StringRef block : {"attention", "mlp"}) {
+      os << "  subgraph cluster_" << block << " {\n    label=\"" << block
+         << " block (" << tp << " ranks)\";\n    color=\"#666666\";\n";
+      for (Operation *op : ops)
+        if (blockOf(getModuleName(op->getLoc())) == block)
+          writeNode(os, op);
+      os << "  }\n";
+    }
+    for (Operation *op : ops)
+      if (blockOf(getModuleName(op->getLoc())).empty())
+        writeNode(os, op);
+    writeEdges(os);
+    os << "}\n";
+  }
+
+private:
+  void collect() {
+    function.walk([&](Operation *op) {
+      if (op->getNumResults() == 1 &&
+          getLayer(getModuleName(op->getLoc())) == layer)
+        ops.insert(op);
+    });
+  }
+
+  void writeNode(raw_ostream &os, Operation *op) {
+    Value result = op->getResult(0);
+    auto [layout, color] = describeLayout(getSharding(result));
+    bool conjugate = isa<FOp, GOp>(op);
+    os << "    n" << op << " [label=\"" << escape(op->getName().getStringRef())
+       << "\\n" << escape(getModuleName(op->getLoc())) << "\\n["
+       << shapeOf(result) << "] " << escape(layout) << "\", fillcolor=\""
+       << (conjugate ? (isa<FOp>(op) ? "#93c47d" : "#e06666") : color)
+       << "\", shape=" << (conjugate ? "diamond" : "box") << "];\n";
+  }
+
+  void writeEdges(raw_ostream &os) {
+    for (Operation *op : ops)
+      for (Value operand : op->getOperands()) {
+        Operation *producer = operand.getDefiningOp();
+        if (producer && ops.contains(producer))
+          os << "  n" << producer << " -> n" << op << ";\n";
+      }
+  }
+
+  func::FuncOp function;
+  int64_t layer, tp;
+  llvm::SetVector<Operation *> ops;
+};
+
+struct ViewPass : public megatron::impl::ViewBase<ViewPass> {
+  using ViewBase::ViewBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    int64_t tp = 1;
+    for (auto mesh : module.getOps<MeshOp>())
+      tp = mesh.getAxisSize("tp").value_or(1);
+    std::error_code error;
+    llvm::ToolOutputFile out(dot, error, llvm::sys::fs::OF_Text);
+    if (error) {
+      module.emitError("cannot write '") << dot << "': " << error.message();
+      return signalPassFailure();
+    }
+    for (auto function : module.getOps<func::FuncOp>())
+      if (!function.isExternal())
+        LayerPicture(function, layer, tp).write(out.os());
+    out.keep();
+    markAllAnalysesPreserved();
+  }
+};
+
+} // namespace

@@ -1,0 +1,78 @@
+// RUN: megatron-opt %s -split-input-file -tp-propagate -tp-insert-conjugates -verify-diagnostics | FileCheck %s
+
+// Megatron's MLP: f where the replicated input enters the column-parallel
+// GEMM, g where the row-parallel GEMM's partial sum must become whole, and
+// the row-parallel bias added once, after g.
+
+// CHECK-LABEL: func.func @mlp(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<8x16xf32>
+// CHECK: %[[F:.*]] = tp.f %[[X]] over @m["tp"]
+// CHECK: %[[H:.*]] = tp.matmul %[[F]],
+// CHECK: %[[A:.*]] = tp.gelu %[[H]]
+// CHECK: %[[Y:.*]] = tp.matmul %[[A]],
+// CHECK: %[[G:.*]] = tp.g %[[Y]] over @m["tp"] {tp.sharding = #tp.sharding<@m, {{\[\[}}], []]>}
+// CHECK: tp.bias_add %[[G]],
+// CHECK-NOT: tp.f
+// CHECK-NOT: tp.g
+tp.mesh @m axes = ["tp" = 4]
+func.func @mlp(%x: tensor<8x16xf32>,
+               %a: tensor<16x64xf32> {tp.sharding = #tp.sharding<@m, [[], ["tp"]]>},
+               %b: tensor<64x16xf32>, %bias: tensor<16xf32>) -> tensor<8x16xf32> {
+  %h = tp.matmul %x, %a : tensor<8x16xf32>, tensor<16x64xf32> -> tensor<8x64xf32>
+  %g = tp.gelu %h : tensor<8x64xf32>
+  %y = tp.matmul %g, %b : tensor<8x64xf32>, tensor<64x16xf32> -> tensor<8x16xf32>
+  %z = tp.bias_add %y, %bias : tensor<8x16xf32>, tensor<16xf32>
+  return %z : tensor<8x16xf32>
+}
+
+// -----
+
+// A partial sum leaving the function is completed by g; token ids get no f.
+
+// CHECK-LABEL: func.func @embedding(
+// CHECK-SAME: %[[TABLE:[a-z0-9]+]]: tensor<16x8xf32>
+// CHECK-SAME: %[[IDS:[a-z0-9]+]]: tensor<2x4xi32>
+// CHECK: %[[E:.*]] = tp.embedding %[[TABLE]][%[[IDS]]]
+// CHECK: %[[G:.*]] = tp.g %[[E]]
+// CHECK: return %[[G]]
+tp.mesh @m axes = ["tp" = 2]
+func.func @embedding(%table: tensor<16x8xf32> {tp.sharding = #tp.sharding<@m, [["tp"], []]>},
+                     %ids: tensor<2x4xi32>) -> tensor<2x4x8xf32> {
+  %e = tp.embedding %table[%ids] : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
+  return %e : tensor<2x4x8xf32>
+}
+
+// -----
+
+// A replicated weight that must be row-split is resharded (sliced locally).
+
+// CHECK-LABEL: func.func @slice_replicated(
+// CHECK-SAME: %[[B:[a-z0-9]+]]: tensor<64x16xf32>
+// CHECK: %[[R:.*]] = tp.reshard %[[B]] {tp.sharding = #tp.sharding<@m, {{\[}}["tp"], []]>}
+// CHECK: tp.matmul %{{.*}}, %[[R]]
+tp.mesh @m axes = ["tp" = 2]
+func.func @slice_replicated(%x: tensor<8x16xf32>,
+                            %a: tensor<16x64xf32> {tp.sharding = #tp.sharding<@m, [[], ["tp"]]>},
+                            %b: tensor<64x16xf32> {tp.sharding = #tp.sharding<@m, [[], []]>}) -> tensor<8x16xf32> {
+  %h = tp.matmul %x, %a : tensor<8x16xf32>, tensor<16x64xf32> -> tensor<8x64xf32>
+  // expected-remark @+1 {{kept ["tp"], the value with [] is resharded}}
+  %y = tp.matmul %h, %b : tensor<8x64xf32>, tensor<64x16xf32> -> tensor<8x16xf32>
+  return %y : tensor<8x16xf32>
+}
+
+// -----
+
+// An axis of size 1 splits nothing: no conjugates.
+
+// CHECK-LABEL: func.func @tp1(
+// CHECK-NOT: tp.f
+// CHECK-NOT: tp.g
+// CHECK: return
+tp.mesh @m axes = ["tp" = 1]
+func.func @tp1(%x: tensor<8x16xf32>,
+               %a: tensor<16x64xf32> {tp.sharding = #tp.sharding<@m, [[], ["tp"]]>},
+               %b: tensor<64x16xf32>) -> tensor<8x16xf32> {
+  %h = tp.matmul %x, %a : tensor<8x16xf32>, tensor<16x64xf32> -> tensor<8x64xf32>
+  %y = tp.matmul %h, %b : tensor<8x64xf32>, tensor<64x16xf32> -> tensor<8x16xf32>
+  return %y : tensor<8x16xf32>
+}

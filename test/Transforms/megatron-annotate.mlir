@@ -1,0 +1,83 @@
+// RUN: megatron-opt %s -split-input-file -tp-megatron-annotate=tp=2 -verify-diagnostics | FileCheck %s
+// RUN: not megatron-opt %s -split-input-file -tp-megatron-annotate=tp=0 2>&1 | FileCheck %s --check-prefix=TP0
+// TP0: error: tp must be a positive tensor-parallel size, got 0
+
+// One GPT-2 block: QKV and MLP-up split by columns (QKV per q/k/v section),
+// their consumers' GEMMs by rows, the embedding by vocabulary rows, the rest
+// replicated.
+
+// CHECK: tp.mesh @mesh axes = ["tp" = 2]
+// CHECK-LABEL: func.func @block(
+// CHECK-SAME: %[[WTE:[a-z0-9]+]]: tensor<16x8xf32> {tp.sharding = #tp.sharding<@mesh, {{\[}}["tp"], []]>}
+// CHECK-SAME: %[[LNW:[a-z0-9]+]]: tensor<8xf32> {tp.sharding = #tp.sharding<@mesh, {{\[\[}}]]>}
+// CHECK-SAME: tensor<8x24xf32> {tp.sharding = #tp.sharding<@mesh, {{\[\[}}], ["tp"]], sections = [1, 3]>}
+// CHECK-SAME: tensor<24xf32> {tp.sharding = #tp.sharding<@mesh, {{\[}}["tp"]], sections = [3]>}
+// CHECK-SAME: tensor<8x8xf32> {tp.sharding = #tp.sharding<@mesh, {{\[}}["tp"], []]>}
+// CHECK-SAME: %[[PROJB:[a-z0-9]+]]: tensor<8xf32> {tp.sharding = #tp.sharding<@mesh, {{\[\[}}]]>}
+// CHECK-SAME: tensor<8x32xf32> {tp.sharding = #tp.sharding<@mesh, {{\[\[}}], ["tp"]]>}
+// CHECK-SAME: tensor<32xf32> {tp.sharding = #tp.sharding<@mesh, {{\[}}["tp"]]>}
+// CHECK-SAME: tensor<32x8xf32> {tp.sharding = #tp.sharding<@mesh, {{\[}}["tp"], []]>}
+// CHECK-SAME: %[[IDS:[a-z0-9]+]]: tensor<2x4xi32>)
+func.func @block(%wte: tensor<16x8xf32>, %lnw: tensor<8xf32>,
+                 %c_attn: tensor<8x24xf32>, %c_attn_b: tensor<24xf32>,
+                 %c_proj: tensor<8x8xf32>, %c_proj_b: tensor<8xf32>,
+                 %c_fc: tensor<8x32xf32>, %c_fc_b: tensor<32xf32>,
+                 %mlp_proj: tensor<32x8xf32>, %ids: tensor<2x4xi32>) -> tensor<2x4x8xf32> {
+  %x = tp.embedding %wte[%ids] : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
+  %h = tp.layer_norm %x, %lnw, %lnw : tensor<2x4x8xf32>, tensor<8xf32>
+  %qkv = tp.matmul %h, %c_attn : tensor<2x4x8xf32>, tensor<8x24xf32> -> tensor<2x4x24xf32>
+  %qkvb = tp.bias_add %qkv, %c_attn_b : tensor<2x4x24xf32>, tensor<24xf32>
+  %a = tp.attention %qkvb heads = 2 : tensor<2x4x24xf32> -> tensor<2x4x8xf32>
+  %p = tp.matmul %a, %c_proj : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+  %pb = tp.bias_add %p, %c_proj_b : tensor<2x4x8xf32>, tensor<8xf32>
+  %fc = tp.matmul %pb, %c_fc : tensor<2x4x8xf32>, tensor<8x32xf32> -> tensor<2x4x32xf32>
+  %fcb = tp.bias_add %fc, %c_fc_b : tensor<2x4x32xf32>, tensor<32xf32>
+  %g = tp.gelu %fcb : tensor<2x4x32xf32>
+  %y = tp.matmul %g, %mlp_proj : tensor<2x4x32xf32>, tensor<32x8xf32> -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+
+// -----
+
+// A vocabulary that TP does not divide is padded to a multiple of 128 * TP;
+// the tied LM head's logits grow, the loss keeps valid_vocab.
+
+// CHECK-LABEL: func.func @padded_vocab(
+// CHECK-SAME: %{{.*}}: tensor<256x8xf32> {tp.sharding = #tp.sharding<@mesh, {{\[}}["tp"], []]>}
+// CHECK: tp.matmul {{.*}} -> tensor<2x4x256xf32>
+// CHECK: tp.cross_entropy {{.*}} valid_vocab = 15 : tensor<2x4x256xf32>
+func.func @padded_vocab(%wte: tensor<15x8xf32>, %ids: tensor<2x4xi32>) -> tensor<f32> {
+  %x = tp.embedding %wte[%ids] : tensor<15x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
+  %l = tp.matmul %x, %wte {transpose_rhs} : tensor<2x4x8xf32>, tensor<15x8xf32> -> tensor<2x4x15xf32>
+  %loss = tp.cross_entropy %l, %ids valid_vocab = 15 : tensor<2x4x15xf32>, tensor<2x4xi32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// A user annotation is kept as given.
+// CHECK-LABEL: func.func @user_annotation(
+// CHECK-SAME: tensor<8x32xf32> {tp.sharding = #tp.sharding<@mesh, {{\[\[}}], []]>}
+tp.mesh @mesh axes = ["tp" = 2]
+func.func @user_annotation(%x: tensor<2x8xf32>, %w: tensor<8x32xf32> {tp.sharding = #tp.sharding<@mesh, [[], []]>}) -> tensor<2x32xf32> {
+  %h = tp.matmul %x, %w : tensor<2x8xf32>, tensor<8x32xf32> -> tensor<2x32xf32>
+  %g = tp.gelu %h : tensor<2x32xf32>
+  return %g : tensor<2x32xf32>
+}
+
+// -----
+
+func.func @heads(%qkv: tensor<2x4x24xf32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{tensor-parallel size 2 does not divide the 1 attention heads}}
+  %a = tp.attention %qkv heads = 1 : tensor<2x4x24xf32> -> tensor<2x4x8xf32>
+  return %a : tensor<2x4x8xf32>
+}
+
+// -----
+
+func.func @width(%x: tensor<2x8xf32>, %w: tensor<8x3xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{dimension 1 of size 3 cannot be split into 2 shards}}
+  %h = tp.matmul %x, %w : tensor<2x8xf32>, tensor<8x3xf32> -> tensor<2x3xf32>
+  %g = tp.gelu %h : tensor<2x3xf32>
+  return %g : tensor<2x3xf32>
+}
