@@ -81,6 +81,33 @@ void conjugateOperand(OpBuilder &b, Operation *op, unsigned index,
   op->setOperand(index, value);
 }
 
+/// Where an annotated result differs from what the op computes under its
+/// factors (a pinned whole result of a GEMM whose contraction is split), the
+/// op keeps the layout it computes and g or a reshard after it gives users
+/// the annotated one.
+void conjugateResults(OpBuilder &b, Operation *op, const ShardingRule &rule,
+                      const FactorShardings &factors, MeshOp mesh) {
+  auto meshRef = FlatSymbolRefAttr::get(mesh);
+  for (auto [result, dims] : llvm::zip(op->getResults(), rule.results)) {
+    ShardingAttr annotated = getSharding(result);
+    if (!annotated)
+      continue;
+    ShardingAttr computed = factors.build(meshRef, dims, /*isResult=*/true);
+    if (sameLayout(annotated, computed, mesh))
+      continue;
+    setSharding(result, computed);
+    b.setInsertionPointAfter(op);
+    Value value = result;
+    if (annotated.getPartialAxes().empty())
+      value = completePartialSums(b, op->getLoc(), value, mesh);
+    if (!sameLayout(annotated, shardingOrReplicated(value, meshRef), mesh)) {
+      value = ReshardOp::create(b, op->getLoc(), value);
+      setSharding(value, annotated);
+    }
+    result.replaceAllUsesExcept(value, value.getDefiningOp());
+  }
+}
+
 struct InsertConjugatesPass
     : public megatron::impl::InsertConjugatesBase<InsertConjugatesPass> {
   void runOnOperation() override {
@@ -109,6 +136,7 @@ struct InsertConjugatesPass
           factors.merge(dims, sharding, false, /*isResult=*/false);
       for (unsigned i = 0; i < op->getNumOperands(); ++i)
         conjugateOperand(b, op, i, rule, factors, mesh);
+      conjugateResults(b, op, rule, factors, mesh);
     }
     // Results leave the function whole.
     module.walk([&](func::ReturnOp ret) {

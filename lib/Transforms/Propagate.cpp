@@ -28,8 +28,8 @@ void remarkConflicts(Operation *op, const FactorShardings &factors) {
   for (const FactorShardings::Conflict &conflict : factors.getConflicts())
     op->emitRemark() << "conflicting shardings of factor #" << conflict.factor
                      << ": kept " << describeAxes(conflict.kept.axes)
-                     << ", the value with " << describeAxes(conflict.dropped.axes)
-                     << " is resharded";
+                     << " over " << describeAxes(conflict.dropped.axes)
+                     << "; tensors that disagree are resharded";
 }
 
 /// Infers the unknown shardings of `op`'s tensors from its known ones.

@@ -33,11 +33,23 @@ std::pair<std::string, StringRef> describeLayout(ShardingAttr sharding) {
   return {"replicated", "#dddddd"};
 }
 
-std::string shapeOf(Value value) {
-  std::string text;
+std::string shapeString(ArrayRef<int64_t> shape) {
+  std::string text = "[";
   llvm::raw_string_ostream os(text);
-  llvm::interleave(cast<RankedTensorType>(value.getType()).getShape(), os,
-                   "x");
+  llvm::interleave(shape, os, "x");
+  os << "]";
+  return text;
+}
+
+/// "[2x32x192]", or "[2x32x192] -> [2x32x48] per rank" when split.
+std::string describeShape(Value value, ShardingAttr sharding, MeshOp mesh) {
+  ArrayRef<int64_t> global = cast<RankedTensorType>(value.getType()).getShape();
+  std::string text = shapeString(global);
+  if (!sharding || !mesh)
+    return text;
+  SmallVector<int64_t> local = getLocalShape(global, sharding, mesh);
+  if (ArrayRef<int64_t>(local) != global)
+    text += " -> " + shapeString(local) + " per rank";
   return text;
 }
 
@@ -59,8 +71,9 @@ StringRef blockOf(StringRef module) {
 
 class LayerPicture {
 public:
-  LayerPicture(func::FuncOp function, int64_t layer, int64_t tp)
-      : function(function), layer(layer), tp(tp) {}
+  LayerPicture(func::FuncOp function, int64_t layer, MeshOp mesh)
+      : function(function), layer(layer), mesh(mesh),
+        tp(mesh ? mesh.getAxisSize("tp").value_or(1) : 1) {}
 
   void write(raw_ostream &os) {
     collect();
@@ -91,17 +104,20 @@ private:
     function.walk([&](Operation *op) {
       if (op->getNumResults() == 1 &&
           getLayer(getModuleName(op->getLoc())) == layer)
-        ops.insert(op);
+        ids[op] = ops.size(), ops.push_back(op);
     });
   }
 
   void writeNode(raw_ostream &os, Operation *op) {
     Value result = op->getResult(0);
-    auto [layout, color] = describeLayout(getSharding(result));
+    ShardingAttr sharding = getSharding(result);
+    auto [layout, color] = describeLayout(sharding);
     bool conjugate = isa<FOp, GOp>(op);
-    os << "    n" << op << " [label=\"" << escape(op->getName().getStringRef())
-       << "\\n" << escape(getModuleName(op->getLoc())) << "\\n["
-       << shapeOf(result) << "] " << escape(layout) << "\", fillcolor=\""
+    os << "    n" << ids[op] << " [label=\""
+       << escape(op->getName().getStringRef()) << "\\n"
+       << escape(getModuleName(op->getLoc())) << "\\n"
+       << describeShape(result, sharding, mesh) << "\\n" << escape(layout)
+       << "\", fillcolor=\""
        << (conjugate ? (isa<FOp>(op) ? "#93c47d" : "#e06666") : color)
        << "\", shape=" << (conjugate ? "diamond" : "box") << "];\n";
   }
@@ -110,14 +126,18 @@ private:
     for (Operation *op : ops)
       for (Value operand : op->getOperands()) {
         Operation *producer = operand.getDefiningOp();
-        if (producer && ops.contains(producer))
-          os << "  n" << producer << " -> n" << op << ";\n";
+        if (producer && ids.count(producer))
+          os << "  n" << ids[producer] << " -> n" << ids[op] << ";\n";
       }
   }
 
   func::FuncOp function;
-  int64_t layer, tp;
-  llvm::SetVector<Operation *> ops;
+  int64_t layer;
+  MeshOp mesh;
+  int64_t tp;
+  /// The layer's ops in program order, numbered for stable node names.
+  SmallVector<Operation *> ops;
+  DenseMap<Operation *, unsigned> ids;
 };
 
 struct ViewPass : public megatron::impl::ViewBase<ViewPass> {
@@ -125,9 +145,9 @@ struct ViewPass : public megatron::impl::ViewBase<ViewPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    int64_t tp = 1;
-    for (auto mesh : module.getOps<MeshOp>())
-      tp = mesh.getAxisSize("tp").value_or(1);
+    MeshOp mesh;
+    for (auto candidate : module.getOps<MeshOp>())
+      mesh = candidate;
     std::error_code error;
     llvm::ToolOutputFile out(dot, error, llvm::sys::fs::OF_Text);
     if (error) {
@@ -136,7 +156,7 @@ struct ViewPass : public megatron::impl::ViewBase<ViewPass> {
     }
     for (auto function : module.getOps<func::FuncOp>())
       if (!function.isExternal())
-        LayerPicture(function, layer, tp).write(out.os());
+        LayerPicture(function, layer, mesh).write(out.os());
     out.keep();
     markAllAnalysesPreserved();
   }

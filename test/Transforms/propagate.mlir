@@ -62,7 +62,7 @@ func.func @conflict(%x: tensor<8x16xf32>,
                     %a: tensor<16x64xf32> {tp.sharding = #tp.sharding<@m, [[], ["tp"]]>},
                     %b: tensor<64x16xf32> {tp.sharding = #tp.sharding<@m, [[], []]>}) -> tensor<8x16xf32> {
   %h = tp.matmul %x, %a : tensor<8x16xf32>, tensor<16x64xf32> -> tensor<8x64xf32>
-  // expected-remark @+1 {{conflicting shardings of factor #2: kept ["tp"], the value with [] is resharded}}
+  // expected-remark @+1 {{conflicting shardings of factor #2: kept ["tp"] over []; tensors that disagree are resharded}}
   %y = tp.matmul %h, %b : tensor<8x64xf32>, tensor<64x16xf32> -> tensor<8x16xf32>
   return %y : tensor<8x16xf32>
 }
