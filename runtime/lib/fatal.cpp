@@ -8,12 +8,13 @@
 namespace mrt {
 
 void fatal(const char *fmt, ...) {
-  std::fprintf(stderr, "megatron-rt: ");
+  // One write per message keeps lines from several ranks from interleaving.
+  char message[1024];
   va_list args;
   va_start(args, fmt);
-  std::vfprintf(stderr, fmt, args);
+  std::vsnprintf(message, sizeof(message), fmt, args);
   va_end(args);
-  std::fprintf(stderr, "\n");
+  std::fprintf(stderr, "megatron-rt: %s\n", message);
   std::abort();
 }
 

@@ -10,8 +10,8 @@ extern "C" void mrt_gemm_f32(int transA, int transB, int64_t M, int64_t N,
                              float beta, float *C, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
               transB ? CblasTrans : CblasNoTrans, mrt::checkedInt(M, "gemm M"),
-              mrt::checkedInt(N, "gemm N"), mrt::checkedInt(K, "gemm K"),
-              alpha, A, mrt::checkedInt(lda, "gemm lda"), B,
+              mrt::checkedInt(N, "gemm N"), mrt::checkedInt(K, "gemm K"), alpha,
+              A, mrt::checkedInt(lda, "gemm lda"), B,
               mrt::checkedInt(ldb, "gemm ldb"), beta, C,
               mrt::checkedInt(ldc, "gemm ldc"));
 }

@@ -16,11 +16,11 @@ MRT_API void mrt_attention_fwd_f32(const float *qkv, float *out, float *lse,
 
 /* Backward of mrt_attention_fwd_f32 given its out and lse and dout [B,T,HD]:
  * dqkv [B,T,3HD] is OVERWRITTEN in the qkv layout. Probabilities are
- * recomputed from q, k and lse one score row at a time. */
+ * recomputed from q, k and lse one small tile (16 x 64) at a time. */
 MRT_API void mrt_attention_bwd_f32(const float *qkv, const float *out,
                                    const float *dout, const float *lse,
-                                   float *dqkv, int64_t B, int64_t T,
-                                   int64_t H, int64_t D);
+                                   float *dqkv, int64_t B, int64_t T, int64_t H,
+                                   int64_t D);
 
 MRT_EXTERN_C_END
 

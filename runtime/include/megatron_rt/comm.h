@@ -43,9 +43,8 @@ MRT_API void mrt_all_gather_f32(mrt_context *ctx, int axis, const float *in,
 
 /* out [n_per_rank] = sum over ranks of their in [size*n_per_rank] chunk
  * number `rank`; in and out must not overlap. */
-MRT_API void mrt_reduce_scatter_f32(mrt_context *ctx, int axis,
-                                    const float *in, float *out,
-                                    int64_t n_per_rank);
+MRT_API void mrt_reduce_scatter_f32(mrt_context *ctx, int axis, const float *in,
+                                    float *out, int64_t n_per_rank);
 
 /* Copies root's buf[bytes] to every rank of the axis (root: rank in axis). */
 MRT_API void mrt_broadcast_bytes(mrt_context *ctx, int axis, void *buf,

@@ -23,7 +23,7 @@ MRT_API void mrt_embedding_bwd_f32(const float *dout, const int32_t *ids,
 MRT_API void mrt_pos_embedding_fwd_f32(float *x, const float *wpe, int64_t B,
                                        int64_t T, int64_t C);
 
-/* dwpe[t,:] += sum_b dx[b,t,:] for dx [B,T,C] (ACCUMULATES into dwpe [>=T,C]). */
+/* dwpe[t,:] += sum_b dx[b,t,:] for dx [B,T,C] (ACCUMULATES; dwpe [>=T,C]). */
 MRT_API void mrt_pos_embedding_bwd_f32(const float *dx, float *dwpe, int64_t B,
                                        int64_t T, int64_t C);
 

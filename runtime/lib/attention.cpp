@@ -1,0 +1,365 @@
+#include "megatron_rt/attention.h"
+
+#include "vec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+// Flash-attention style. Each (b, h) is independent and writes its own
+// columns of the outputs, so threads split (b, h). Per head, the keys and
+// values are first copied into padded, cache-friendly layouts; then groups of
+// kGroupRows queries walk the key blocks they may see, keeping a running
+// softmax, so at most kGroupRows x kKeyBlock scores exist at any time. All
+// products go through one register-blocked kernel (tileMultiply).
+
+namespace {
+
+constexpr int64_t kKeyBlock = 64;  // keys per block
+constexpr int64_t kGroupRows = 16; // queries sharing one pass over the keys
+constexpr int64_t kRows = 4;       // rows per register tile
+constexpr int64_t kLanes = 8;      // columns per register tile
+static_assert(kGroupRows % kRows == 0 && kKeyBlock % kRows == 0 &&
+                  kKeyBlock % kLanes == 0 && kLanes % 4 == 0,
+              "tiles must divide the blocks they cover");
+
+int64_t roundUp(int64_t x, int64_t multiple) {
+  return (x + multiple - 1) / multiple * multiple;
+}
+
+struct Shape {
+  int64_t B, T, H, D;
+  int64_t Tpad() const { return roundUp(T, kKeyBlock); }
+  int64_t Dpad() const { return roundUp(D, kLanes); }
+};
+
+enum Section { kQuery = 0, kKey = 1, kValue = 2 };
+
+// Offset of row t of one head's q, k or v inside qkv [B,T,3HD].
+int64_t qkvOffset(const Shape &s, int64_t b, int64_t t, Section section,
+                  int64_t h) {
+  return (b * s.T + t) * 3 * s.H * s.D + section * s.H * s.D + h * s.D;
+}
+
+// Offset of row t of one head inside out/dout [B,T,HD].
+int64_t outOffset(const Shape &s, int64_t b, int64_t t, int64_t h) {
+  return (b * s.T + t) * s.H * s.D + h * s.D;
+}
+
+// Four floats as one value: an SSE register on baseline x86-64, and portable
+// GCC/Clang vector code elsewhere. kLanes columns take kVecs of them.
+typedef float Vec4 __attribute__((vector_size(4 * sizeof(float))));
+constexpr int64_t kVecs = kLanes / 4;
+
+inline Vec4 loadVec(const float *p) {
+  Vec4 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+inline void storeVec(float *p, Vec4 v) { std::memcpy(p, &v, sizeof(v)); }
+
+// c[r][j] (+)= sum_k a[r][k] * b[k][j] for r < kRows and j < width, a multiple
+// of kLanes. The kRows x kLanes accumulators stay in registers, so each
+// element of b loaded feeds kRows rows.
+void tileMultiply(const float *const a[kRows], const float *b, int64_t ldb,
+                  int64_t depth, int64_t width, float *c, int64_t ldc,
+                  bool accumulate) {
+  for (int64_t j0 = 0; j0 < width; j0 += kLanes) {
+    Vec4 acc[kRows][kVecs];
+    for (int64_t r = 0; r < kRows; ++r)
+      for (int64_t v = 0; v < kVecs; ++v)
+        acc[r][v] = accumulate ? loadVec(c + r * ldc + j0 + 4 * v) : Vec4{};
+    for (int64_t k = 0; k < depth; ++k) {
+      Vec4 bk[kVecs];
+      for (int64_t v = 0; v < kVecs; ++v)
+        bk[v] = loadVec(b + k * ldb + j0 + 4 * v);
+      for (int64_t r = 0; r < kRows; ++r)
+        for (int64_t v = 0; v < kVecs; ++v)
+          acc[r][v] += a[r][k] * bk[v];
+    }
+    for (int64_t r = 0; r < kRows; ++r)
+      for (int64_t v = 0; v < kVecs; ++v)
+        storeVec(c + r * ldc + j0 + 4 * v, acc[r][v]);
+  }
+}
+
+// Row pointers of the register tile starting at row r0 of a row-major
+// matrix with leading dimension ld.
+struct TileRows {
+  TileRows(const float *base, int64_t ld, int64_t r0 = 0) {
+    for (int64_t r = 0; r < kRows; ++r)
+      rows[r] = base + (r0 + r) * ld;
+  }
+  const float *rows[kRows];
+};
+
+// c (+)= a b for a [kGroupRows, depth] (leading dimension lda), one register
+// tile of rows at a time.
+void groupMultiply(const float *a, int64_t lda, const float *b, int64_t ldb,
+                   int64_t depth, int64_t width, float *c, int64_t ldc,
+                   bool accumulate) {
+  for (int64_t r0 = 0; r0 < kGroupRows; r0 += kRows)
+    tileMultiply(TileRows(a, lda, r0).rows, b, ldb, depth, width, c + r0 * ldc,
+                 ldc, accumulate);
+}
+
+// dst[d][j] = src row j, column d, for j < n: keys as columns.
+void packTransposed(const float *src, int64_t stride, int64_t n, int64_t D,
+                    float *dst, int64_t ld) {
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t d = 0; d < D; ++d)
+      dst[d * ld + j] = src[j * stride + d];
+}
+
+// Copies n rows of D floats between strided layouts.
+void copyRows(const float *src, int64_t srcStride, int64_t n, int64_t D,
+              float *dst, int64_t dstStride) {
+  for (int64_t j = 0; j < n; ++j)
+    std::copy_n(src + j * srcStride, D, dst + j * dstStride);
+}
+
+// A group of kGroupRows consecutive queries starting at t0. Rows past the end
+// of the sequence repeat the last query so that every row holds finite data;
+// their results are dropped and their probabilities forced to zero.
+struct QueryGroup {
+  int64_t t0, count;
+  int64_t row(int64_t r) const { return t0 + std::min(r, count - 1); }
+  // Queries see keys up to their own position.
+  int64_t lastKey() const { return t0 + count - 1; }
+  // Keys of the block [j0, j0+n) that row r may attend to.
+  int64_t visible(int64_t r, int64_t j0, int64_t n) const {
+    return r < count ? std::clamp<int64_t>(t0 + r + 1 - j0, 0, n) : 0;
+  }
+  // Copies the group's rows of one head of a [B,T,*] tensor (row stride
+  // `stride`, starting at `head`) into a zero-padded [kGroupRows, ld] buffer.
+  void gather(const float *head, int64_t stride, int64_t D, float *dst,
+              int64_t ld) const {
+    for (int64_t r = 0; r < kGroupRows; ++r)
+      std::copy_n(head + row(r) * stride, D, dst + r * ld);
+  }
+};
+
+QueryGroup groupAt(const Shape &s, int64_t t0) {
+  return {t0, std::min(kGroupRows, s.T - t0)};
+}
+
+// Running softmax of one query over the key blocks seen so far.
+struct RunningSoftmax {
+  float max = -INFINITY;
+  float sum = 0.0f;
+};
+
+// Turns one row of raw dot products into the unnormalised probabilities
+// exp(scale*dot - max) (zero past `visible`), folds them into the state, and
+// returns the factor by which the values accumulated so far must shrink.
+float foldScores(float *row, int64_t visible, float scale,
+                 RunningSoftmax &state) {
+  std::fill(row + visible, row + kKeyBlock, 0.0f);
+  if (visible == 0)
+    return 1.0f;
+  float newMax = std::max(state.max, scale * mrt::maxOf(row, visible));
+  float blockSum = 0.0f;
+  for (int64_t j = 0; j < visible; ++j)
+    blockSum += (row[j] = std::exp(scale * row[j] - newMax));
+  float shrink = std::exp(state.max - newMax); // 0 on the first block
+  state.sum = state.sum * shrink + blockSum;
+  state.max = newMax;
+  return shrink;
+}
+
+struct ForwardScratch {
+  explicit ForwardScratch(const Shape &s)
+      : keysT(s.D * s.Tpad(), 0.0f), values(s.Tpad() * s.Dpad(), 0.0f),
+        queries(kGroupRows * s.Dpad(), 0.0f), acc(kGroupRows * s.Dpad()),
+        weights(kGroupRows * kKeyBlock), states(kGroupRows) {}
+  std::vector<float> keysT;   // [D, Tpad]
+  std::vector<float> values;  // [Tpad, Dpad]
+  std::vector<float> queries; // [kGroupRows, Dpad]
+  std::vector<float> acc;     // [kGroupRows, Dpad]: weighted value sums
+  std::vector<float> weights; // [kGroupRows, kKeyBlock]: scores, weights
+  std::vector<RunningSoftmax> states; // [kGroupRows]
+};
+
+void forwardGroup(const float *qkv, float *out, float *headLse, const Shape &s,
+                  int64_t b, int64_t h, QueryGroup g, ForwardScratch &w) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.D));
+  const int64_t Dpad = s.Dpad();
+  g.gather(qkv + qkvOffset(s, b, 0, kQuery, h), 3 * s.H * s.D, s.D,
+           w.queries.data(), Dpad);
+  std::fill(w.states.begin(), w.states.end(), RunningSoftmax{});
+  std::fill(w.acc.begin(), w.acc.end(), 0.0f);
+
+  for (int64_t j0 = 0; j0 <= g.lastKey(); j0 += kKeyBlock) {
+    int64_t n = std::min(kKeyBlock, s.T - j0);
+    groupMultiply(w.queries.data(), Dpad, w.keysT.data() + j0, s.Tpad(), s.D,
+                  roundUp(n, kLanes), w.weights.data(), kKeyBlock, false);
+    for (int64_t r = 0; r < kGroupRows; ++r) {
+      float shrink = foldScores(w.weights.data() + r * kKeyBlock,
+                                g.visible(r, j0, n), scale, w.states[r]);
+      mrt::scale(w.acc.data() + r * Dpad, Dpad, shrink);
+    }
+    groupMultiply(w.weights.data(), kKeyBlock, w.values.data() + j0 * Dpad,
+                  Dpad, n, Dpad, w.acc.data(), Dpad, true);
+  }
+
+  for (int64_t r = 0; r < g.count; ++r) {
+    float *o = out + outOffset(s, b, g.t0 + r, h);
+    std::copy_n(w.acc.data() + r * Dpad, s.D, o);
+    mrt::scale(o, s.D, 1.0f / w.states[r].sum);
+    headLse[g.t0 + r] = w.states[r].max + std::log(w.states[r].sum);
+  }
+}
+
+void forwardHead(const float *qkv, float *out, float *lse, const Shape &s,
+                 int64_t b, int64_t h, ForwardScratch &w) {
+  const int64_t stride = 3 * s.H * s.D;
+  packTransposed(qkv + qkvOffset(s, b, 0, kKey, h), stride, s.T, s.D,
+                 w.keysT.data(), s.Tpad());
+  copyRows(qkv + qkvOffset(s, b, 0, kValue, h), stride, s.T, s.D,
+           w.values.data(), s.Dpad());
+  for (int64_t t0 = 0; t0 < s.T; t0 += kGroupRows)
+    forwardGroup(qkv, out, lse + (b * s.H + h) * s.T, s, b, h, groupAt(s, t0),
+                 w);
+}
+
+struct BackwardScratch {
+  explicit BackwardScratch(const Shape &s)
+      : keysT(s.D * s.Tpad(), 0.0f), valuesT(s.D * s.Tpad(), 0.0f),
+        keys(s.Tpad() * s.Dpad(), 0.0f), dkeys(s.Tpad() * s.Dpad()),
+        dvalues(s.Tpad() * s.Dpad()), delta(s.T),
+        queries(kGroupRows * s.Dpad(), 0.0f),
+        douts(kGroupRows * s.Dpad(), 0.0f), dq(kGroupRows * s.Dpad()),
+        probs(kGroupRows * kKeyBlock), dscores(kGroupRows * kKeyBlock),
+        transposed(kKeyBlock * kGroupRows) {}
+  std::vector<float> keysT, valuesT; // [D, Tpad]
+  std::vector<float> keys;           // [Tpad, Dpad]
+  std::vector<float> dkeys, dvalues; // [Tpad, Dpad] accumulators
+  std::vector<float> delta;          // [T]: dout[t] . out[t]
+  std::vector<float> queries, douts; // [kGroupRows, Dpad]
+  std::vector<float> dq;             // [kGroupRows, Dpad] accumulator
+  std::vector<float> probs, dscores; // [kGroupRows, kKeyBlock]
+  std::vector<float> transposed;     // [kKeyBlock, kGroupRows]
+};
+
+// For one key block, from the raw products q.k (in probs) and dout.v (in
+// dscores): P = exp(scale*q.k - lse) recomputed from the forward's lse, and
+// the score gradient dS = scale * P * (dout.v - delta).
+void probabilitiesAndScoreGrads(const Shape &s, QueryGroup g, int64_t j0,
+                                int64_t n, const float *headLse,
+                                BackwardScratch &w) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.D));
+  for (int64_t r = 0; r < kGroupRows; ++r) {
+    float *p = w.probs.data() + r * kKeyBlock;
+    float *ds = w.dscores.data() + r * kKeyBlock;
+    int64_t visible = g.visible(r, j0, n);
+    float lse = headLse[g.row(r)], delta = w.delta[g.row(r)];
+    for (int64_t j = 0; j < visible; ++j) {
+      p[j] = std::exp(scale * p[j] - lse);
+      ds[j] = scale * p[j] * (ds[j] - delta);
+    }
+    std::fill(p + visible, p + kKeyBlock, 0.0f);
+    std::fill(ds + visible, ds + kKeyBlock, 0.0f);
+  }
+}
+
+// dacc[j][:] += sum_r coeffs[r][j] * x[r][:] over the group's rows, for the
+// keys of one block: a product with the coefficients transposed.
+void accumulatePerKey(const float *coeffs, const float *x, int64_t n,
+                      float *dacc, const Shape &s, BackwardScratch &w) {
+  for (int64_t r = 0; r < kGroupRows; ++r)
+    for (int64_t j = 0; j < kKeyBlock; ++j)
+      w.transposed[j * kGroupRows + r] = coeffs[r * kKeyBlock + j];
+  for (int64_t j0 = 0; j0 < n; j0 += kRows)
+    tileMultiply(TileRows(w.transposed.data(), kGroupRows, j0).rows, x,
+                 s.Dpad(), kGroupRows, s.Dpad(), dacc + j0 * s.Dpad(), s.Dpad(),
+                 true);
+}
+
+void backwardGroup(const float *qkv, const float *dout, const float *headLse,
+                   float *dqkv, const Shape &s, int64_t b, int64_t h,
+                   QueryGroup g, BackwardScratch &w) {
+  const int64_t Dpad = s.Dpad();
+  g.gather(qkv + qkvOffset(s, b, 0, kQuery, h), 3 * s.H * s.D, s.D,
+           w.queries.data(), Dpad);
+  g.gather(dout + outOffset(s, b, 0, h), s.H * s.D, s.D, w.douts.data(), Dpad);
+  std::fill(w.dq.begin(), w.dq.end(), 0.0f);
+
+  for (int64_t j0 = 0; j0 <= g.lastKey(); j0 += kKeyBlock) {
+    int64_t n = std::min(kKeyBlock, s.T - j0), width = roundUp(n, kLanes);
+    groupMultiply(w.queries.data(), Dpad, w.keysT.data() + j0, s.Tpad(), s.D,
+                  width, w.probs.data(), kKeyBlock, false);
+    groupMultiply(w.douts.data(), Dpad, w.valuesT.data() + j0, s.Tpad(), s.D,
+                  width, w.dscores.data(), kKeyBlock, false);
+    probabilitiesAndScoreGrads(s, g, j0, n, headLse, w);
+    groupMultiply(w.dscores.data(), kKeyBlock, w.keys.data() + j0 * Dpad, Dpad,
+                  n, Dpad, w.dq.data(), Dpad, true);
+    accumulatePerKey(w.dscores.data(), w.queries.data(), n,
+                     w.dkeys.data() + j0 * Dpad, s, w);
+    accumulatePerKey(w.probs.data(), w.douts.data(), n,
+                     w.dvalues.data() + j0 * Dpad, s, w);
+  }
+
+  copyRows(w.dq.data(), Dpad, g.count, s.D,
+           dqkv + qkvOffset(s, b, g.t0, kQuery, h), 3 * s.H * s.D);
+}
+
+// With P the probabilities and dP = dout v^T, the score gradient is
+// dS = P * (dP - delta), delta[t] = sum_j P[t,j] dP[t,j] = dout[t] . out[t].
+void backwardHead(const float *qkv, const float *out, const float *dout,
+                  const float *lse, float *dqkv, const Shape &s, int64_t b,
+                  int64_t h, BackwardScratch &w) {
+  const int64_t stride = 3 * s.H * s.D;
+  packTransposed(qkv + qkvOffset(s, b, 0, kKey, h), stride, s.T, s.D,
+                 w.keysT.data(), s.Tpad());
+  packTransposed(qkv + qkvOffset(s, b, 0, kValue, h), stride, s.T, s.D,
+                 w.valuesT.data(), s.Tpad());
+  copyRows(qkv + qkvOffset(s, b, 0, kKey, h), stride, s.T, s.D, w.keys.data(),
+           s.Dpad());
+  std::fill(w.dkeys.begin(), w.dkeys.end(), 0.0f);
+  std::fill(w.dvalues.begin(), w.dvalues.end(), 0.0f);
+  for (int64_t t = 0; t < s.T; ++t)
+    w.delta[t] = mrt::dot(dout + outOffset(s, b, t, h),
+                          out + outOffset(s, b, t, h), s.D);
+
+  for (int64_t t0 = 0; t0 < s.T; t0 += kGroupRows)
+    backwardGroup(qkv, dout, lse + (b * s.H + h) * s.T, dqkv, s, b, h,
+                  groupAt(s, t0), w);
+
+  copyRows(w.dkeys.data(), s.Dpad(), s.T, s.D,
+           dqkv + qkvOffset(s, b, 0, kKey, h), stride);
+  copyRows(w.dvalues.data(), s.Dpad(), s.T, s.D,
+           dqkv + qkvOffset(s, b, 0, kValue, h), stride);
+}
+
+} // namespace
+
+extern "C" void mrt_attention_fwd_f32(const float *qkv, float *out, float *lse,
+                                      int64_t B, int64_t T, int64_t H,
+                                      int64_t D) {
+  const Shape s{B, T, H, D};
+#pragma omp parallel
+  {
+    ForwardScratch scratch(s);
+#pragma omp for collapse(2) schedule(dynamic)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        forwardHead(qkv, out, lse, s, b, h, scratch);
+  }
+}
+
+extern "C" void mrt_attention_bwd_f32(const float *qkv, const float *out,
+                                      const float *dout, const float *lse,
+                                      float *dqkv, int64_t B, int64_t T,
+                                      int64_t H, int64_t D) {
+  const Shape s{B, T, H, D};
+#pragma omp parallel
+  {
+    BackwardScratch scratch(s);
+#pragma omp for collapse(2) schedule(dynamic)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        backwardHead(qkv, out, dout, lse, dqkv, s, b, h, scratch);
+  }
+}

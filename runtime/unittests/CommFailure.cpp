@@ -1,0 +1,57 @@
+// Programs that must fail under mpirun, run by expect_failure.sh:
+//   tp-mismatch <tp>  context creation with the wrong tp_size
+//   rank-exit <tp>    rank 1 exits mid-run while rank 0 waits in an all-reduce
+//   mpi-error <tp>    a collective fails inside MPI (invalid broadcast root)
+// Each returns 0 only if the failure it provokes did not happen.
+#include "megatron_rt/comm.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <unistd.h>
+
+namespace {
+
+mrt_context *createOrExit(int64_t tp) {
+  char err[256];
+  mrt_context *ctx = mrt_context_create(tp, err, sizeof(err));
+  if (!ctx) {
+    std::fprintf(stderr, "%s\n", err);
+    std::exit(1);
+  }
+  return ctx;
+}
+
+void rankExitsDuringAllReduce(mrt_context *ctx) {
+  float value = 1.0f;
+  mrt_all_reduce_f32(ctx, MRT_AXIS_TP, &value, 1, MRT_REDUCE_SUM);
+  if (mrt_world_rank(ctx) == 1) {
+    sleep(1); // let rank 0 enter the all-reduce first
+    std::exit(3);
+  }
+  // Rank 1 never joins: only the launcher can end this wait.
+  mrt_all_reduce_f32(ctx, MRT_AXIS_TP, &value, 1, MRT_REDUCE_SUM);
+}
+
+void broadcastFromInvalidRoot(mrt_context *ctx) {
+  char byte = 0;
+  mrt_broadcast_bytes(ctx, MRT_AXIS_TP, &byte, 1, 1 << 20);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s tp-mismatch|rank-exit|mpi-error <tp>\n",
+                 argv[0]);
+    return 2;
+  }
+  mrt_context *ctx = createOrExit(std::atoll(argv[2]));
+  if (std::strcmp(argv[1], "rank-exit") == 0)
+    rankExitsDuringAllReduce(ctx);
+  else if (std::strcmp(argv[1], "mpi-error") == 0)
+    broadcastFromInvalidRoot(ctx);
+  mrt_context_destroy(ctx);
+  return 0;
+}

@@ -1,0 +1,130 @@
+// Collectives under mpirun: every rank runs every test, in the same order, so
+// the collectives inside them match up. Usage: megatron-rt-comm-tests <tp>.
+#include "megatron_rt/comm.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+namespace {
+
+mrt_context *ctx = nullptr;
+
+int64_t tpRank() { return mrt_axis_rank(ctx, MRT_AXIS_TP); }
+int64_t tpSize() { return mrt_axis_size(ctx, MRT_AXIS_TP); }
+
+TEST(CommTest, MeshIsOneTensorParallelGroup) {
+  EXPECT_EQ(mrt_axis_size(ctx, MRT_AXIS_DP), 1);
+  EXPECT_EQ(mrt_axis_rank(ctx, MRT_AXIS_DP), 0);
+  EXPECT_EQ(tpRank(), mrt_world_rank(ctx));
+}
+
+TEST(CommTest, AllReduceSum) {
+  const int64_t n = 1037;
+  std::vector<float> buf(n);
+  for (int64_t i = 0; i < n; ++i)
+    buf[i] = tpRank() * 1000.0f + i;
+  mrt_all_reduce_f32(ctx, MRT_AXIS_TP, buf.data(), n, MRT_REDUCE_SUM);
+  const int64_t size = tpSize();
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(buf[i], 1000.0f * size * (size - 1) / 2 + size * i) << i;
+}
+
+TEST(CommTest, AllReduceMax) {
+  const int64_t n = 37;
+  std::vector<float> buf(n);
+  // Element i's maximum lives on rank i % size; the others are negative.
+  for (int64_t i = 0; i < n; ++i)
+    buf[i] = i % tpSize() == tpRank() ? float(i) : -1.0f - tpRank();
+  mrt_all_reduce_f32(ctx, MRT_AXIS_TP, buf.data(), n, MRT_REDUCE_MAX);
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(buf[i], float(i)) << i;
+}
+
+TEST(CommTest, AllReduceOverSingletonDataParallelAxisIsIdentity) {
+  std::vector<float> buf = {1.5f, -2.0f, float(tpRank())};
+  std::vector<float> before = buf;
+  mrt_all_reduce_f32(ctx, MRT_AXIS_DP, buf.data(), buf.size(), MRT_REDUCE_SUM);
+  EXPECT_EQ(buf, before);
+}
+
+std::vector<float> rankPattern(int64_t rank, int64_t n) {
+  std::vector<float> v(n);
+  for (int64_t i = 0; i < n; ++i)
+    v[i] = rank * 100.0f + i * 0.5f;
+  return v;
+}
+
+TEST(CommTest, AllGatherConcatenatesInRankOrder) {
+  const int64_t n = 17;
+  std::vector<float> in = rankPattern(tpRank(), n), out(n * tpSize());
+  mrt_all_gather_f32(ctx, MRT_AXIS_TP, in.data(), out.data(), n);
+  for (int64_t r = 0; r < tpSize(); ++r)
+    EXPECT_EQ(
+        std::vector<float>(out.begin() + r * n, out.begin() + (r + 1) * n),
+        rankPattern(r, n));
+}
+
+TEST(CommTest, AllGatherInPlace) {
+  const int64_t n = 17;
+  std::vector<float> out(n * tpSize(), -1.0f);
+  std::vector<float> mine = rankPattern(tpRank(), n);
+  std::copy(mine.begin(), mine.end(), out.begin() + tpRank() * n);
+  mrt_all_gather_f32(ctx, MRT_AXIS_TP, out.data() + tpRank() * n, out.data(),
+                     n);
+  for (int64_t r = 0; r < tpSize(); ++r)
+    EXPECT_EQ(
+        std::vector<float>(out.begin() + r * n, out.begin() + (r + 1) * n),
+        rankPattern(r, n));
+}
+
+TEST(CommTest, ReduceScatterSumsChunkOfRank) {
+  const int64_t n = 23, size = tpSize();
+  // in[k] = (rank + 1) * k, so chunk r sums to size(size+1)/2 * k.
+  std::vector<float> in(n * size), out(n);
+  for (int64_t k = 0; k < n * size; ++k)
+    in[k] = float((tpRank() + 1) * k);
+  mrt_reduce_scatter_f32(ctx, MRT_AXIS_TP, in.data(), out.data(), n);
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(out[i], float(size * (size + 1) / 2 * (tpRank() * n + i))) << i;
+}
+
+TEST(CommTest, BroadcastCopiesRootBytes) {
+  struct Payload {
+    int64_t step;
+    double value;
+    char tag[5];
+  } payload{tpRank(), tpRank() * 1.25, "rank"};
+  const int root = int(tpSize() - 1);
+  mrt_broadcast_bytes(ctx, MRT_AXIS_TP, &payload, sizeof(payload), root);
+  EXPECT_EQ(payload.step, root);
+  EXPECT_EQ(payload.value, root * 1.25);
+  EXPECT_STREQ(payload.tag, "rank");
+}
+
+TEST(CommTest, BarrierReturns) {
+  mrt_barrier(ctx, MRT_AXIS_TP);
+  mrt_barrier(ctx, MRT_AXIS_DP);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s <tp_size>\n", argv[0]);
+    return 2;
+  }
+  char err[256];
+  ctx = mrt_context_create(std::atoll(argv[1]), err, sizeof(err));
+  if (!ctx) {
+    std::fprintf(stderr, "%s\n", err);
+    return 1;
+  }
+  int result = RUN_ALL_TESTS();
+  mrt_context_destroy(ctx);
+  return result;
+}

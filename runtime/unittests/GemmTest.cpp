@@ -1,0 +1,73 @@
+#include "megatron_rt/gemm.h"
+
+#include "TestUtil.h"
+
+#include <limits>
+#include <string>
+
+using namespace mrt_test;
+
+namespace {
+
+struct GemmCase {
+  bool transA, transB;
+};
+
+class GemmTest : public ::testing::TestWithParam<GemmCase> {};
+
+// Element (i, j) of op(X) for a row-major X with leading dimension ld.
+double opAt(const std::vector<float> &x, int64_t ld, bool trans, int64_t i,
+            int64_t j) {
+  return trans ? x[j * ld + i] : x[i * ld + j];
+}
+
+TEST_P(GemmTest, MatchesNaiveProductWithPaddedLeadingDimensions) {
+  const auto [transA, transB] = GetParam();
+  const int64_t M = 37, N = 29, K = 53;
+  // Leading dimensions larger than the logical rows catch ld mix-ups.
+  const int64_t aRows = transA ? K : M, aCols = transA ? M : K;
+  const int64_t bRows = transB ? N : K, bCols = transB ? K : N;
+  const int64_t lda = aCols + 3, ldb = bCols + 5, ldc = N + 2;
+  auto A = randomVector(aRows * lda, 1), B = randomVector(bRows * ldb, 2);
+  auto C = randomVector(M * ldc, 3);
+  const float alpha = 0.7f, beta = 0.3f;
+
+  std::vector<double> expected = toDouble(C);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double sum = 0.0;
+      for (int64_t k = 0; k < K; ++k)
+        sum += opAt(A, lda, transA, i, k) * opAt(B, ldb, transB, k, j);
+      expected[i * ldc + j] = alpha * sum + beta * C[i * ldc + j];
+    }
+
+  mrt_gemm_f32(transA, transB, M, N, K, alpha, A.data(), lda, B.data(), ldb,
+               beta, C.data(), ldc);
+  EXPECT_TRUE(allClose(C, expected));
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTranspositions, GemmTest,
+                         ::testing::Values(GemmCase{false, false},
+                                           GemmCase{true, false},
+                                           GemmCase{false, true},
+                                           GemmCase{true, true}),
+                         [](const auto &info) {
+                           return std::string(info.param.transA ? "T" : "N") +
+                                  (info.param.transB ? "T" : "N");
+                         });
+
+TEST(GemmBetaZeroTest, IgnoresPreviousContentsOfC) {
+  const int64_t M = 5, N = 7, K = 3;
+  auto A = randomVector(M * K, 4), B = randomVector(K * N, 5);
+  std::vector<float> C(M * N, std::numeric_limits<float>::quiet_NaN());
+  std::vector<double> expected(M * N, 0.0);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j)
+      for (int64_t k = 0; k < K; ++k)
+        expected[i * N + j] += double(A[i * K + k]) * B[k * N + j];
+  mrt_gemm_f32(0, 0, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, C.data(),
+               N);
+  EXPECT_TRUE(allClose(C, expected));
+}
+
+} // namespace

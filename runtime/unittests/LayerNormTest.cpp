@@ -1,0 +1,132 @@
+#include "megatron_rt/layernorm.h"
+
+#include "TestUtil.h"
+
+using namespace mrt_test;
+
+namespace {
+
+constexpr int64_t kRows = 13, kCols = 77;
+constexpr float kEps = 1e-5f;
+
+struct Reference {
+  std::vector<double> y, mean, rstd;
+};
+
+Reference referenceForward(const std::vector<double> &x,
+                           const std::vector<double> &w,
+                           const std::vector<double> &b) {
+  Reference ref{std::vector<double>(x.size()), std::vector<double>(kRows),
+                std::vector<double>(kRows)};
+  for (int64_t r = 0; r < kRows; ++r) {
+    double sum = 0.0, sq = 0.0;
+    for (int64_t c = 0; c < kCols; ++c)
+      sum += x[r * kCols + c];
+    double mean = sum / kCols;
+    for (int64_t c = 0; c < kCols; ++c)
+      sq += (x[r * kCols + c] - mean) * (x[r * kCols + c] - mean);
+    double rstd = 1.0 / std::sqrt(sq / kCols + kEps);
+    for (int64_t c = 0; c < kCols; ++c)
+      ref.y[r * kCols + c] = (x[r * kCols + c] - mean) * rstd * w[c] + b[c];
+    ref.mean[r] = mean;
+    ref.rstd[r] = rstd;
+  }
+  return ref;
+}
+
+class LayerNormTest : public ::testing::Test {
+protected:
+  // An offset mean makes a one-pass variance formula lose precision.
+  std::vector<float> x = randomVector(kRows * kCols, 11, 2.0f, 4.0f);
+  std::vector<float> w = randomVector(kCols, 12, 0.5f, 1.5f);
+  std::vector<float> b = randomVector(kCols, 13);
+  std::vector<float> dy = randomVector(kRows * kCols, 14);
+};
+
+TEST_F(LayerNormTest, ForwardMatchesNaive) {
+  std::vector<float> y(x.size()), mean(kRows), rstd(kRows);
+  mrt_layernorm_fwd_f32(x.data(), w.data(), b.data(), y.data(), mean.data(),
+                        rstd.data(), kRows, kCols, kEps);
+  Reference ref = referenceForward(toDouble(x), toDouble(w), toDouble(b));
+  EXPECT_TRUE(allClose(y, ref.y));
+  EXPECT_TRUE(allClose(mean, ref.mean));
+  EXPECT_TRUE(allClose(rstd, ref.rstd));
+}
+
+TEST_F(LayerNormTest, ForwardInPlace) {
+  std::vector<float> y = x, mean(kRows), rstd(kRows);
+  mrt_layernorm_fwd_f32(y.data(), w.data(), b.data(), y.data(), mean.data(),
+                        rstd.data(), kRows, kCols, kEps);
+  EXPECT_TRUE(
+      allClose(y, referenceForward(toDouble(x), toDouble(w), toDouble(b)).y));
+}
+
+TEST_F(LayerNormTest, BackwardMatchesNaiveAndOverwritesParamGrads) {
+  std::vector<float> y(x.size()), mean(kRows), rstd(kRows);
+  mrt_layernorm_fwd_f32(x.data(), w.data(), b.data(), y.data(), mean.data(),
+                        rstd.data(), kRows, kCols, kEps);
+  std::vector<float> dx(x.size()), dw(kCols, 123.0f), db(kCols, -7.0f);
+  mrt_layernorm_bwd_f32(dy.data(), x.data(), w.data(), mean.data(), rstd.data(),
+                        dx.data(), dw.data(), db.data(), kRows, kCols);
+
+  Reference ref = referenceForward(toDouble(x), toDouble(w), toDouble(b));
+  std::vector<double> dxRef(x.size()), dwRef(kCols, 0.0), dbRef(kCols, 0.0);
+  for (int64_t r = 0; r < kRows; ++r) {
+    double meanG = 0.0, meanGXhat = 0.0;
+    for (int64_t c = 0; c < kCols; ++c) {
+      double xhat = (x[r * kCols + c] - ref.mean[r]) * ref.rstd[r];
+      double g = double(dy[r * kCols + c]) * w[c];
+      meanG += g / kCols;
+      meanGXhat += g * xhat / kCols;
+      dwRef[c] += dy[r * kCols + c] * xhat;
+      dbRef[c] += dy[r * kCols + c];
+    }
+    for (int64_t c = 0; c < kCols; ++c) {
+      double xhat = (x[r * kCols + c] - ref.mean[r]) * ref.rstd[r];
+      double g = double(dy[r * kCols + c]) * w[c];
+      dxRef[r * kCols + c] = ref.rstd[r] * (g - meanG - xhat * meanGXhat);
+    }
+  }
+  EXPECT_TRUE(allClose(dx, dxRef));
+  EXPECT_TRUE(allClose(dw, dwRef));
+  EXPECT_TRUE(allClose(db, dbRef));
+}
+
+// Checks dx against finite differences of the naive forward, independently
+// of the hand-derived formula above.
+TEST_F(LayerNormTest, BackwardAgreesWithFiniteDifferences) {
+  std::vector<float> y(x.size()), mean(kRows), rstd(kRows);
+  mrt_layernorm_fwd_f32(x.data(), w.data(), b.data(), y.data(), mean.data(),
+                        rstd.data(), kRows, kCols, kEps);
+  std::vector<float> dx(x.size()), dw(kCols), db(kCols);
+  mrt_layernorm_bwd_f32(dy.data(), x.data(), w.data(), mean.data(), rstd.data(),
+                        dx.data(), dw.data(), db.data(), kRows, kCols);
+  auto loss = [&](const std::vector<double> &xs) {
+    std::vector<double> ys = referenceForward(xs, toDouble(w), toDouble(b)).y;
+    double sum = 0.0;
+    for (size_t i = 0; i < ys.size(); ++i)
+      sum += dy[i] * ys[i];
+    return sum;
+  };
+  std::vector<double> u = toDouble(randomVector(x.size(), 15));
+  EXPECT_TRUE(relativelyClose(
+      dotProduct(dx, u), directionalDerivative(loss, toDouble(x), u), 1e-4));
+}
+
+TEST_F(LayerNormTest, BackwardInPlaceOverDy) {
+  std::vector<float> y(x.size()), mean(kRows), rstd(kRows);
+  mrt_layernorm_fwd_f32(x.data(), w.data(), b.data(), y.data(), mean.data(),
+                        rstd.data(), kRows, kCols, kEps);
+  std::vector<float> dx(x.size()), dw(kCols), db(kCols);
+  mrt_layernorm_bwd_f32(dy.data(), x.data(), w.data(), mean.data(), rstd.data(),
+                        dx.data(), dw.data(), db.data(), kRows, kCols);
+  std::vector<float> inPlace = dy, dwInPlace(kCols), dbInPlace(kCols);
+  mrt_layernorm_bwd_f32(inPlace.data(), x.data(), w.data(), mean.data(),
+                        rstd.data(), inPlace.data(), dwInPlace.data(),
+                        dbInPlace.data(), kRows, kCols);
+  EXPECT_EQ(inPlace, dx);
+  EXPECT_EQ(dwInPlace, dw);
+  EXPECT_EQ(dbInPlace, db);
+}
+
+} // namespace
