@@ -1,7 +1,9 @@
 //===- InitAll.h - register megatron-mlir with a host --------------*- C++ -*-===//
 //
-// What a framework embedding megatron-mlir in its own pipeline calls: the
-// dialects the tp IR is written in or lowered through.
+// What a tool or a framework embedding megatron-mlir in its own pipeline
+// calls: the tp dialect and every upstream dialect, interface model and
+// extension the lowering goes through (bufferization needs the external
+// models of linalg, tensor and arith).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEGATRON_INITALL_H
@@ -9,19 +11,16 @@
 
 #include "megatron/Dialect/TP/IR/TP.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/Linalg/IR/Linalg.h"
-#include "mlir/Dialect/Shard/IR/ShardDialect.h"
-#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
 
 namespace mlir::megatron {
 
 inline void registerAllDialects(DialectRegistry &registry) {
-  registry.insert<tp::TPDialect, func::FuncDialect, arith::ArithDialect,
-                  tensor::TensorDialect, linalg::LinalgDialect,
-                  shard::ShardDialect>();
+  registry.insert<tp::TPDialect>();
+  mlir::registerAllDialects(registry);
+  mlir::registerAllExtensions(registry);
 }
 
 } // namespace mlir::megatron

@@ -148,6 +148,8 @@ private:
                << " rows: the table is used other than by the embedding and "
                   "a tied LM head feeding the loss";
     }
+    function.setArgAttr(table.getArgNumber(), TPDialect::kUnpaddedShapeAttrName,
+                        b.getDenseI64ArrayAttr(type.getShape()));
     table.setType(type.clone({padded, type.getDimSize(1)}));
     for (Operation *user : table.getUsers())
       if (auto head = dyn_cast<MatmulOp>(user)) {

@@ -56,10 +56,11 @@ LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op,
     return op->emitOpError() << "'" << attr.getName().getValue()
                              << "' on a missing argument #" << argIndex;
   auto type = cast<ShapedType>(region.getArgument(argIndex).getType());
-  if (attr.getName() == kGlobalShapeAttrName) {
+  if (attr.getName() == kGlobalShapeAttrName ||
+      attr.getName() == kUnpaddedShapeAttrName) {
     auto shape = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
     if (!shape || static_cast<int64_t>(shape.size()) != type.getRank())
-      return op->emitOpError() << "'" << kGlobalShapeAttrName
+      return op->emitOpError() << "'" << attr.getName().getValue()
                                << "' of argument #" << argIndex
                                << " must list one size per dimension";
     return success();

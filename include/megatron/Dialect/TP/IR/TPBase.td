@@ -18,7 +18,9 @@ def TP_Dialect : Dialect {
     Shardings are attached as the discardable attribute `tp.sharding`: on an
     op it describes the op's single result, on a function argument the
     argument. `tp.name` on a function argument names a model parameter;
-    after tp-partition, `tp.global_shape` gives its shape before the split.
+    after tp-partition, `tp.global_shape` gives its shape before the split;
+    `tp.unpadded_shape` the shape a checkpoint holds when tp-megatron-annotate
+    padded the vocabulary.
   }];
   let useDefaultAttributePrinterParser = 1;
   let hasOperationAttrVerify = 1;
@@ -28,6 +30,7 @@ def TP_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kShardingAttrName = "tp.sharding";
     static constexpr ::llvm::StringLiteral kNameAttrName = "tp.name";
     static constexpr ::llvm::StringLiteral kGlobalShapeAttrName = "tp.global_shape";
+    static constexpr ::llvm::StringLiteral kUnpaddedShapeAttrName = "tp.unpadded_shape";
 
   private:
     void registerAttributes();

@@ -1,0 +1,25 @@
+//===- Passes.h - megatron-mlir conversions ---------------------*- C++ -*-===//
+#ifndef MEGATRON_CONVERSION_PASSES_H
+#define MEGATRON_CONVERSION_PASSES_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::megatron {
+
+#define GEN_PASS_DECL
+#include "megatron/Conversion/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "megatron/Conversion/Passes.h.inc"
+
+} // namespace mlir::megatron
+
+#endif // MEGATRON_CONVERSION_PASSES_H

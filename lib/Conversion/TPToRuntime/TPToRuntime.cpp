@@ -1,0 +1,563 @@
+//===- TPToRuntime.cpp - per-rank tp ops to runtime calls and linalg ------===//
+//
+// The per-rank program after tp-partition is lowered op by op, in program
+// order. Ops with a hand-written kernel (GEMM, attention, layer norm,
+// embedding, the cross-entropy pieces, collectives) become calls into
+// libmegatron_rt. Calls take flat `memref<?xT>` buffers, which the bare-pointer
+// calling convention turns into the plain C pointers the runtime's ABI uses.
+// Elementwise ops become linalg.generic on tensors so that elementwise fusion
+// can merge bias, GELU and residual chains before bufferization.
+//
+//===----------------------------------------------------------------------===//
+#include "megatron/Conversion/Passes.h"
+#include "megatron/Dialect/TP/IR/TP.h"
+
+#include "mlir/Dialect/Utils/StructuredOpsUtils.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace mlir::megatron {
+#define GEN_PASS_DEF_CONVERTTPTORUNTIME
+#include "megatron/Conversion/Passes.h.inc"
+} // namespace mlir::megatron
+
+using namespace mlir;
+using namespace mlir::tp;
+
+namespace {
+
+/// Runtime axis ids (runtime/include/megatron_rt/comm.h).
+constexpr int64_t kRuntimeAxisDp = 0, kRuntimeAxisTp = 1;
+/// Runtime reduction ids.
+constexpr int64_t kRuntimeSum = 0, kRuntimeMax = 1;
+
+int64_t numElements(Value value) {
+  return cast<ShapedType>(value.getType()).getNumElements();
+}
+
+/// Emits the calls of one function; `ctx` is the rank's runtime context.
+class RuntimeLowering {
+public:
+  RuntimeLowering(ModuleOp module, Value ctx)
+      : module(module), ctx(ctx), b(module.getContext()) {}
+
+  LogicalResult lower(Operation *op);
+
+private:
+  //===--------------------------------------------------------------------===//
+  // Building blocks
+  //===--------------------------------------------------------------------===//
+
+  /// Declares (once) `name` as an external function with these types.
+  void call(Location loc, StringRef name, ValueRange args,
+            TypeRange results = {}, SmallVectorImpl<Value> *out = nullptr) {
+    auto type = b.getFunctionType(TypeRange(ValueRange(args)), results);
+    auto callee = module.lookupSymbol<func::FuncOp>(name);
+    if (!callee) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToEnd(module.getBody());
+      callee = func::FuncOp::create(b, loc, name, type);
+      callee.setPrivate();
+    }
+    auto op = func::CallOp::create(b, loc, callee, args);
+    if (out)
+      out->append(op.getResults().begin(), op.getResults().end());
+  }
+
+  Value i64(Location loc, int64_t value) {
+    return arith::ConstantIntOp::create(b, loc, value, 64);
+  }
+  Value i32(Location loc, int64_t value) {
+    return arith::ConstantIntOp::create(b, loc, value, 32);
+  }
+  Value f32(Location loc, float value) {
+    return arith::ConstantFloatOp::create(b, loc, b.getF32Type(),
+                                          APFloat(value));
+  }
+
+  /// A flat `memref<?xT>` view of a contiguous static buffer.
+  Value flat(Location loc, Value buffer) {
+    auto type = cast<MemRefType>(buffer.getType());
+    if (type.getRank() != 1) {
+      SmallVector<ReassociationIndices> all(1);
+      for (int64_t dim = 0; dim < type.getRank(); ++dim)
+        all[0].push_back(dim);
+      buffer = memref::CollapseShapeOp::create(b, loc, buffer, all);
+    }
+    return memref::CastOp::create(
+        b, loc,
+        MemRefType::get({ShapedType::kDynamic}, type.getElementType()),
+        buffer);
+  }
+
+  /// The buffer behind tensor `value`, read-only, as a flat view.
+  Value input(Location loc, Value value) {
+    auto type = cast<RankedTensorType>(value.getType());
+    Value buffer = bufferization::ToBufferOp::create(
+        b, loc, MemRefType::get(type.getShape(), type.getElementType()), value,
+        /*read_only=*/true);
+    return flat(loc, buffer);
+  }
+
+  /// A fresh buffer a kernel writes; `tensor()` hands it back to the tensor
+  /// program once written.
+  struct Output {
+    Value buffer, view;
+  };
+  Output output(Location loc, Type type) {
+    auto tensor = cast<ShapedType>(type);
+    Value buffer = memref::AllocOp::create(
+        b, loc, MemRefType::get(tensor.getShape(), tensor.getElementType()));
+    return {buffer, flat(loc, buffer)};
+  }
+  Value tensor(Location loc, const Output &out) {
+    auto type = cast<MemRefType>(out.buffer.getType());
+    return bufferization::ToTensorOp::create(
+        b, loc, RankedTensorType::get(type.getShape(), type.getElementType()),
+        out.buffer, /*restrict=*/true, /*writable=*/true);
+  }
+
+  FailureOr<int64_t> runtimeAxis(Operation *op, StringRef axis) {
+    if (axis == "tp")
+      return kRuntimeAxisTp;
+    if (axis == "dp")
+      return kRuntimeAxisDp;
+    return op->emitOpError("mesh axis \"")
+           << axis << "\" has no runtime communicator (only \"dp\" and \"tp\")";
+  }
+
+  /// An elementwise linalg.generic over `result`'s shape; `inputs` are
+  /// indexed by the trailing dimensions they have.
+  Value elementwise(Location loc, RankedTensorType result, ValueRange inputs,
+                    function_ref<Value(OpBuilder &, Location, ValueRange)>
+                        body) {
+    int64_t rank = result.getRank();
+    SmallVector<AffineMap> maps;
+    for (Value value : inputs) {
+      int64_t inputRank = cast<RankedTensorType>(value.getType()).getRank();
+      SmallVector<AffineExpr> dims;
+      for (int64_t dim = rank - inputRank; dim < rank; ++dim)
+        dims.push_back(b.getAffineDimExpr(dim));
+      maps.push_back(AffineMap::get(rank, 0, dims, b.getContext()));
+    }
+    maps.push_back(b.getMultiDimIdentityMap(rank));
+    Value init = tensor::EmptyOp::create(b, loc, result.getShape(),
+                                         result.getElementType());
+    SmallVector<utils::IteratorType> iterators(rank,
+                                               utils::IteratorType::parallel);
+    auto generic = linalg::GenericOp::create(
+        b, loc, result, inputs, init, maps, iterators,
+        [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
+          linalg::YieldOp::create(nested, nestedLoc,
+                                  body(nested, nestedLoc, args.drop_back()));
+        });
+    return generic.getResult(0);
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Ops
+  //===--------------------------------------------------------------------===//
+
+  LogicalResult lowerMatmul(MatmulOp op) {
+    Location loc = op.getLoc();
+    auto lhs = op.getLhs().getType();
+    auto rhs = op.getRhs().getType();
+    if (rhs.getRank() != 2)
+      return op.emitOpError(
+          "with a batched rhs has no CPU lowering; only [K, N] weights");
+    if (op.getTransposeLhs() && lhs.getRank() != 2)
+      return op.emitOpError(
+          "with transpose_lhs and batch dimensions has no CPU lowering");
+    // Batch dimensions fold into the rows of one GEMM against the weight.
+    int64_t k = op.getTransposeLhs() ? lhs.getDimSize(0) : lhs.getShape().back();
+    int64_t m = numElements(op.getLhs()) / k;
+    int64_t n = op.getType().getShape().back();
+    Value a = input(loc, op.getLhs()), w = input(loc, op.getRhs());
+    Output c = output(loc, op.getType());
+    call(loc, "mrt_gemm_f32",
+         {i32(loc, op.getTransposeLhs()), i32(loc, op.getTransposeRhs()),
+          i64(loc, m), i64(loc, n), i64(loc, k), f32(loc, 1.0f), a,
+          i64(loc, op.getTransposeLhs() ? m : k), w,
+          i64(loc, op.getTransposeRhs() ? k : n), f32(loc, 0.0f), c.view,
+          i64(loc, n)});
+    op.replaceAllUsesWith(tensor(loc, c));
+    return success();
+  }
+
+  LogicalResult lowerLayerNorm(LayerNormOp op) {
+    Location loc = op.getLoc();
+    int64_t cols = op.getType().getShape().back();
+    int64_t rows = numElements(op.getInput()) / cols;
+    auto stats = RankedTensorType::get({rows}, b.getF32Type());
+    Value x = input(loc, op.getInput()), w = input(loc, op.getWeight()),
+          bias = input(loc, op.getBias());
+    Output y = output(loc, op.getType()), mean = output(loc, stats),
+           rstd = output(loc, stats);
+    call(loc, "mrt_layernorm_fwd_f32",
+         {x, w, bias, y.view, mean.view, rstd.view, i64(loc, rows),
+          i64(loc, cols), f32(loc, op.getEpsilon().convertToFloat())});
+    op.replaceAllUsesWith(tensor(loc, y));
+    return success();
+  }
+
+  LogicalResult lowerAttention(AttentionOp op) {
+    Location loc = op.getLoc();
+    auto out = op.getType();
+    int64_t batch = out.getDimSize(0), seq = out.getDimSize(1);
+    int64_t heads = op.getNumHeads(), width = out.getDimSize(2) / heads;
+    Value qkv = input(loc, op.getQkv());
+    Output y = output(loc, out);
+    Output lse = output(
+        loc, RankedTensorType::get({batch, heads, seq}, b.getF32Type()));
+    call(loc, "mrt_attention_fwd_f32",
+         {qkv, y.view, lse.view, i64(loc, batch), i64(loc, seq),
+          i64(loc, heads), i64(loc, width)});
+    op.replaceAllUsesWith(tensor(loc, y));
+    return success();
+  }
+
+  /// The first row of this rank's vocabulary slice (0 when not split).
+  Value vocabStart(Location loc, Value offset) {
+    if (!offset)
+      return i64(loc, 0);
+    return arith::IndexCastOp::create(b, loc, b.getI64Type(), offset);
+  }
+
+  LogicalResult lowerEmbedding(EmbeddingOp op) {
+    Location loc = op.getLoc();
+    auto table = op.getTable().getType();
+    Value start = vocabStart(loc, op.getOffset());
+    Value t = input(loc, op.getTable()), ids = input(loc, op.getIds());
+    Output y = output(loc, op.getType());
+    call(loc, "mrt_embedding_fwd_f32",
+         {t, ids, start, i64(loc, table.getDimSize(0)),
+          i64(loc, table.getDimSize(1)), i64(loc, numElements(op.getIds())),
+          y.view});
+    op.replaceAllUsesWith(tensor(loc, y));
+    return success();
+  }
+
+  /// The first T rows of the position table.
+  LogicalResult lowerPositionEmbedding(PositionEmbeddingOp op) {
+    auto type = op.getType();
+    SmallVector<OpFoldResult> offsets(2, b.getIndexAttr(0)),
+        strides(2, b.getIndexAttr(1));
+    SmallVector<OpFoldResult> sizes = {b.getIndexAttr(type.getDimSize(0)),
+                                       b.getIndexAttr(type.getDimSize(1))};
+    op.replaceAllUsesWith(tensor::ExtractSliceOp::create(
+                              b, op.getLoc(), type, op.getTable(), offsets,
+                              sizes, strides)
+                              .getResult());
+    return success();
+  }
+
+  LogicalResult lowerBiasAdd(BiasAddOp op) {
+    op.replaceAllUsesWith(elementwise(
+        op.getLoc(), op.getType(), {op.getInput(), op.getBias()},
+        [](OpBuilder &nb, Location loc, ValueRange args) -> Value {
+          return arith::AddFOp::create(nb, loc, args[0], args[1]);
+        }));
+    return success();
+  }
+
+  LogicalResult lowerAdd(AddOp op) {
+    op.replaceAllUsesWith(elementwise(
+        op.getLoc(), op.getType(), {op.getLhs(), op.getRhs()},
+        [](OpBuilder &nb, Location loc, ValueRange args) -> Value {
+          return arith::AddFOp::create(nb, loc, args[0], args[1]);
+        }));
+    return success();
+  }
+
+  /// GPT-2's GELU: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+  LogicalResult lowerGelu(GeluOp op) {
+    op.replaceAllUsesWith(elementwise(
+        op.getLoc(), op.getType(), {op.getInput()},
+        [](OpBuilder &nb, Location loc, ValueRange args) -> Value {
+          Type type = args[0].getType();
+          auto constant = [&](double value) -> Value {
+            return arith::ConstantOp::create(nb, loc,
+                                             nb.getFloatAttr(type, value));
+          };
+          Value x = args[0];
+          Value cube = arith::MulFOp::create(
+              nb, loc, x, arith::MulFOp::create(nb, loc, x, x));
+          Value inner = arith::AddFOp::create(
+              nb, loc, x,
+              arith::MulFOp::create(nb, loc, constant(0.044715), cube));
+          Value scaled = arith::MulFOp::create(
+              nb, loc, constant(0.7978845608028654), inner);
+          Value onePlus = arith::AddFOp::create(
+              nb, loc, constant(1.0), math::TanhOp::create(nb, loc, scaled));
+          return arith::MulFOp::create(
+              nb, loc, arith::MulFOp::create(nb, loc, constant(0.5), x),
+              onePlus);
+        }));
+    return success();
+  }
+
+  /// Unsplit cross-entropy is the vocabulary-parallel recipe on one rank:
+  /// the same pieces with offset 0 and nothing to all-reduce.
+  LogicalResult lowerCrossEntropy(CrossEntropyOp op) {
+    Location loc = op.getLoc();
+    auto logits = op.getLogits().getType();
+    auto tokens = RankedTensorType::get(logits.getShape().drop_back(),
+                                        logits.getElementType());
+    Value offset = arith::ConstantIndexOp::create(b, loc, 0);
+    auto max = XentMaxOp::create(b, loc, tokens, op.getLogits(), offset,
+                                 op.getValidVocab());
+    auto sums = XentSumExpOp::create(b, loc, op.getLogits(), max,
+                                     op.getTargets(), offset,
+                                     b.getI64IntegerAttr(op.getValidVocab()));
+    auto loss = XentLossOp::create(b, loc, op.getType(), sums.getSumExp(), max,
+                                   sums.getTargetLogit());
+    op.replaceAllUsesWith(loss.getResult());
+    for (Operation *piece :
+         {max.getOperation(), sums.getOperation(), loss.getOperation()})
+      if (failed(lower(piece)))
+        return failure();
+    return success();
+  }
+
+  LogicalResult lowerXentMax(XentMaxOp op) {
+    Location loc = op.getLoc();
+    int64_t vocab = op.getLogits().getType().getShape().back();
+    Value start = vocabStart(loc, op.getOffset());
+    Value logits = input(loc, op.getLogits());
+    Output max = output(loc, op.getType());
+    call(loc, "mrt_vocab_ce_local_max_f32",
+         {logits, i64(loc, numElements(op.getMax())), i64(loc, vocab), start,
+          i64(loc, op.getValidVocab()), max.view});
+    op.replaceAllUsesWith(tensor(loc, max));
+    return success();
+  }
+
+  LogicalResult lowerXentSumExp(XentSumExpOp op) {
+    Location loc = op.getLoc();
+    int64_t vocab = op.getLogits().getType().getShape().back();
+    Value start = vocabStart(loc, op.getOffset());
+    Value logits = input(loc, op.getLogits()),
+          targets = input(loc, op.getTargets()), max = input(loc, op.getMax());
+    Output sumExp = output(loc, op.getSumExp().getType()),
+           target = output(loc, op.getTargetLogit().getType());
+    call(loc, "mrt_vocab_ce_local_sumexp_f32",
+         {logits, targets, i64(loc, numElements(op.getMax())), i64(loc, vocab),
+          start, i64(loc, op.getValidVocab()), max, sumExp.view, target.view});
+    op.getSumExp().replaceAllUsesWith(tensor(loc, sumExp));
+    op.getTargetLogit().replaceAllUsesWith(tensor(loc, target));
+    return success();
+  }
+
+  LogicalResult lowerXentLoss(XentLossOp op) {
+    Location loc = op.getLoc();
+    Value max = input(loc, op.getMax()), sumExp = input(loc, op.getSumExp()),
+          target = input(loc, op.getTargetLogit());
+    SmallVector<Value> loss;
+    call(loc, "mrt_vocab_ce_loss_f32",
+         {max, sumExp, target, i64(loc, numElements(op.getMax()))},
+         b.getF32Type(), &loss);
+    op.replaceAllUsesWith(
+        tensor::FromElementsOp::create(b, loc, op.getType(), loss).getResult());
+    return success();
+  }
+
+  /// Sums (or maxes) a copy of `value` across the ranks of `axis`.
+  LogicalResult allReduce(Operation *op, Value value, StringRef axis,
+                          int64_t reduction) {
+    FailureOr<int64_t> runtime = runtimeAxis(op, axis);
+    if (failed(runtime))
+      return failure();
+    Location loc = op->getLoc();
+    auto type = cast<RankedTensorType>(value.getType());
+    Value source = bufferization::ToBufferOp::create(
+        b, loc, MemRefType::get(type.getShape(), type.getElementType()), value,
+        /*read_only=*/true);
+    Output result = output(loc, type);
+    memref::CopyOp::create(b, loc, source, result.buffer);
+    call(loc, "mrt_all_reduce_f32",
+         {ctx, i32(loc, *runtime), result.view, i64(loc, numElements(value)),
+          i32(loc, reduction)});
+    op->getResult(0).replaceAllUsesWith(tensor(loc, result));
+    return success();
+  }
+
+  Value axisRank(Location loc, int64_t runtime) {
+    SmallVector<Value> rank;
+    call(loc, "mrt_axis_rank", {ctx, i32(loc, runtime)}, b.getI64Type(),
+         &rank);
+    return arith::IndexCastOp::create(b, loc, b.getIndexType(), rank[0]);
+  }
+
+  LogicalResult lowerAxisIndex(AxisIndexOp op) {
+    FailureOr<int64_t> runtime = runtimeAxis(op, op.getAxis());
+    if (failed(runtime))
+      return failure();
+    op.replaceAllUsesWith(axisRank(op.getLoc(), *runtime));
+    return success();
+  }
+
+  /// This rank's chunk: a slice at rank * size along `dim`.
+  LogicalResult lowerLocalSlice(LocalSliceOp op) {
+    FailureOr<int64_t> runtime = runtimeAxis(op, op.getAxis());
+    if (failed(runtime))
+      return failure();
+    Location loc = op.getLoc();
+    auto type = op.getType();
+    int64_t dim = op.getDim();
+    Value start = arith::MulIOp::create(
+        b, loc, axisRank(loc, *runtime),
+        arith::ConstantIndexOp::create(b, loc, type.getDimSize(dim)));
+    SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0)),
+        sizes, strides(type.getRank(), b.getIndexAttr(1));
+    offsets[dim] = start;
+    for (int64_t size : type.getShape())
+      sizes.push_back(b.getIndexAttr(size));
+    op.replaceAllUsesWith(tensor::ExtractSliceOp::create(
+                              b, loc, type, op.getInput(), offsets, sizes,
+                              strides)
+                              .getResult());
+    return success();
+  }
+
+  /// Only a split of the outermost non-unit dimension is a contiguous
+  /// concatenation of the ranks' buffers.
+  static bool isOutermost(RankedTensorType type, int64_t dim) {
+    return llvm::all_of(type.getShape().take_front(dim),
+                        [](int64_t size) { return size == 1; });
+  }
+
+  template <typename CollectiveOp>
+  LogicalResult lowerGatherOrScatter(CollectiveOp op, StringRef runtimeName,
+                                     RankedTensorType local) {
+    if (!isOutermost(op.getType(), op.getDim()))
+      return op.emitOpError("along dimension ")
+             << op.getDim()
+             << " has no CPU lowering; only the outermost dimension";
+    FailureOr<int64_t> runtime = runtimeAxis(op, op.getAxis());
+    if (failed(runtime))
+      return failure();
+    Location loc = op.getLoc();
+    Value in = input(loc, op.getInput());
+    Output out = output(loc, op.getType());
+    call(loc, runtimeName,
+         {ctx, i32(loc, *runtime), in, out.view,
+          i64(loc, local.getNumElements())});
+    op.replaceAllUsesWith(tensor(loc, out));
+    return success();
+  }
+
+  ModuleOp module;
+  Value ctx;
+  OpBuilder b;
+};
+
+LogicalResult RuntimeLowering::lower(Operation *op) {
+  b.setInsertionPoint(op);
+  LogicalResult result =
+      llvm::TypeSwitch<Operation *, LogicalResult>(op)
+          .Case([&](MatmulOp op) { return lowerMatmul(op); })
+          .Case([&](LayerNormOp op) { return lowerLayerNorm(op); })
+          .Case([&](AttentionOp op) { return lowerAttention(op); })
+          .Case([&](EmbeddingOp op) { return lowerEmbedding(op); })
+          .Case([&](PositionEmbeddingOp op) {
+            return lowerPositionEmbedding(op);
+          })
+          .Case([&](BiasAddOp op) { return lowerBiasAdd(op); })
+          .Case([&](AddOp op) { return lowerAdd(op); })
+          .Case([&](GeluOp op) { return lowerGelu(op); })
+          .Case([&](CrossEntropyOp op) { return lowerCrossEntropy(op); })
+          .Case([&](XentMaxOp op) { return lowerXentMax(op); })
+          .Case([&](XentSumExpOp op) { return lowerXentSumExp(op); })
+          .Case([&](XentLossOp op) { return lowerXentLoss(op); })
+          .Case([&](FOp op) {
+            // Identity forward; its all-reduce is the backward pass's.
+            op.replaceAllUsesWith(op.getInput());
+            return success();
+          })
+          .Case([&](GOp op) {
+            return allReduce(op, op.getInput(), op.getAxis(), kRuntimeSum);
+          })
+          .Case([&](AllReduceOp op) {
+            return allReduce(op, op.getInput(), op.getAxis(),
+                             op.getKind() == ReductionKind::sum ? kRuntimeSum
+                                                                : kRuntimeMax);
+          })
+          .Case([&](AxisIndexOp op) { return lowerAxisIndex(op); })
+          .Case([&](LocalSliceOp op) { return lowerLocalSlice(op); })
+          .Case([&](AllGatherOp op) {
+            return lowerGatherOrScatter(op, "mrt_all_gather_f32",
+                                        op.getInput().getType());
+          })
+          .Case([&](ReduceScatterOp op) {
+            if (op.getKind() != ReductionKind::sum)
+              return LogicalResult(op.emitOpError(
+                  "has no CPU lowering for a max reduction"));
+            return lowerGatherOrScatter(op, "mrt_reduce_scatter_f32",
+                                        op.getType());
+          })
+          .Default([&](Operation *op) -> LogicalResult {
+            if (isa<TPDialect>(op->getDialect()))
+              return op->emitOpError("has no CPU lowering");
+            return success();
+          });
+  if (succeeded(result) && isa<TPDialect>(op->getDialect()))
+    op->erase();
+  return result;
+}
+
+/// The rank's runtime context becomes the first argument; 0-d tensor
+/// results (the loss) are returned as scalars.
+Value addContextAndScalarResults(func::FuncOp function) {
+  MLIRContext *context = function.getContext();
+  auto ptr = LLVM::LLVMPointerType::get(context);
+  (void)function.insertArgument(0, ptr, {}, function.getLoc());
+  auto ret = cast<func::ReturnOp>(function.front().getTerminator());
+  OpBuilder b(ret);
+  SmallVector<Type> results;
+  for (OpOperand &operand : ret->getOpOperands()) {
+    auto type = dyn_cast<RankedTensorType>(operand.get().getType());
+    if (type && type.getRank() == 0)
+      operand.set(tensor::ExtractOp::create(b, ret.getLoc(), operand.get(),
+                                            ValueRange()));
+    results.push_back(operand.get().getType());
+  }
+  function.setType(
+      FunctionType::get(context, function.getArgumentTypes(), results));
+  return function.getArgument(0);
+}
+
+struct ConvertTPToRuntimePass
+    : public megatron::impl::ConvertTPToRuntimeBase<ConvertTPToRuntimePass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<func::FuncOp> functions;
+    for (auto function : module.getOps<func::FuncOp>())
+      if (!function.isExternal())
+        functions.push_back(function);
+    for (func::FuncOp function : functions) {
+      Value ctx = addContextAndScalarResults(function);
+      RuntimeLowering lowering(module, ctx);
+      SmallVector<Operation *> ops;
+      function.walk([&](Operation *op) {
+        if (isa<TPDialect>(op->getDialect()))
+          ops.push_back(op);
+      });
+      for (Operation *op : ops)
+        if (failed(lowering.lower(op)))
+          return signalPassFailure();
+    }
+    // Shardings and the mesh only described the partition; the runtime's
+    // manifest is made before this lowering.
+    for (func::FuncOp function : functions)
+      for (unsigned i = 0; i < function.getNumArguments(); ++i)
+        for (NamedAttribute attr : function.getArgAttrDict(i)
+                                       ? function.getArgAttrDict(i).getValue()
+                                       : ArrayRef<NamedAttribute>())
+          if (isa_and_nonnull<TPDialect>(attr.getNameDialect()))
+            function.removeArgAttr(i, attr.getName());
+    for (auto mesh : llvm::make_early_inc_range(module.getOps<MeshOp>()))
+      mesh.erase();
+  }
+};
+
+} // namespace

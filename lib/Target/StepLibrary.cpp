@@ -1,0 +1,156 @@
+//===- StepLibrary.cpp - LLVM IR, entry points, object and .so ------------===//
+#include "megatron/Target/StepLibrary.h"
+
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/Target/TargetOptions.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/SubtargetFeature.h"
+#include "llvm/Support/FileUtilities.h"
+
+using namespace mlir;
+
+namespace {
+
+/// The one function the lowering produced (the rank's step).
+llvm::Function *findStep(llvm::Module &module) {
+  for (llvm::Function &function : module)
+    if (!function.isDeclaration())
+      return &function;
+  return nullptr;
+}
+
+/// `float mgt_forward(mrt_context *ctx, void **args)`: unpacks one pointer
+/// per manifest argument, so the runtime calls any model the same way.
+void addForwardEntry(llvm::Module &module, llvm::Function &step) {
+  llvm::LLVMContext &context = module.getContext();
+  llvm::IRBuilder<> b(context);
+  auto *ptr = llvm::PointerType::getUnqual(context);
+  auto *type = llvm::FunctionType::get(step.getReturnType(), {ptr, ptr},
+                                       /*isVarArg=*/false);
+  auto *entry = llvm::Function::Create(
+      type, llvm::GlobalValue::ExternalLinkage, "mgt_forward", module);
+  b.SetInsertPoint(llvm::BasicBlock::Create(context, "entry", entry));
+  llvm::SmallVector<llvm::Value *> args = {entry->getArg(0)};
+  for (unsigned i = 1; i < step.arg_size(); ++i) {
+    llvm::Value *slot = b.CreateConstInBoundsGEP1_64(ptr, entry->getArg(1), i - 1);
+    args.push_back(b.CreateLoad(ptr, slot));
+  }
+  b.CreateRet(b.CreateCall(&step, args));
+  step.setLinkage(llvm::GlobalValue::InternalLinkage);
+}
+
+/// `const char *mgt_manifest(void)`.
+void addManifestEntry(llvm::Module &module, StringRef manifest) {
+  llvm::LLVMContext &context = module.getContext();
+  llvm::IRBuilder<> b(context);
+  auto *type = llvm::FunctionType::get(llvm::PointerType::getUnqual(context),
+                                       /*isVarArg=*/false);
+  auto *entry = llvm::Function::Create(
+      type, llvm::GlobalValue::ExternalLinkage, "mgt_manifest", module);
+  b.SetInsertPoint(llvm::BasicBlock::Create(context, "entry", entry));
+  b.CreateRet(b.CreateGlobalString(manifest, "mgt.manifest", 0, &module));
+}
+
+std::unique_ptr<llvm::TargetMachine> hostTargetMachine(std::string &error) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return nullptr;
+  llvm::SubtargetFeatures features;
+  for (const auto &feature : llvm::sys::getHostCPUFeatures())
+    features.AddFeature(feature.first(), feature.second);
+  return std::unique_ptr<llvm::TargetMachine>(target->createTargetMachine(
+      triple, llvm::sys::getHostCPUName(), features.getString(),
+      llvm::TargetOptions(), llvm::Reloc::PIC_));
+}
+
+LogicalResult writeObject(llvm::Module &module, llvm::TargetMachine &machine,
+                          StringRef path, Location loc) {
+  std::error_code error;
+  llvm::ToolOutputFile out(path, error, llvm::sys::fs::OF_None);
+  if (error)
+    return emitError(loc) << "cannot write '" << path
+                          << "': " << error.message();
+  llvm::legacy::PassManager pm;
+  if (machine.addPassesToEmitFile(pm, out.os(), nullptr,
+                                  llvm::CodeGenFileType::ObjectFile))
+    return emitError(loc) << "the host target cannot emit objects";
+  pm.run(module);
+  out.keep();
+  return success();
+}
+
+/// Links the object into a shared object that needs libmegatron_rt.
+LogicalResult linkSharedObject(StringRef object, StringRef output,
+                               Location loc) {
+  llvm::ErrorOr<std::string> linker = llvm::sys::findProgramByName("cc");
+  if (!linker)
+    return emitError(loc) << "no C compiler driver 'cc' on PATH to link '"
+                          << output << "'";
+  std::string rpath = "-Wl,-rpath," MEGATRON_RT_LIBRARY_DIR;
+  llvm::SmallVector<StringRef> args = {
+      *linker, "-shared", "-o", output, object, "-L" MEGATRON_RT_LIBRARY_DIR,
+      "-lmegatron_rt", rpath, "-lm"};
+  std::string message;
+  if (llvm::sys::ExecuteAndWait(*linker, args, std::nullopt, {}, 0, 0,
+                                &message) != 0)
+    return emitError(loc) << "linking '" << output << "' failed"
+                          << (message.empty() ? "" : ": ") << message;
+  return success();
+}
+
+} // namespace
+
+LogicalResult megatron::emitStepLibrary(ModuleOp lowered, StringRef manifest,
+                                        StringRef outputPath,
+                                        StepOutput output) {
+  Location loc = lowered.getLoc();
+  registerBuiltinDialectTranslation(*lowered.getContext());
+  registerLLVMDialectTranslation(*lowered.getContext());
+  llvm::LLVMContext context;
+  std::unique_ptr<llvm::Module> module =
+      translateModuleToLLVMIR(lowered, context, "megatron-step");
+  if (!module)
+    return emitError(loc) << "cannot translate the step to LLVM IR";
+  llvm::Function *step = findStep(*module);
+  if (!step)
+    return emitError(loc) << "the lowered module has no step function";
+  addForwardEntry(*module, *step);
+  addManifestEntry(*module, manifest);
+
+  std::string error;
+  std::unique_ptr<llvm::TargetMachine> machine = hostTargetMachine(error);
+  if (!machine)
+    return emitError(loc) << "no host target: " << error;
+  module->setDataLayout(machine->createDataLayout());
+  module->setTargetTriple(machine->getTargetTriple());
+  if (llvm::Error failure =
+          makeOptimizingTransformer(3, 0, machine.get())(module.get()))
+    return emitError(loc) << "LLVM optimisation failed: "
+                          << llvm::toString(std::move(failure));
+
+  if (output == StepOutput::Object)
+    return writeObject(*module, *machine, outputPath, loc);
+  llvm::SmallString<128> object;
+  if (llvm::sys::fs::createTemporaryFile("megatron-step", "o", object))
+    return emitError(loc) << "cannot create a temporary object file";
+  llvm::FileRemover removeObject(object);
+  if (failed(writeObject(*module, *machine, object, loc)))
+    return failure();
+  return linkSharedObject(object, outputPath, loc);
+}
