@@ -18,5 +18,5 @@ config.substitutions.append(("%python", config.python_executable))
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
-tools = ["megatron-opt", "gpt2-mlir"]
+tools = ["megatron-opt", "gpt2-mlir", "megatron-compile"]
 llvm_config.add_tool_substitutions(tools, [config.megatron_tools_dir])

@@ -33,13 +33,15 @@ static cl::opt<int64_t> tpSize("tp", cl::desc("tensor-parallel size"),
                            cl::init(1), cl::cat(category));
 static cl::opt<std::string> target("target", cl::desc("cpu"),
                                    cl::init("cpu"), cl::cat(category));
-enum class Emit { SharedLibrary, Object, PartitionedMLIR, LoweredMLIR };
+enum class Emit { SharedLibrary, Object, PartitionedMLIR, Manifest, LoweredMLIR };
 static cl::opt<Emit> emit(
     "emit", cl::desc("what to write"), cl::init(Emit::SharedLibrary),
     cl::values(clEnumValN(Emit::SharedLibrary, "so", "the step shared object"),
                clEnumValN(Emit::Object, "obj", "the step object file"),
                clEnumValN(Emit::PartitionedMLIR, "partitioned",
                           "the per-rank tp program"),
+               clEnumValN(Emit::Manifest, "manifest",
+                          "the step's argument manifest (JSON)"),
                clEnumValN(Emit::LoweredMLIR, "lowered",
                           "the LLVM-dialect module")),
     cl::cat(category));
@@ -51,16 +53,20 @@ static LogicalResult run(MLIRContext &context, PassManager &pm,
   return pm.run(module);
 }
 
-static LogicalResult writeModule(ModuleOp module) {
+static LogicalResult writeOutput(llvm::function_ref<void(raw_ostream &)> write) {
   std::string error;
   std::unique_ptr<ToolOutputFile> out = openOutputFile(output, &error);
   if (!out) {
     WithColor::error(errs(), "megatron-compile") << error << "\n";
     return failure();
   }
-  module.print(out->os());
+  write(out->os());
   out->keep();
   return success();
+}
+
+static LogicalResult writeModule(ModuleOp module) {
+  return writeOutput([&](raw_ostream &os) { module.print(os); });
 }
 
 static LogicalResult compile(MLIRContext &context) {
@@ -93,6 +99,8 @@ static LogicalResult compile(MLIRContext &context) {
   FailureOr<std::string> manifest = megatron::buildStepManifest(*module);
   if (failed(manifest))
     return failure();
+  if (emit == Emit::Manifest)
+    return writeOutput([&](raw_ostream &os) { os << *manifest << "\n"; });
 
   PassManager lower(&context);
   megatron::buildCPULoweringPipeline(lower);

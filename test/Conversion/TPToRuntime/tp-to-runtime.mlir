@@ -1,0 +1,113 @@
+// RUN: megatron-opt %s -split-input-file -convert-tp-to-runtime -cse -verify-diagnostics | FileCheck %s
+
+// A GEMM against a weight is one runtime GEMM over the folded batch rows;
+// the kernel writes a fresh buffer that returns to the tensor program.
+
+// CHECK-LABEL: func.func @gemm(
+// CHECK-SAME: %[[CTX:.*]]: !llvm.ptr, %[[X:.*]]: tensor<2x3x4xf32>, %[[W:.*]]: tensor<5x4xf32>) -> tensor<2x3x5xf32>
+// CHECK-DAG: %[[XB:.*]] = bufferization.to_buffer %[[X]] read_only : tensor<2x3x4xf32> to memref<2x3x4xf32>
+// CHECK-DAG: %[[XF:.*]] = memref.collapse_shape %[[XB]] {{\[\[}}0, 1, 2]] : memref<2x3x4xf32> into memref<24xf32>
+// CHECK-DAG: %[[XC:.*]] = memref.cast %[[XF]] : memref<24xf32> to memref<?xf32>
+// CHECK-DAG: %[[OUT:.*]] = memref.alloc() : memref<2x3x5xf32>
+// CHECK-DAG: %[[TRUE:.*]] = arith.constant 1 : i32
+// CHECK-DAG: %[[M:.*]] = arith.constant 6 : i64
+// CHECK-DAG: %[[N:.*]] = arith.constant 5 : i64
+// CHECK-DAG: %[[K:.*]] = arith.constant 4 : i64
+// CHECK: call @mrt_gemm_f32(%{{.*}}, %[[TRUE]], %[[M]], %[[N]], %[[K]], %{{.*}}, %[[XC]], %[[K]], %{{.*}}, %[[K]], %{{.*}}, %{{.*}}, %[[N]])
+// CHECK: %[[Y:.*]] = bufferization.to_tensor %[[OUT]] restrict writable
+// CHECK: return %[[Y]]
+// CHECK: func.func private @mrt_gemm_f32(i32, i32, i64, i64, i64, f32, memref<?xf32>, i64, memref<?xf32>, i64, f32, memref<?xf32>, i64)
+func.func @gemm(%x: tensor<2x3x4xf32>, %w: tensor<5x4xf32>) -> tensor<2x3x5xf32> {
+  %y = tp.matmul %x, %w {transpose_rhs} : tensor<2x3x4xf32>, tensor<5x4xf32> -> tensor<2x3x5xf32>
+  return %y : tensor<2x3x5xf32>
+}
+
+// -----
+
+// Elementwise ops are linalg on tensors: the bias broadcasts over the
+// leading dimensions, GELU is GPT-2's tanh form.
+
+// CHECK-DAG: #[[ID:.*]] = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-DAG: #[[ROW:.*]] = affine_map<(d0, d1) -> (d1)>
+// CHECK-LABEL: func.func @bias_gelu(
+// CHECK: linalg.generic {indexing_maps = [#[[ID]], #[[ROW]], #[[ID]]], iterator_types = ["parallel", "parallel"]}
+// CHECK: arith.addf
+// CHECK: linalg.generic
+// CHECK: math.tanh
+func.func @bias_gelu(%x: tensor<3x4xf32>, %b: tensor<4xf32>) -> tensor<3x4xf32> {
+  %y = tp.bias_add %x, %b : tensor<3x4xf32>, tensor<4xf32>
+  %z = tp.gelu %y : tensor<3x4xf32>
+  return %z : tensor<3x4xf32>
+}
+
+// -----
+
+// g all-reduces a copy on the tp communicator; f is the identity forward.
+
+// CHECK-LABEL: func.func @conjugates(
+// CHECK-SAME: %[[CTX:.*]]: !llvm.ptr, %[[X:.*]]: tensor<2x4xf32>
+// CHECK-NOT: tp.f
+// CHECK: %[[COPY:.*]] = memref.alloc() : memref<2x4xf32>
+// CHECK: memref.copy %{{.*}}, %[[COPY]]
+// CHECK: call @mrt_all_reduce_f32(%[[CTX]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (!llvm.ptr, i32, memref<?xf32>, i64, i32) -> ()
+tp.mesh @m axes = ["tp" = 2]
+func.func @conjugates(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %f = tp.f %x over @m["tp"] : tensor<2x4xf32>
+  %g = tp.g %f over @m["tp"] : tensor<2x4xf32>
+  return %g : tensor<2x4xf32>
+}
+
+// -----
+
+// Unsplit cross-entropy is the vocabulary-parallel recipe on one rank; the
+// scalar loss leaves the function as an f32.
+
+// CHECK-LABEL: func.func @loss(
+// CHECK-SAME: -> f32
+// CHECK: call @mrt_vocab_ce_local_max_f32
+// CHECK: call @mrt_vocab_ce_local_sumexp_f32
+// CHECK: %[[L:.*]] = call @mrt_vocab_ce_loss_f32
+// CHECK: %[[T:.*]] = tensor.from_elements %[[L]] : tensor<f32>
+// CHECK: %[[S:.*]] = tensor.extract %[[T]][] : tensor<f32>
+// CHECK: return %[[S]] : f32
+func.func @loss(%logits: tensor<2x3x8xf32>, %t: tensor<2x3xi32>) -> tensor<f32> {
+  %l = tp.cross_entropy %logits, %t valid_vocab = 7 : tensor<2x3x8xf32>, tensor<2x3xi32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// The embedding's vocabulary offset comes from the rank along tp.
+
+// CHECK-LABEL: func.func @embedding(
+// CHECK-SAME: %[[CTX:.*]]: !llvm.ptr
+// CHECK: %[[RANK:.*]] = call @mrt_axis_rank(%[[CTX]], %{{.*}}) : (!llvm.ptr, i32) -> i64
+// CHECK: %[[IDX:.*]] = arith.index_cast %[[RANK]] : i64 to index
+// CHECK: %[[START:.*]] = arith.muli %[[IDX]]
+// CHECK: %[[START64:.*]] = arith.index_cast %[[START]] : index to i64
+// CHECK: call @mrt_embedding_fwd_f32(%{{.*}}, %{{.*}}, %[[START64]],
+tp.mesh @m axes = ["tp" = 2]
+func.func @embedding(%table: tensor<8x4xf32>, %ids: tensor<2x3xi32>) -> tensor<2x3x4xf32> {
+  %r = tp.axis_index @m["tp"]
+  %c8 = arith.constant 8 : index
+  %start = arith.muli %r, %c8 : index
+  %e = tp.embedding %table[%ids] offset %start : tensor<8x4xf32>, tensor<2x3xi32> -> tensor<2x3x4xf32>
+  return %e : tensor<2x3x4xf32>
+}
+
+// -----
+
+func.func @batched_rhs(%a: tensor<2x3x4xf32>, %b: tensor<2x4x5xf32>) -> tensor<2x3x5xf32> {
+  // expected-error @+1 {{'tp.matmul' op with a batched rhs has no CPU lowering; only [K, N] weights}}
+  %y = tp.matmul %a, %b : tensor<2x3x4xf32>, tensor<2x4x5xf32> -> tensor<2x3x5xf32>
+  return %y : tensor<2x3x5xf32>
+}
+
+// -----
+
+tp.mesh @m axes = ["pp" = 2]
+func.func @unknown_axis(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{mesh axis "pp" has no runtime communicator (only "dp" and "tp")}}
+  %g = tp.g %x over @m["pp"] : tensor<2x4xf32>
+  return %g : tensor<2x4xf32>
+}
