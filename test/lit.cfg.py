@@ -18,5 +18,16 @@ config.substitutions.append(("%python", config.python_executable))
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
-tools = ["megatron-opt", "gpt2-mlir", "megatron-compile"]
+# mpirun as root (containers, CI) needs these; one OpenMP thread per rank
+# keeps several ranks from oversubscribing the cores.
+for name, value in [("OMPI_ALLOW_RUN_AS_ROOT", "1"),
+                    ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+                    ("OMP_NUM_THREADS", "1"),
+                    ("OPENBLAS_NUM_THREADS", "1")]:
+    config.environment[name] = value
+config.substitutions.append(("%mpirun", "mpirun --oversubscribe -np"))
+config.substitutions.append(
+    ("%utils", os.path.join(config.test_source_root, "..", "utils")))
+
+tools = ["megatron-opt", "gpt2-mlir", "megatron-compile", "megatron-run"]
 llvm_config.add_tool_substitutions(tools, [config.megatron_tools_dir])

@@ -75,7 +75,7 @@ private:
       offsetVocabulary(embedding);
     localizeResults(op);
     if (auto loss = dyn_cast<CrossEntropyOp>(op))
-      splitCrossEntropy(loss);
+      decomposeCrossEntropy(loss);
     return success();
   }
 
@@ -116,28 +116,33 @@ private:
   }
 
   /// Megatron's vocabulary-parallel cross-entropy: the logits stay split,
-  /// only per-token [B, T] statistics cross ranks.
-  void splitCrossEntropy(CrossEntropyOp loss) {
+  /// only per-token [B, T] statistics cross ranks. Unsplit logits take the
+  /// same pieces without the all-reduces, so training has one gradient rule.
+  void decomposeCrossEntropy(CrossEntropyOp loss) {
     ShardingAttr logitsSharding = shardingOf(loss.getLogits());
-    unsigned vocabDim = loss.getLogits().getType().getRank() - 1;
-    std::optional<StringRef> axis = splitAxis(logitsSharding, vocabDim, mesh);
-    if (!axis)
-      return;
+    auto logits = loss.getLogits();
+    unsigned vocabDim = logits.getType().getRank() - 1;
+    std::optional<StringRef> axis =
+        logitsSharding ? splitAxis(logitsSharding, vocabDim, mesh)
+                       : std::nullopt;
     Location loc = loss.getLoc();
     b.setInsertionPoint(loss);
-    auto logits = loss.getLogits();
-    Value offset = rowOffset(loc, *axis, logits.getType().getDimSize(vocabDim));
+    Value offset =
+        axis ? rowOffset(loc, *axis, logits.getType().getDimSize(vocabDim))
+             : arith::ConstantIndexOp::create(b, loc, 0).getResult();
+    auto allReduce = [&](Value value, ReductionKind kind) -> Value {
+      if (!axis)
+        return value;
+      return AllReduceOp::create(
+          b, loc, value, ReductionKindAttr::get(b.getContext(), kind), meshRef,
+          b.getStringAttr(*axis));
+    };
     auto tokens = RankedTensorType::get(
         logits.getType().getShape().drop_back(),
         logits.getType().getElementType());
     int64_t valid = loss.getValidVocab();
     Value localMax =
         XentMaxOp::create(b, loc, tokens, logits, offset, valid);
-    auto allReduce = [&](Value value, ReductionKind kind) -> Value {
-      return AllReduceOp::create(
-          b, loc, value, ReductionKindAttr::get(b.getContext(), kind), meshRef,
-          b.getStringAttr(*axis));
-    };
     Value max = allReduce(localMax, ReductionKind::max);
     auto sums = XentSumExpOp::create(b, loc, logits, max, loss.getTargets(),
                                      offset, b.getI64IntegerAttr(valid));

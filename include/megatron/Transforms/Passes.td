@@ -62,6 +62,21 @@ def Partition : Pass<"tp-partition", "ModuleOp"> {
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
+def Autodiff : Pass<"tp-autodiff", "ModuleOp"> {
+  let summary = "Append the backward pass: gradients of the loss for every parameter";
+  let description = [{
+    Runs on the per-rank program (after tp-partition). Walks the forward
+    ops in reverse, asking each op's VJPOpInterface for the gradients of its
+    operands and summing the contributions to a value. The function then
+    returns the loss followed by the gradient of every float argument named
+    by tp.name, in argument order; results carry `tp.grad_of`. Ops of the
+    backward pass carry `tp.backward`, so reports tell the two passes apart.
+    The gradient of f is an all-reduce and that of g the identity, so
+    replicated parameters get complete, identical gradients on every rank and
+    the tied embedding's gradient sums its two uses.
+  }];
+}
+
 def Explain : Pass<"tp-explain", "ModuleOp"> {
   let summary = "Report parameters, FLOPs and communication per rank";
   let description = [{

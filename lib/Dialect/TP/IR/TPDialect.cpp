@@ -31,6 +31,12 @@ static LogicalResult verifyShardingAttr(Operation *anchor, NamedAttribute attr,
 
 LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
                                                   NamedAttribute attr) {
+  if (attr.getName() == kBackwardAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitOpError() << "'" << kBackwardAttrName
+                               << "' must be a unit attribute";
+    return success();
+  }
   if (attr.getName() != kShardingAttrName)
     return op->emitOpError() << "unknown tp attribute '" << attr.getName().getValue()
                              << "' on an operation";
@@ -83,6 +89,12 @@ LogicalResult TPDialect::verifyRegionResultAttribute(Operation *op,
                                                      unsigned regionIndex,
                                                      unsigned resultIndex,
                                                      NamedAttribute attr) {
+  if (attr.getName() == kGradOfAttrName) {
+    if (!isa<StringAttr>(attr.getValue()))
+      return op->emitOpError() << "'" << kGradOfAttrName << "' of result #"
+                               << resultIndex << " must be a string";
+    return success();
+  }
   if (attr.getName() != kShardingAttrName)
     return op->emitOpError() << "unknown tp attribute '" << attr.getName().getValue()
                              << "' on result #" << resultIndex;

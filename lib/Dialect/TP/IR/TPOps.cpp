@@ -254,6 +254,26 @@ LogicalResult CrossEntropyOp::verify() {
   return expectSameElementType(*this, logits, getType(), "loss");
 }
 
+LogicalResult WeightGradOp::verify() {
+  ArrayRef<int64_t> lhs = getLhs().getType().getShape();
+  ArrayRef<int64_t> rhs = getRhs().getType().getShape();
+  if (lhs.empty() || rhs.empty() || lhs.drop_back() != rhs.drop_back())
+    return emitOpError("operands must share their leading dimensions, got ")
+           << shapeString(lhs) << " and " << shapeString(rhs);
+  return expectShape(*this, "result", getType().getShape(),
+                     {lhs.back(), rhs.back()});
+}
+
+LogicalResult SumToOp::verify() {
+  ArrayRef<int64_t> input = getInput().getType().getShape();
+  ArrayRef<int64_t> result = getType().getShape();
+  if (result.size() > input.size() || input.take_back(result.size()) != result)
+    return emitOpError("result shape ")
+           << shapeString(result) << " is not a suffix of the input shape "
+           << shapeString(input);
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Collectives
 //===----------------------------------------------------------------------===//

@@ -31,6 +31,8 @@ def TP_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kNameAttrName = "tp.name";
     static constexpr ::llvm::StringLiteral kGlobalShapeAttrName = "tp.global_shape";
     static constexpr ::llvm::StringLiteral kUnpaddedShapeAttrName = "tp.unpadded_shape";
+    static constexpr ::llvm::StringLiteral kBackwardAttrName = "tp.backward";
+    static constexpr ::llvm::StringLiteral kGradOfAttrName = "tp.grad_of";
 
   private:
     void registerAttributes();

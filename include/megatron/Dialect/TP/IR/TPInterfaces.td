@@ -17,4 +17,24 @@ def TP_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
   ];
 }
 
+def TP_VJPOpInterface : OpInterface<"VJPOpInterface"> {
+  let cppNamespace = "::mlir::tp";
+  let description = [{
+    Ops that know their vector-Jacobian product. Given the gradients of the
+    op's results (null where a result has none), `buildVJP` emits the
+    backward ops at the builder's insertion point and hands each gradient
+    contribution to `accumulate(value, gradient)`, usually for an operand;
+    tp-autodiff sums contributions to one value. Megatron's conjugates are
+    two such rules: the gradient of `f` is an all-reduce, that of `g` the
+    identity.
+  }];
+  let methods = [
+    InterfaceMethod<"Emits the backward ops of this op.",
+      "::llvm::LogicalResult", "buildVJP",
+      (ins "::mlir::OpBuilder &":$builder,
+           "::llvm::ArrayRef<::mlir::Value>":$resultGrads,
+           "::llvm::function_ref<void(::mlir::Value, ::mlir::Value)>":$accumulate)>,
+  ];
+}
+
 #endif // MEGATRON_DIALECT_TP_IR_TPINTERFACES_TD

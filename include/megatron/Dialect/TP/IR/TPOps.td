@@ -37,7 +37,7 @@ def TP_MeshOp : TP_Op<"mesh", [Symbol]> {
 // Transformer ops (global shapes until tp-partition makes them local)
 //===----------------------------------------------------------------------===//
 
-def TP_EmbeddingOp : TP_Op<"embedding", [Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>]> {
+def TP_EmbeddingOp : TP_Op<"embedding", [Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>]> {
   let summary = "Token embedding: rows of a [V, C] table gathered by id";
   let description = [{
     With `offset`, the table holds the rows [offset, offset + V) of a
@@ -54,7 +54,7 @@ def TP_EmbeddingOp : TP_Op<"embedding", [Pure, DeclareOpInterfaceMethods<TP_Shar
   let hasVerifier = 1;
 }
 
-def TP_PositionEmbeddingOp : TP_Op<"position_embedding", [Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>]> {
+def TP_PositionEmbeddingOp : TP_Op<"position_embedding", [Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>]> {
   let summary = "Position embedding: the first T rows of a [N, C] table";
   let arguments = (ins TP_FloatTensor:$table);
   let results = (outs TP_FloatTensor:$result);
@@ -62,7 +62,7 @@ def TP_PositionEmbeddingOp : TP_Op<"position_embedding", [Pure, DeclareOpInterfa
   let hasVerifier = 1;
 }
 
-def TP_LayerNormOp : TP_Op<"layer_norm", [Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>,
+def TP_LayerNormOp : TP_Op<"layer_norm", [Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>,
     AllTypesMatch<["input", "result"]>, AllTypesMatch<["weight", "bias"]>]> {
   let summary = "Layer normalisation over the last dimension";
   let arguments = (ins TP_FloatTensor:$input, TP_FloatTensor:$weight,
@@ -75,7 +75,7 @@ def TP_LayerNormOp : TP_Op<"layer_norm", [Pure, DeclareOpInterfaceMethods<TP_Sha
   let hasVerifier = 1;
 }
 
-def TP_MatmulOp : TP_Op<"matmul", [Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>]> {
+def TP_MatmulOp : TP_Op<"matmul", [Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>]> {
   let summary = "Batched matrix product with optional transposes";
   let description = [{
     `lhs` is `[batch..., M, K]` (`[batch..., K, M]` with `transpose_lhs`),
@@ -92,14 +92,14 @@ def TP_MatmulOp : TP_Op<"matmul", [Pure, DeclareOpInterfaceMethods<TP_ShardingRu
   let hasVerifier = 1;
 }
 
-def TP_AddOp : TP_Op<"add", [Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
+def TP_AddOp : TP_Op<"add", [Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
   let summary = "Elementwise sum (the residual connection)";
   let arguments = (ins TP_FloatTensor:$lhs, TP_FloatTensor:$rhs);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
 }
 
-def TP_BiasAddOp : TP_Op<"bias_add", [Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, AllTypesMatch<["input", "result"]>]> {
+def TP_BiasAddOp : TP_Op<"bias_add", [Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, AllTypesMatch<["input", "result"]>]> {
   let summary = "Adds a bias broadcast over the leading dimensions";
   let description = [{
     The bias's shape is a suffix of the input's: a `[C]` bias on `[B, T, C]`,
@@ -111,14 +111,14 @@ def TP_BiasAddOp : TP_Op<"bias_add", [Pure, DeclareOpInterfaceMethods<TP_Shardin
   let hasVerifier = 1;
 }
 
-def TP_GeluOp : TP_Op<"gelu", [Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
+def TP_GeluOp : TP_Op<"gelu", [Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
   let summary = "GELU, tanh approximation (as GPT-2)";
   let arguments = (ins TP_FloatTensor:$input);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-def TP_AttentionOp : TP_Op<"attention", [Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>]> {
+def TP_AttentionOp : TP_Op<"attention", [Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>]> {
   let summary = "Causal multi-head self-attention on a fused [q|k|v] tensor";
   let description = [{
     `qkv` is `[B, T, 3C]`: q, k and v sections of width C each, every section
@@ -162,6 +162,107 @@ def TP_CrossEntropyOp : TP_Op<"cross_entropy", [Pure, DeclareOpInterfaceMethods<
 }
 
 //===----------------------------------------------------------------------===//
+// Gradient ops (built by tp-autodiff; local shapes)
+//===----------------------------------------------------------------------===//
+
+def TP_WeightGradOp : TP_Op<"weight_grad", [Pure]> {
+  let summary = "Sum over the leading dimensions of outer products: a^T b";
+  let description = [{
+    `lhs` is `[..., K]`, `rhs` `[..., N]` with the same leading dimensions;
+    the result `[K, N]` is the gradient of a `[K, N]` weight shared by every
+    row.
+  }];
+  let arguments = (ins TP_FloatTensor:$lhs, TP_FloatTensor:$rhs);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def TP_SumToOp : TP_Op<"sum_to", [Pure]> {
+  let summary = "Sums away the leading dimensions (the gradient of a broadcast)";
+  let arguments = (ins TP_FloatTensor:$input);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def TP_GeluGradOp : TP_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "Gradient of tp.gelu at `input` times `grad`";
+  let arguments = (ins TP_FloatTensor:$input, TP_FloatTensor:$grad);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $grad attr-dict `:` type($result)";
+}
+
+def TP_LayerNormGradOp : TP_Op<"layer_norm_grad", [Pure,
+    AllTypesMatch<["input", "grad", "input_grad"]>,
+    AllTypesMatch<["weight", "weight_grad", "bias_grad"]>]> {
+  let summary = "Gradients of tp.layer_norm; its statistics are recomputed";
+  let arguments = (ins TP_FloatTensor:$input, TP_FloatTensor:$weight,
+                       TP_FloatTensor:$grad, F32Attr:$epsilon);
+  let results = (outs TP_FloatTensor:$input_grad, TP_FloatTensor:$weight_grad,
+                      TP_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $grad attr-dict `:` type($input) `,` type($weight)
+  }];
+}
+
+def TP_AttentionGradOp : TP_Op<"attention_grad", [Pure,
+    AllTypesMatch<["qkv", "qkv_grad"]>]> {
+  let summary = "Gradient of tp.attention; probabilities are recomputed";
+  let arguments = (ins TP_FloatTensor:$qkv, TP_FloatTensor:$grad,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads);
+  let results = (outs TP_FloatTensor:$qkv_grad);
+  let assemblyFormat = [{
+    $qkv `,` $grad `heads` `=` $num_heads attr-dict `:` type($qkv) `,`
+    type($grad)
+  }];
+}
+
+def TP_EmbeddingGradOp : TP_Op<"embedding_grad", [Pure]> {
+  let summary = "Gradient of tp.embedding's table: rows summed by id";
+  let description = [{
+    Rows for ids outside [offset, offset + V) belong to another rank's
+    vocabulary slice and are skipped.
+  }];
+  let arguments = (ins TP_FloatTensor:$grad, TP_IndexTensor:$ids,
+                       Optional<Index>:$offset);
+  let results = (outs TP_FloatTensor:$table_grad);
+  let assemblyFormat = [{
+    $grad `[` $ids `]` (`offset` $offset^)? attr-dict `:` type($grad) `,`
+    type($ids) `->` type($table_grad)
+  }];
+}
+
+def TP_PositionEmbeddingGradOp : TP_Op<"position_embedding_grad", [Pure]> {
+  let summary = "Gradient of tp.position_embedding: the rows used, zeros after";
+  let arguments = (ins TP_FloatTensor:$grad);
+  let results = (outs TP_FloatTensor:$table_grad);
+  let assemblyFormat = "$grad attr-dict `:` type($grad) `->` type($table_grad)";
+}
+
+def TP_XentGradOp : TP_Op<"xent_grad", [Pure,
+    AllTypesMatch<["logits", "logits_grad"]>, AllTypesMatch<["max", "sum_exp"]>]> {
+  let summary = "Gradient of the mean cross-entropy for this rank's logits";
+  let description = [{
+    (softmax - onehot(target)) * loss_grad / tokens over this rank's real
+    vocabulary columns, from the all-reduced max and sum of exponentials:
+    no communication.
+  }];
+  let arguments = (ins TP_FloatTensor:$logits, TP_FloatTensor:$max,
+                       TP_FloatTensor:$sum_exp, TP_IndexTensor:$targets,
+                       TP_Scalar:$loss_grad, Index:$offset,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$valid_vocab);
+  let results = (outs TP_FloatTensor:$logits_grad);
+  let assemblyFormat = [{
+    $logits `,` $max `,` $sum_exp `,` $targets `,` $loss_grad `offset` $offset
+    `valid_vocab` `=` $valid_vocab attr-dict `:` type($logits) `,`
+    type($max) `,` type($targets) `,` type($loss_grad)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
 // Vocabulary-parallel cross-entropy, in the pieces between its all-reduces
 //===----------------------------------------------------------------------===//
 
@@ -202,7 +303,7 @@ def TP_XentSumExpOp : TP_Op<"xent_sum_exp", [Pure,
   let hasVerifier = 1;
 }
 
-def TP_XentLossOp : TP_Op<"xent_loss", [Pure, AllTypesMatch<["sum_exp", "max", "target_logit"]>]> {
+def TP_XentLossOp : TP_Op<"xent_loss", [Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, AllTypesMatch<["sum_exp", "max", "target_logit"]>]> {
   let summary = "Mean over tokens of log(sum_exp) + max - target_logit";
   let arguments = (ins TP_FloatTensor:$sum_exp, TP_FloatTensor:$max,
                        TP_FloatTensor:$target_logit);
@@ -248,14 +349,14 @@ class TP_CollectiveOp<string mnemonic, list<Trait> traits = []>
         [DeclareOpInterfaceMethods<SymbolUserOpInterface>])> {
 }
 
-def TP_FOp : TP_CollectiveOp<"f", [Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
+def TP_FOp : TP_CollectiveOp<"f", [Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
   let summary = "Megatron's f: identity forward, all-reduce of the gradient backward";
   let arguments = (ins TP_FloatTensor:$input, FlatSymbolRefAttr:$mesh, StrAttr:$axis);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = "$input `over` $mesh `[` $axis `]` attr-dict `:` type($result)";
 }
 
-def TP_GOp : TP_CollectiveOp<"g", [DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
+def TP_GOp : TP_CollectiveOp<"g", [DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
   let summary = "Megatron's g: all-reduce forward, identity backward";
   let arguments = (ins TP_FloatTensor:$input, FlatSymbolRefAttr:$mesh, StrAttr:$axis);
   let results = (outs TP_FloatTensor:$result);

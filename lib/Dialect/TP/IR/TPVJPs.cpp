@@ -1,0 +1,130 @@
+//===- TPVJPs.cpp - vector-Jacobian products of the tp ops ----------------===//
+//
+// Each rule emits the backward ops of one forward op on the per-rank
+// program. Megatron's conjugates are the two smallest rules: f's gradient is
+// an all-reduce over its axis, g's the identity.
+//
+//===----------------------------------------------------------------------===//
+#include "megatron/Dialect/TP/IR/TP.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace mlir::tp;
+
+using Accumulate = function_ref<void(Value, Value)>;
+
+LogicalResult MatmulOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                 Accumulate accumulate) {
+  Value grad = resultGrads[0];
+  if (getTransposeLhs() || getRhs().getType().getRank() != 2)
+    return emitOpError("has no gradient rule with transpose_lhs or a batched "
+                       "rhs; GPT-2's GEMMs multiply by [K, N] weights");
+  Location loc = getLoc();
+  // Y = X W (or X W^T): dX = dY W^T (or dY W).
+  accumulate(getLhs(), MatmulOp::create(b, loc, getLhs().getType(), grad,
+                                        getRhs(), /*transpose_lhs=*/false,
+                                        /*transpose_rhs=*/!getTransposeRhs()));
+  // dW = X^T dY summed over rows (or dY^T X for a [N, K] weight).
+  Value weightGrad =
+      getTransposeRhs()
+          ? WeightGradOp::create(b, loc, getRhs().getType(), grad, getLhs())
+          : WeightGradOp::create(b, loc, getRhs().getType(), getLhs(), grad);
+  accumulate(getRhs(), weightGrad);
+  return success();
+}
+
+LogicalResult AddOp::buildVJP(OpBuilder &, ArrayRef<Value> resultGrads,
+                              Accumulate accumulate) {
+  accumulate(getLhs(), resultGrads[0]);
+  accumulate(getRhs(), resultGrads[0]);
+  return success();
+}
+
+LogicalResult BiasAddOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                  Accumulate accumulate) {
+  accumulate(getInput(), resultGrads[0]);
+  accumulate(getBias(), SumToOp::create(b, getLoc(), getBias().getType(),
+                                        resultGrads[0]));
+  return success();
+}
+
+LogicalResult GeluOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                               Accumulate accumulate) {
+  accumulate(getInput(),
+             GeluGradOp::create(b, getLoc(), getInput(), resultGrads[0]));
+  return success();
+}
+
+LogicalResult LayerNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                    Accumulate accumulate) {
+  auto grads = LayerNormGradOp::create(b, getLoc(), getInput(), getWeight(),
+                                       resultGrads[0], getEpsilonAttr());
+  accumulate(getInput(), grads.getInputGrad());
+  accumulate(getWeight(), grads.getWeightGrad());
+  accumulate(getBias(), grads.getBiasGrad());
+  return success();
+}
+
+LogicalResult AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                    Accumulate accumulate) {
+  accumulate(getQkv(), AttentionGradOp::create(b, getLoc(), getQkv(),
+                                               resultGrads[0],
+                                               getNumHeadsAttr()));
+  return success();
+}
+
+LogicalResult EmbeddingOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                    Accumulate accumulate) {
+  accumulate(getTable(),
+             EmbeddingGradOp::create(b, getLoc(), getTable().getType(),
+                                     resultGrads[0], getIds(), getOffset()));
+  return success();
+}
+
+LogicalResult PositionEmbeddingOp::buildVJP(OpBuilder &b,
+                                            ArrayRef<Value> resultGrads,
+                                            Accumulate accumulate) {
+  accumulate(getTable(), PositionEmbeddingGradOp::create(
+                             b, getLoc(), getTable().getType(), resultGrads[0]));
+  return success();
+}
+
+/// The loss's gradient flows straight to the logits: the max and the sum of
+/// exponentials are statistics of the logits, whose own dependence on them
+/// cancels in (softmax - onehot). No communication is needed.
+LogicalResult XentLossOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                   Accumulate accumulate) {
+  auto producerOf = [](Value value) -> Operation * {
+    Operation *op = value.getDefiningOp();
+    if (auto allReduce = dyn_cast_or_null<AllReduceOp>(op))
+      op = allReduce.getInput().getDefiningOp();
+    return op;
+  };
+  auto sums = dyn_cast_or_null<XentSumExpOp>(producerOf(getSumExp()));
+  if (!sums)
+    return emitOpError("has no gradient rule unless its sum of exponentials "
+                       "comes from tp.xent_sum_exp");
+  accumulate(sums.getLogits(),
+             XentGradOp::create(b, getLoc(), sums.getLogits().getType(),
+                                sums.getLogits(), getMax(), getSumExp(),
+                                sums.getTargets(), resultGrads[0],
+                                sums.getOffset(), sums.getValidVocabAttr()));
+  return success();
+}
+
+LogicalResult FOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                            Accumulate accumulate) {
+  accumulate(getInput(),
+             AllReduceOp::create(b, getLoc(), resultGrads[0],
+                                 ReductionKindAttr::get(getContext(),
+                                                        ReductionKind::sum),
+                                 getMeshAttr(), getAxisAttr()));
+  return success();
+}
+
+LogicalResult GOp::buildVJP(OpBuilder &, ArrayRef<Value> resultGrads,
+                            Accumulate accumulate) {
+  accumulate(getInput(), resultGrads[0]);
+  return success();
+}

@@ -1,0 +1,261 @@
+#include "Checkpoint.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <regex>
+#include <stdexcept>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace mrun {
+
+using nlohmann::json;
+
+namespace {
+
+// safetensors limits its header to 100 MB.
+constexpr uint64_t kMaxHeader = 100u << 20;
+
+size_t dtypeBytes(const std::string &dtype) {
+  if (dtype == "F32")
+    return 4;
+  if (dtype == "F16" || dtype == "BF16")
+    return 2;
+  if (dtype == "F64")
+    return 8;
+  return 0; // not a float type we convert
+}
+
+float halfToFloat(uint16_t h) {
+  const uint32_t sign = (h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1Fu, mant = h & 0x3FFu, bits;
+  if (exp == 0x1F) {
+    bits = sign | 0x7F800000u | (mant << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;
+  } else { // subnormal: normalise
+    exp = 113;
+    while (!(mant & 0x400u)) {
+      mant <<= 1;
+      --exp;
+    }
+    bits = sign | (exp << 23) | ((mant & 0x3FFu) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+void convert(const std::string &dtype, const unsigned char *src, int64_t n,
+             float *dst) {
+  if (dtype == "F16" || dtype == "BF16") {
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, src + 2 * i, 2);
+      if (dtype == "F16") {
+        dst[i] = halfToFloat(h);
+      } else {
+        uint32_t bits = static_cast<uint32_t>(h) << 16;
+        std::memcpy(&dst[i], &bits, 4);
+      }
+    }
+  } else { // F64
+    for (int64_t i = 0; i < n; ++i) {
+      double d;
+      std::memcpy(&d, src + 8 * i, 8);
+      dst[i] = static_cast<float>(d);
+    }
+  }
+}
+
+int64_t elements(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+} // namespace
+
+Checkpoint::Checkpoint(const std::string &path) : path_(path) {
+  auto fail = [&](const std::string &msg) {
+    throw std::runtime_error("checkpoint " + path_ + ": " + msg);
+  };
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0)
+    fail(std::string("cannot open: ") + std::strerror(errno));
+  struct stat st;
+  if (fstat(fd_, &st) != 0)
+    fail(std::string("cannot stat: ") + std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    fail("not a regular file");
+  const uint64_t fileSize = static_cast<uint64_t>(st.st_size);
+  if (fileSize < 8)
+    fail("truncated header: the file has " + std::to_string(fileSize) +
+         " bytes, too short for a safetensors file");
+  uint64_t headerLen = 0;
+  unsigned char lenBytes[8];
+  preadAll(lenBytes, 8, 0, "");
+  for (int i = 7; i >= 0; --i)
+    headerLen = (headerLen << 8) | lenBytes[i];
+  if (headerLen > kMaxHeader)
+    fail("header length " + std::to_string(headerLen) +
+         " is implausible (not a safetensors file?)");
+  if (8 + headerLen > fileSize)
+    fail("truncated header: header length " + std::to_string(headerLen) +
+         " exceeds the file size " + std::to_string(fileSize));
+  std::string text(headerLen, '\0');
+  preadAll(text.data(), headerLen, 8, "");
+  dataStart_ = 8 + headerLen;
+  dataSize_ = fileSize - dataStart_;
+
+  json header;
+  try {
+    header = json::parse(text);
+  } catch (const json::exception &e) {
+    fail(std::string("header is not valid JSON: ") + e.what());
+  }
+  if (!header.is_object())
+    fail("header is not a JSON object");
+
+  static const std::regex buffer(R"(^h\.\d+\.attn\.(bias|masked_bias)$)");
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const std::string &fileName = it.key();
+    if (fileName == "__metadata__")
+      continue;
+    const json &info = it.value();
+    const std::string where = "tensor \"" + fileName + "\": ";
+    Entry e;
+    e.fileName = fileName;
+    if (!info.is_object() || !info.contains("dtype") ||
+        !info["dtype"].is_string() || !info.contains("shape") ||
+        !info["shape"].is_array() || !info.contains("data_offsets") ||
+        !info["data_offsets"].is_array() || info["data_offsets"].size() != 2)
+      fail(where + "malformed header entry (needs dtype, shape, "
+                   "data_offsets)");
+    e.dtype = info["dtype"].get<std::string>();
+    for (const json &d : info["shape"]) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0)
+        fail(where + "malformed shape");
+      e.shape.push_back(d.get<int64_t>());
+    }
+    const json &off = info["data_offsets"];
+    if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned() ||
+        off[0].get<uint64_t>() > off[1].get<uint64_t>())
+      fail(where + "malformed data_offsets");
+    e.begin = off[0].get<uint64_t>();
+    e.end = off[1].get<uint64_t>();
+    if (e.end > dataSize_)
+      fail(where + "data_offsets [" + std::to_string(e.begin) + ", " +
+           std::to_string(e.end) + ") exceed the " + std::to_string(dataSize_) +
+           "-byte data section: the data is shorter than the header says "
+           "(truncated file?)");
+    std::string name = fileName;
+    if (name.rfind("transformer.", 0) == 0)
+      name = name.substr(12);
+    if (std::regex_match(name, buffer) || name == "lm_head.weight")
+      continue; // attention-mask buffers; the output head is tied to wte
+    auto [pos, inserted] = entries_.emplace(name, e);
+    if (!inserted)
+      fail("tensor \"" + name + "\" appears twice (\"" + pos->second.fileName +
+           "\" and \"" + fileName + "\")");
+  }
+}
+
+Checkpoint::~Checkpoint() {
+  if (fd_ >= 0)
+    ::close(fd_);
+}
+
+void Checkpoint::checkAgainst(const Manifest &manifest) const {
+  auto fail = [&](const std::string &msg) {
+    throw std::runtime_error("checkpoint " + path_ + ": " + msg);
+  };
+  std::map<std::string, const Arg *> params;
+  for (const Arg &a : manifest.args)
+    if (a.role == "param")
+      params[a.name] = &a;
+  for (const auto &[name, arg] : params) {
+    auto it = entries_.find(name);
+    if (it == entries_.end())
+      fail("tensor \"" + name + "\" is missing (the model needs shape " +
+           shapeString(arg->checkpointShape) + ")");
+    const Entry &e = it->second;
+    const std::string where = "tensor \"" + e.fileName + "\": ";
+    const size_t bytes = dtypeBytes(e.dtype);
+    if (bytes == 0)
+      fail(where + "dtype " + e.dtype +
+           " is not supported (F32 expected; F16, BF16 and F64 are "
+           "converted)");
+    if (e.shape != arg->checkpointShape)
+      fail(where + "shape " + shapeString(e.shape) + " but the model expects " +
+           shapeString(arg->checkpointShape));
+    const uint64_t want = static_cast<uint64_t>(elements(e.shape)) * bytes;
+    if (e.end - e.begin != want)
+      fail(where + "data_offsets span " + std::to_string(e.end - e.begin) +
+           " bytes, but " + e.dtype + " " + shapeString(e.shape) + " needs " +
+           std::to_string(want));
+  }
+  std::vector<std::string> extra;
+  for (const auto &[name, e] : entries_)
+    if (!params.count(name))
+      extra.push_back(e.fileName);
+  if (!extra.empty()) {
+    std::string list;
+    for (size_t i = 0; i < extra.size() && i < 5; ++i)
+      list += (i ? ", " : "") + extra[i];
+    if (extra.size() > 5)
+      list += ", ... (" + std::to_string(extra.size()) + " in all)";
+    fail("tensors not in the model: " + list +
+         " (a checkpoint of a different model?)");
+  }
+}
+
+void Checkpoint::preadAll(void *buf, uint64_t bytes, uint64_t offset,
+                          const std::string &tensor) const {
+  auto *p = static_cast<char *>(buf);
+  while (bytes > 0) {
+    ssize_t n = ::pread(fd_, p, bytes, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      throw std::runtime_error(
+          "checkpoint " + path_ + ": " +
+          (tensor.empty() ? "" : "tensor \"" + tensor + "\": ") +
+          (n < 0 ? std::string("read failed: ") + std::strerror(errno)
+                 : std::string("unexpected end of file")));
+    p += n;
+    bytes -= static_cast<uint64_t>(n);
+    offset += static_cast<uint64_t>(n);
+  }
+}
+
+void Checkpoint::readSlice(const Arg &arg, const TensorSlice &slice,
+                           float *out) const {
+  const Entry &e = entries_.at(arg.name);
+  const size_t bytes = dtypeBytes(e.dtype);
+  std::vector<unsigned char> tmp;
+  forEachRun(slice, [&](int64_t local, int64_t ckpt, int64_t count) {
+    float *dst = out + local;
+    if (ckpt < 0) {
+      std::memset(dst, 0, count * sizeof(float));
+      return;
+    }
+    const uint64_t offset = dataStart_ + e.begin + ckpt * bytes;
+    if (e.dtype == "F32") {
+      preadAll(dst, count * 4, offset, e.fileName);
+    } else {
+      tmp.resize(count * bytes);
+      preadAll(tmp.data(), tmp.size(), offset, e.fileName);
+      convert(e.dtype, tmp.data(), count, dst);
+    }
+  });
+}
+
+} // namespace mrun

@@ -1,0 +1,201 @@
+#include "Manifest.h"
+
+#include <nlohmann/json.hpp>
+
+#include <regex>
+#include <set>
+#include <stdexcept>
+
+namespace mrun {
+
+using nlohmann::json;
+
+std::string shapeString(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+int64_t Arg::localElements() const {
+  int64_t n = 1;
+  for (int64_t d : localShape)
+    n *= d;
+  return n;
+}
+
+TensorSlice Arg::slice(int64_t tpSize, int64_t tpRank) const {
+  TensorSlice s;
+  s.globalShape = globalShape;
+  s.checkpointShape = checkpointShape;
+  for (int64_t g : globalShape)
+    s.dims.push_back({Interval{0, 0, g}});
+  for (const Split &sp : splits)
+    s.dims[sp.dim] = sliceDim(globalShape[sp.dim], tpSize, sp.sections, tpRank);
+  return s;
+}
+
+int64_t Manifest::numLayers() const {
+  static const std::regex layer(R"(^h\.(\d+)\.)");
+  std::set<std::string> layers;
+  std::smatch m;
+  for (const Arg &a : args)
+    if (a.role == "param" && std::regex_search(a.name, m, layer))
+      layers.insert(m[1]);
+  return static_cast<int64_t>(layers.size());
+}
+
+namespace {
+
+[[noreturn]] void fail(const std::string &msg) {
+  throw std::runtime_error("invalid manifest: " + msg);
+}
+
+int64_t getInt(const json &j, const char *key, const std::string &where) {
+  if (!j.contains(key))
+    fail(where + ": missing \"" + key + "\"");
+  if (!j[key].is_number_integer())
+    fail(where + ": \"" + key + "\" must be an integer");
+  return j[key].get<int64_t>();
+}
+
+std::string getString(const json &j, const char *key,
+                      const std::string &where) {
+  if (!j.contains(key) || !j[key].is_string())
+    fail(where + ": missing or non-string \"" + key + "\"");
+  return j[key].get<std::string>();
+}
+
+std::vector<int64_t> getShape(const json &j, const char *key,
+                              const std::string &where) {
+  if (!j.contains(key) || !j[key].is_array())
+    fail(where + ": missing or non-array \"" + key + "\"");
+  std::vector<int64_t> shape;
+  for (const json &d : j[key]) {
+    if (!d.is_number_integer() || d.get<int64_t>() < 0)
+      fail(where + ": \"" + key + "\" must hold non-negative integers");
+    shape.push_back(d.get<int64_t>());
+  }
+  return shape;
+}
+
+Arg parseArg(const json &j, size_t index, int64_t tp) {
+  std::string where = "args[" + std::to_string(index) + "]";
+  if (!j.is_object())
+    fail(where + " is not an object");
+  Arg a;
+  a.name = getString(j, "name", where);
+  where += " \"" + a.name + "\"";
+  a.role = getString(j, "role", where);
+  a.dtype = getString(j, "dtype", where);
+  if (a.role == "param") {
+    if (a.dtype != "f32")
+      fail(where + ": dtype \"" + a.dtype + "\" (params must be f32)");
+  } else if (a.role == "input_ids" || a.role == "targets") {
+    if (a.dtype != "i32")
+      fail(where + ": dtype \"" + a.dtype + "\" (" + a.role + " must be i32)");
+  } else {
+    fail(where + ": unsupported role \"" + a.role + "\"");
+  }
+  a.globalShape = getShape(j, "global_shape", where);
+  a.localShape = getShape(j, "local_shape", where);
+  a.checkpointShape = j.contains("checkpoint_shape")
+                          ? getShape(j, "checkpoint_shape", where)
+                          : a.globalShape;
+  const size_t rank = a.globalShape.size();
+  if (a.localShape.size() != rank || a.checkpointShape.size() != rank)
+    fail(where + ": global_shape, local_shape and checkpoint_shape must "
+                 "have the same rank");
+  for (size_t d = 0; d < rank; ++d)
+    if (a.checkpointShape[d] > a.globalShape[d])
+      fail(where + ": checkpoint_shape " + shapeString(a.checkpointShape) +
+           " exceeds global_shape " + shapeString(a.globalShape));
+  if (j.contains("split")) {
+    if (!j["split"].is_array())
+      fail(where + ": \"split\" must be an array");
+    for (const json &s : j["split"]) {
+      if (!s.is_object())
+        fail(where + ": split entries must be objects");
+      Split sp;
+      int64_t dim = getInt(s, "dim", where + " split");
+      if (dim < 0 || dim >= static_cast<int64_t>(rank))
+        fail(where + ": split dim " + std::to_string(dim) + " out of range");
+      sp.dim = static_cast<int>(dim);
+      sp.axis = getString(s, "axis", where + " split");
+      if (sp.axis != "tp")
+        fail(where + ": unsupported split axis \"" + sp.axis + "\"");
+      sp.sections = s.contains("sections") ? getInt(s, "sections", where) : 1;
+      for (const Split &o : a.splits)
+        if (o.dim == sp.dim)
+          fail(where + ": dim " + std::to_string(dim) + " split twice");
+      a.splits.push_back(sp);
+    }
+  }
+  // The local shape must be what the slicing rule gives.
+  try {
+    std::vector<int64_t> expected = a.slice(tp, 0).localShape();
+    if (expected != a.localShape)
+      fail(where + ": local_shape " + shapeString(a.localShape) +
+           " does not match global_shape " + shapeString(a.globalShape) +
+           " split over tp=" + std::to_string(tp) + " (expected " +
+           shapeString(expected) + ")");
+  } catch (const std::invalid_argument &e) {
+    fail(where + ": " + e.what());
+  }
+  return a;
+}
+
+} // namespace
+
+Manifest parseManifest(const std::string &text) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception &e) {
+    fail(std::string("not JSON: ") + e.what());
+  }
+  if (!j.is_object())
+    fail("not a JSON object");
+  if (getString(j, "format", "manifest") != "megatron-step")
+    fail("\"format\" is not \"megatron-step\"");
+  int64_t version = getInt(j, "version", "manifest");
+  if (version != 1)
+    fail("unsupported version " + std::to_string(version) +
+         " (this megatron-run reads version 1)");
+  Manifest m;
+  m.model = j.contains("model") && j["model"].is_string()
+                ? j["model"].get<std::string>()
+                : "?";
+  m.tp = getInt(j, "tp", "manifest");
+  m.batch = getInt(j, "batch", "manifest");
+  m.seq = getInt(j, "seq", "manifest");
+  m.validVocab = getInt(j, "valid_vocab", "manifest");
+  if (m.tp < 1 || m.batch < 1 || m.seq < 1 || m.validVocab < 1)
+    fail("tp, batch, seq and valid_vocab must be positive");
+  if (!j.contains("args") || !j["args"].is_array())
+    fail("missing \"args\" array");
+  std::set<std::string> names;
+  for (size_t i = 0; i < j["args"].size(); ++i) {
+    Arg a = parseArg(j["args"][i], i, m.tp);
+    if (!names.insert(a.name).second)
+      fail("duplicate arg name \"" + a.name + "\"");
+    int *slot = a.role == "input_ids" ? &m.inputIds
+                : a.role == "targets" ? &m.targets
+                                      : nullptr;
+    if (slot) {
+      if (*slot >= 0)
+        fail("more than one arg with role \"" + a.role + "\"");
+      std::vector<int64_t> bt{m.batch, m.seq};
+      if (a.globalShape != bt || a.localShape != bt || !a.splits.empty())
+        fail("\"" + a.name + "\" must have global and local shape " +
+             shapeString(bt) + " and no split");
+      *slot = static_cast<int>(i);
+    }
+    m.args.push_back(std::move(a));
+  }
+  if (m.inputIds < 0 || m.targets < 0)
+    fail("needs one arg with role \"input_ids\" and one with \"targets\"");
+  return m;
+}
+
+} // namespace mrun

@@ -1,0 +1,114 @@
+#include "Slicing.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace mrun {
+
+std::vector<Interval> sliceDim(int64_t global, int64_t parts, int64_t sections,
+                               int64_t rank) {
+  if (parts < 1 || sections < 1 || rank < 0 || rank >= parts || global < 0)
+    throw std::invalid_argument(
+        "invalid split: size " + std::to_string(global) + ", " +
+        std::to_string(parts) + " ranks, " + std::to_string(sections) +
+        " sections, rank " + std::to_string(rank));
+  if (global % (sections * parts) != 0)
+    throw std::invalid_argument(
+        "size " + std::to_string(global) + " is not divisible by " +
+        std::to_string(sections) + " sections x " + std::to_string(parts) +
+        " ranks");
+  const int64_t section = global / sections, chunk = section / parts;
+  std::vector<Interval> out;
+  for (int64_t s = 0; s < sections; ++s)
+    out.push_back({s * chunk, s * section + rank * chunk, chunk});
+  return out;
+}
+
+int64_t localToGlobal(int64_t local, int64_t global, int64_t parts,
+                      int64_t sections, int64_t rank) {
+  for (const Interval &iv : sliceDim(global, parts, sections, rank))
+    if (local >= iv.local && local < iv.local + iv.length)
+      return iv.global + (local - iv.local);
+  throw std::out_of_range("local index " + std::to_string(local) +
+                          " out of range");
+}
+
+std::vector<int64_t> TensorSlice::localShape() const {
+  std::vector<int64_t> shape;
+  for (const auto &ivs : dims) {
+    int64_t n = 0;
+    for (const Interval &iv : ivs)
+      n += iv.length;
+    shape.push_back(n);
+  }
+  return shape;
+}
+
+int64_t TensorSlice::localElements() const {
+  int64_t n = 1;
+  for (int64_t d : localShape())
+    n *= d;
+  return n;
+}
+
+void forEachRun(const TensorSlice &slice,
+                const std::function<void(int64_t, int64_t, int64_t)> &fn) {
+  const int rank = static_cast<int>(slice.dims.size());
+  const std::vector<int64_t> local = slice.localShape();
+  const std::vector<int64_t> &global = slice.globalShape;
+  const std::vector<int64_t> &ckpt = slice.checkpointShape;
+  if (slice.localElements() == 0)
+    return;
+  // The innermost dimension that is not whole: every dimension after it is
+  // the same in the local, global and checkpoint tensors, so a run spans it.
+  int split = -1;
+  for (int d = 0; d < rank; ++d)
+    if (slice.dims[d].size() != 1 || local[d] != global[d] ||
+        ckpt[d] != global[d])
+      split = d;
+  if (split < 0) { // the whole tensor, identical everywhere
+    fn(0, 0, slice.localElements());
+    return;
+  }
+  int64_t inner = 1;
+  for (int d = split + 1; d < rank; ++d)
+    inner *= global[d];
+  std::vector<int64_t> lstride(rank, 1), cstride(rank, 1);
+  for (int d = rank - 2; d >= 0; --d) {
+    lstride[d] = lstride[d + 1] * local[d + 1];
+    cstride[d] = cstride[d + 1] * ckpt[d + 1];
+  }
+  // Odometer over the local indices of the outer dimensions [0, split).
+  std::vector<int64_t> idx(split, 0);
+  for (;;) {
+    int64_t loff = 0, coff = 0;
+    bool padding = false;
+    for (int d = 0; d < split; ++d) {
+      int64_t g = -1;
+      for (const Interval &iv : slice.dims[d])
+        if (idx[d] >= iv.local && idx[d] < iv.local + iv.length)
+          g = iv.global + (idx[d] - iv.local);
+      padding |= g >= ckpt[d];
+      loff += idx[d] * lstride[d];
+      coff += g * cstride[d];
+    }
+    for (const Interval &iv : slice.dims[split]) {
+      const int64_t base = loff + iv.local * lstride[split];
+      const int64_t valid =
+          padding ? 0
+                  : std::clamp<int64_t>(ckpt[split] - iv.global, 0, iv.length);
+      if (valid > 0)
+        fn(base, coff + iv.global * cstride[split], valid * inner);
+      if (valid < iv.length)
+        fn(base + valid * inner, -1, (iv.length - valid) * inner);
+    }
+    int d = split - 1;
+    while (d >= 0 && ++idx[d] == local[d])
+      idx[d--] = 0;
+    if (d < 0)
+      break;
+  }
+}
+
+} // namespace mrun

@@ -1,0 +1,150 @@
+#include "TokenData.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace mrun {
+
+namespace {
+
+void preadAll(int fd, void *buf, uint64_t bytes, uint64_t offset,
+              const std::string &path) {
+  auto *p = static_cast<char *>(buf);
+  while (bytes > 0) {
+    ssize_t n = ::pread(fd, p, bytes, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      throw std::runtime_error(
+          "data " + path + ": " +
+          (n < 0 ? std::string("read failed: ") + std::strerror(errno)
+                 : std::string("unexpected end of file")));
+    p += n;
+    bytes -= static_cast<uint64_t>(n);
+    offset += static_cast<uint64_t>(n);
+  }
+}
+
+} // namespace
+
+TokenFile::TokenFile(const std::string &path) : path_(path) {
+  auto fail = [&](const std::string &msg) {
+    throw std::runtime_error("data " + path_ + ": " + msg);
+  };
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0)
+    fail(std::string("cannot open: ") + std::strerror(errno));
+  struct stat st;
+  if (fstat(fd_, &st) != 0)
+    fail(std::string("cannot stat: ") + std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    fail("not a regular file");
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  int32_t magic = 0;
+  if (size >= 4)
+    preadAll(fd_, &magic, 4, 0, path_);
+  if (magic == kMagic) {
+    llmc_ = true;
+    const uint64_t headerBytes = kHeaderInts * 4;
+    if (size < headerBytes)
+      fail("bad llm.c header: the file has " + std::to_string(size) +
+           " bytes, less than the " + std::to_string(headerBytes) +
+           "-byte header");
+    int32_t header[kHeaderInts];
+    preadAll(fd_, header, headerBytes, 0, path_);
+    if (header[1] != 1)
+      fail("bad llm.c header: unsupported version " +
+           std::to_string(header[1]) + " (expected 1)");
+    const int64_t n = header[2];
+    const uint64_t have = (size - headerBytes) / 2;
+    if (n < 0 || (size - headerBytes) % 2 != 0 ||
+        static_cast<uint64_t>(n) != have)
+      fail("bad llm.c header: it says " + std::to_string(n) +
+           " tokens but the file holds " + std::to_string(size - headerBytes) +
+           " bytes of tokens (" + std::to_string(have) + " tokens)");
+    count_ = n;
+    dataStart_ = headerBytes;
+  } else {
+    if (size % 2 != 0)
+      fail("no llm.c header (magic " + std::to_string(kMagic) +
+           ") and an odd size (" + std::to_string(size) +
+           " bytes): not raw uint16 tokens either");
+    count_ = static_cast<int64_t>(size / 2);
+    dataStart_ = 0;
+  }
+}
+
+TokenFile::~TokenFile() {
+  if (fd_ >= 0)
+    ::close(fd_);
+}
+
+void TokenFile::read(int64_t first, int64_t n, uint16_t *out) const {
+  preadAll(fd_, out, static_cast<uint64_t>(n) * 2, dataStart_ + first * 2,
+           path_);
+}
+
+void TokenFile::checkToken(uint16_t id, int64_t position,
+                           int64_t validVocab) const {
+  if (id >= validVocab)
+    throw std::runtime_error("data " + path_ + ": token at position " +
+                             std::to_string(position) + " has id " +
+                             std::to_string(id) +
+                             ", which is >= the model's valid_vocab " +
+                             std::to_string(validVocab));
+}
+
+void TokenFile::validate(int64_t batch, int64_t seq, int64_t validVocab,
+                         int64_t uses) const {
+  const int64_t window = batch * seq + 1;
+  if (count_ < window)
+    throw std::runtime_error(
+        "data " + path_ + ": " + std::to_string(count_) +
+        " tokens, fewer than the " + std::to_string(window) +
+        " one batch needs (batch " + std::to_string(batch) + " x seq " +
+        std::to_string(seq) + " + 1)");
+  const int64_t end = std::min(count_, uses);
+  std::vector<uint16_t> buf;
+  const int64_t chunk = 1 << 20;
+  for (int64_t first = 0; first < end; first += chunk) {
+    const int64_t n = std::min(chunk, end - first);
+    buf.resize(n);
+    read(first, n, buf.data());
+    for (int64_t i = 0; i < n; ++i)
+      checkToken(buf[i], first + i, validVocab);
+  }
+}
+
+void TokenFile::batch(int64_t step, int64_t batch, int64_t seq,
+                      int64_t validVocab, int32_t *inputs,
+                      int32_t *targets) const {
+  const int64_t bt = batch * seq, window = bt + 1;
+  if (count_ < window)
+    throw std::runtime_error("data " + path_ + ": too few tokens for a batch");
+  std::vector<uint16_t> buf(window);
+  // First index (step*B*T) mod count without overflowing for large steps.
+  int64_t pos = static_cast<int64_t>(
+      (static_cast<unsigned __int128>(step) * bt) % count_);
+  const int64_t start = pos;
+  for (int64_t got = 0; got < window;) {
+    const int64_t n = std::min(window - got, count_ - pos);
+    read(pos, n, buf.data() + got);
+    got += n;
+    pos = (pos + n) % count_;
+  }
+  for (int64_t j = 0; j < window; ++j)
+    checkToken(buf[j], (start + j) % count_, validVocab);
+  for (int64_t j = 0; j < bt; ++j) {
+    inputs[j] = buf[j];
+    targets[j] = buf[j + 1];
+  }
+}
+
+} // namespace mrun

@@ -1,0 +1,55 @@
+// Token files and the batching rule of utils/gpt2_reference/tokens_io.py.
+//
+// Formats (chosen by the first int32): llm.c shards, 256 x int32 header
+// (20240520 magic, version 1, token count) then uint16 tokens; otherwise raw
+// little-endian uint16 tokens. Batch s of [B,T] takes the tokens at indices
+// (s*B*T + j) mod count for j in [0, B*T]: inputs are the first B*T, targets
+// the same shifted by one.
+#ifndef MEGATRON_RUN_TOKEN_DATA_H
+#define MEGATRON_RUN_TOKEN_DATA_H
+
+#include <cstdint>
+#include <string>
+
+namespace mrun {
+
+class TokenFile {
+public:
+  static constexpr int32_t kMagic = 20240520;
+  static constexpr int kHeaderInts = 256;
+
+  // Opens and checks the header against the file size. Throws
+  // std::runtime_error naming the file.
+  explicit TokenFile(const std::string &path);
+  ~TokenFile();
+  TokenFile(const TokenFile &) = delete;
+  TokenFile &operator=(const TokenFile &) = delete;
+
+  int64_t count() const { return count_; }
+  bool isLlmc() const { return llmc_; }
+  const std::string &path() const { return path_; }
+
+  // Checks that the file has at least B*T+1 tokens and that the tokens at
+  // indices [0, min(count, uses)) are < validVocab (streamed, bounded memory).
+  void validate(int64_t batch, int64_t seq, int64_t validVocab,
+                int64_t uses) const;
+
+  // Batch `step` into inputs[B*T], targets[B*T]; throws on a token id >=
+  // validVocab (naming the file, the token's position and its id).
+  void batch(int64_t step, int64_t batch, int64_t seq, int64_t validVocab,
+             int32_t *inputs, int32_t *targets) const;
+
+private:
+  std::string path_;
+  int fd_ = -1;
+  bool llmc_ = false;
+  int64_t count_ = 0;
+  uint64_t dataStart_ = 0;
+  // tokens [first, first + n) of the file (no wrap-around), n > 0.
+  void read(int64_t first, int64_t n, uint16_t *out) const;
+  void checkToken(uint16_t id, int64_t position, int64_t validVocab) const;
+};
+
+} // namespace mrun
+
+#endif // MEGATRON_RUN_TOKEN_DATA_H

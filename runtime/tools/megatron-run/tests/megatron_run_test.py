@@ -1,0 +1,568 @@
+#!/usr/bin/env python3
+"""End-to-end tests of megatron-run with the mock step libraries.
+
+    megatron_run_test.py CASE --megatron-run BIN --mock-tp1 SO --mock-tp2 SO
+        --rt-lib SO --mpirun MPIRUN --reference-dir utils/gpt2_reference
+
+Each CASE runs megatron-run (under `mpirun -np 2` for the TP=2 mock) and
+checks exit codes, messages, that nothing hangs, and the values the mock's
+mgt_forward saw (MOCK_DUMP_DIR: the GLOBAL tensors, gathered over TP).
+Exit 0 = pass, 1 = fail, 77 = skipped (numpy missing).
+"""
+import argparse
+import json
+import math
+import os
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+try:
+    import numpy as np
+except ImportError:  # pragma: no cover
+    print("SKIP: numpy is not available")
+    sys.exit(77)
+
+A = None          # parsed command line
+TMP = None        # per-case temporary directory
+FAILURES = []
+
+# The mock model (tests/mock_step.c): checkpoint names and shapes.
+MOCK_PARAMS = {
+    "wte.weight": (10, 4), "wpe.weight": (3, 4),
+    "h.0.ln_1.weight": (4,), "h.0.ln_1.bias": (4,),
+    "h.0.attn.c_attn.weight": (4, 12), "h.0.attn.c_attn.bias": (12,),
+    "h.0.attn.c_proj.weight": (4, 4), "h.1.mlp.c_proj.weight": (8, 4),
+    "ln_f.weight": (4,), "ln_f.bias": (4,),
+}
+B, T, VOCAB, LAYERS = 2, 3, 10, 2
+MPI_ENV = ("MOCK_DUMP_DIR", "MOCK_BREAK_RANK", "MOCK_EXIT_RANK")
+
+
+def check(cond, what):
+    if cond:
+        print(f"  ok: {what}")
+    else:
+        print(f"  FAIL: {what}")
+        FAILURES.append(what)
+    return cond
+
+
+# ---------------------------------------------------------------- running
+
+def command(tp, args, env=None):
+    """megatron-run with the mock for `tp` ranks (mpirun for tp > 1, or when
+    tp is given as ("mpi", n) to force mpirun with n ranks)."""
+    if isinstance(tp, tuple):
+        ranks, mock = tp[1], A.mock_tp1 if tp[2] == 1 else A.mock_tp2
+    else:
+        ranks, mock = tp, A.mock_tp1 if tp == 1 else A.mock_tp2
+    cmd = [A.megatron_run, mock] + list(args)
+    if ranks > 1 or isinstance(tp, tuple):
+        xs = []
+        for k in MPI_ENV:
+            if env and k in env:
+                xs += ["-x", k]
+        cmd = [A.mpirun, "-np", str(ranks), "--oversubscribe"] + xs + cmd
+    return cmd
+
+
+def run(cmd, env=None, timeout=60):
+    e = dict(os.environ)
+    e.update(env or {})
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(cmd, env=e, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=timeout)
+        rc, out, err = p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired as ex:
+        rc, out, err = "timeout", ex.stdout or "", ex.stderr or ""
+        out = out.decode() if isinstance(out, bytes) else out
+        err = err.decode() if isinstance(err, bytes) else err
+    return rc, out, err, time.monotonic() - t0
+
+
+def expect_ok(cmd, env=None, what=""):
+    rc, out, err, dt = run(cmd, env)
+    if not check(rc == 0, f"{what}: exit 0 ({dt:.1f}s)"):
+        print("    $ " + " ".join(cmd))
+        print("    stdout: " + out.replace("\n", "\n    "))
+        print("    stderr: " + err.replace("\n", "\n    "))
+    return out
+
+
+def expect_fail(cmd, pattern, env=None, what="", code=None, max_s=30):
+    rc, out, err, dt = run(cmd, env)
+    both = out + err
+    ok = (rc != 0 and rc != "timeout" and (code is None or rc == code)
+          and dt <= max_s and re.search(pattern, both) is not None)
+    if not check(ok, f"{what}: fails (rc {rc}, {dt:.1f}s) with /{pattern}/"):
+        print("    $ " + " ".join(cmd))
+        print("    output: " + both.replace("\n", "\n    "))
+    return both
+
+
+def steps_printed(out):
+    return re.findall(r"^step (\d+) loss (\S+)$", out, re.M)
+
+
+def read_dump(d, step):
+    """{name: np.array} from the mock's MOCK_DUMP_DIR/step<k>.txt."""
+    out = {}
+    with open(os.path.join(d, f"step{step}.txt")) as f:
+        for line in f:
+            name, n, *vals = line.split()
+            assert int(n) == len(vals), line[:80]
+            dt = np.int32 if name in ("input_ids", "targets") else np.float32
+            out[name] = np.array([float(v) for v in vals]).astype(dt)
+    return out
+
+
+def dump_run(tp, args, env=None, steps=1, what=""):
+    d = tempfile.mkdtemp(dir=TMP)
+    env = dict(env or {}, MOCK_DUMP_DIR=d)
+    out = expect_ok(command(tp, list(args) + ["--steps", str(steps)], env),
+                    env, what)
+    try:
+        return [read_dump(d, s) for s in range(steps)], out
+    except (OSError, AssertionError) as e:
+        check(False, f"{what}: mock dump readable ({e})")
+        return [{} for _ in range(steps)], out
+
+
+# ------------------------------------------------------------- data files
+
+def tokens_io():
+    sys.path.insert(0, A.reference_dir)
+    import tokens_io as t
+    return t
+
+
+def safetensors_io():
+    sys.path.insert(0, A.reference_dir)
+    import safetensors_io as s
+    return s
+
+
+def token_file(tokens, name="tokens.bin", header=True):
+    path = os.path.join(TMP, name)
+    if header:
+        tokens_io().write_tokens(path, np.asarray(tokens))
+    else:
+        np.asarray(tokens, dtype="<u2").tofile(path)
+    return path
+
+
+def random_params(seed=0):
+    rng = np.random.default_rng(seed)
+    return {n: rng.normal(0, 1, s).astype(np.float32)
+            for n, s in MOCK_PARAMS.items()}
+
+
+def write_st(path, tensors, dtypes=None, raw_header=None):
+    """Own safetensors writer: any dtype (BF16 included) and broken files."""
+    dtypes = dtypes or {}
+    header, blobs, off = {}, [], 0
+    for name, a in tensors.items():
+        dt = dtypes.get(name, "F32")
+        a = np.asarray(a)
+        if dt == "BF16":
+            blob = (np.asarray(a, np.float32).view(np.uint32) >> 16).astype("<u2").tobytes()
+        else:
+            npdt = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I32": "<i4"}[dt]
+            blob = a.astype(npdt).tobytes()
+        header[name] = {"dtype": dt, "shape": list(a.shape),
+                        "data_offsets": [off, off + len(blob)]}
+        blobs.append(blob)
+        off += len(blob)
+    hb = raw_header if raw_header is not None else json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(hb)) + hb + b"".join(blobs))
+    return path
+
+
+def hf_checkpoint(params, prefix="transformer.", extras=True):
+    """Mock params under HF names plus the buffers megatron-run ignores."""
+    t = {prefix + n: v for n, v in params.items()}
+    if extras:
+        for i in range(LAYERS):
+            t[f"{prefix}h.{i}.attn.bias"] = np.ones((1, 1, 3, 3), np.float32)
+            t[f"{prefix}h.{i}.attn.masked_bias"] = np.array(-1e4, np.float32)
+        t["lm_head.weight"] = params["wte.weight"]
+    return t
+
+
+# ------------------------------------------------------- reference init RNG
+
+MASK = (1 << 64) - 1
+GOLDEN = 0x9E3779B97F4A7C15
+
+
+def mix(z):
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+    return z ^ (z >> 31)
+
+
+def init_reference(seed, name, shape):
+    """The init documented in Init.h, in Python."""
+    if re.search(r"ln_[12f]\.weight$", name):
+        return np.ones(shape, np.float32)
+    if name.endswith(".bias"):
+        return np.zeros(shape, np.float32)
+    std = 0.02
+    if name.endswith("attn.c_proj.weight") or name.endswith("mlp.c_proj.weight"):
+        std = 0.02 / math.sqrt(2 * LAYERS)
+    h = 0xCBF29CE484222325
+    for c in name.encode():
+        h = ((h ^ c) * 0x100000001B3) & MASK
+    stream = mix(seed ^ mix(h))
+    out = []
+    for i in range(int(np.prod(shape))):
+        k = i // 2
+        a = mix((stream + (2 * k + 1) * GOLDEN) & MASK)
+        b = mix((stream + (2 * k + 2) * GOLDEN) & MASK)
+        u1 = ((a >> 11) + 1) * 2.0 ** -53
+        u2 = (b >> 11) * 2.0 ** -53
+        trig = math.sin if i % 2 else math.cos
+        out.append(std * math.sqrt(-2.0 * math.log(u1)) * trig(2 * math.pi * u2))
+    return np.array(out, np.float32).reshape(shape)
+
+
+def params_equal(dump, params, what, exact=True):
+    ok = True
+    for n, v in params.items():
+        got = dump.get(n)
+        want = np.asarray(v, np.float32).reshape(-1)
+        same = got is not None and got.shape == want.shape and (
+            np.array_equal(got, want) if exact
+            else np.allclose(got, want, rtol=1e-6, atol=0))
+        if not same:
+            print(f"    {n}: got {got[:6] if got is not None else None} "
+                  f"want {want[:6]}")
+            ok = False
+    return check(ok, what)
+
+
+# ------------------------------------------------------------------ cases
+
+def case_help():
+    out = expect_ok([A.megatron_run, "--help"], what="--help")
+    for opt in ("--init-from", "--seed", "--data", "--eval-only", "--steps",
+                "--log", "--help"):
+        check(opt in out, f"--help lists {opt}")
+
+
+def case_usage():
+    t = token_file(range(10))
+    m = A.mock_tp1
+    for args, pat in [
+        ([m, "--data", t, "--eval-only", "--bogus"], r"unknown option --bogus"),
+        ([m, "--eval-only", "--data"], r"--data needs a value"),
+        ([m, "--data", t, "--eval-only", "--steps"], r"--steps needs a value"),
+        ([m, "--data", t, "--steps", "x"], r"--steps: expected an integer >= 1"),
+        ([m, "--data", t, "--seed", "-3"], r"--seed: expected a non-negative"),
+        ([m, "--eval-only"], r"--data FILE is required"),
+        (["--data", t], r"missing STEP\.so"),
+        ([m, "extra", "--data", t], r'unexpected argument "extra"'),
+        ([m, "-x", "--data", t], r"unknown option -x"),
+    ]:
+        expect_fail([A.megatron_run] + args, pat, what=" ".join(args[-2:]),
+                    code=2)
+    expect_fail(command(2, ["--data", t, "--eval-only", "--bogus"]),
+                r"unknown option --bogus", what="mpirun -np 2, unknown option")
+
+
+def case_load_errors():
+    t = token_file(range(10))
+    missing = os.path.join(TMP, "nonexistent.so")
+    expect_fail([A.megatron_run, missing, "--data", t, "--eval-only"],
+                r"cannot load .*nonexistent\.so", what="missing step.so", code=1)
+    junk = os.path.join(TMP, "junk.so")
+    with open(junk, "w") as f:
+        f.write("not an ELF file\n")
+    expect_fail([A.megatron_run, junk, "--data", t, "--eval-only"],
+                r"cannot load .*junk\.so", what="not a shared object", code=1)
+    expect_fail([A.megatron_run, A.rt_lib, "--data", t, "--eval-only"],
+                r"does not export mgt_manifest", what="no mgt_manifest",
+                code=1)
+
+
+def case_no_train():
+    t = token_file(range(10))
+    expect_fail([A.megatron_run, A.mock_tp1, "--data", t],
+                r"step\.so was compiled without --train; pass --eval-only",
+                what="tp1 without --eval-only", code=1)
+    expect_fail(command(2, ["--data", t]),
+                r"step\.so was compiled without --train; pass --eval-only",
+                what="tp2 without --eval-only")
+
+
+def case_tp_mismatch():
+    t = token_file(range(10))
+    expect_fail([A.megatron_run, A.mock_tp2, "--data", t, "--eval-only"],
+                r"compiled for tp=2: launch it as `mpirun -np 2.*does not "
+                r"match the 1 MPI ranks", what="tp2 step.so on 1 rank",
+                code=1)
+    expect_fail(command(("mpi", 2, 1), ["--data", t, "--eval-only"]),
+                r"compiled for tp=1: .*does not match the 2 MPI ranks",
+                what="tp1 step.so on 2 ranks")
+    expect_fail(command(("mpi", 3, 2), ["--data", t, "--eval-only"]),
+                r"compiled for tp=2: .*does not match the 3 MPI ranks",
+                what="tp2 step.so on 3 ranks")
+
+
+def case_seed_init():
+    t = token_file(np.arange(40) % VOCAB)
+    args = ["--data", t, "--eval-only"]
+    d1, out1 = dump_run(1, args, steps=2, what="tp1, default seed")
+    d2, out2 = dump_run(2, args, steps=2, what="tp2, default seed")
+    check(len(steps_printed(out1)) == 2 and steps_printed(out1) == steps_printed(out2),
+          f"tp1 and tp2 print the same losses {steps_printed(out1)}")
+    params_equal(d2[0], {n: d1[0].get(n) for n in MOCK_PARAMS},
+                 "tp2 global weights == tp1 global weights (bitwise)")
+    ref = {n: init_reference(1337, n, s) for n, s in MOCK_PARAMS.items()}
+    params_equal(d1[0], ref, "weights match the documented init (Python "
+                 "reimplementation of Init.h)", exact=False)
+    w = d1[0]["wte.weight"]
+    check(np.all(w != 0) and np.abs(w).max() < 0.2, "wte weights are N(0, 0.02)-like")
+    check(np.all(d1[0]["h.0.ln_1.weight"] == 1) and np.all(d1[0]["ln_f.weight"] == 1),
+          "layer-norm weights are 1")
+    check(all(np.all(d1[0][n] == 0) for n in MOCK_PARAMS if n.endswith(".bias")),
+          "biases are 0")
+    d3, _ = dump_run(2, args + ["--seed", "7"], what="tp2, seed 7")
+    check(not np.array_equal(d3[0]["wte.weight"], d1[0]["wte.weight"]),
+          "--seed 7 gives other weights")
+    params_equal(d3[0], {n: init_reference(7, n, s) for n, s in MOCK_PARAMS.items()},
+                 "seed 7 matches the documented init", exact=False)
+
+
+def case_init_from_file():
+    params = random_params(1)
+    st = safetensors_io()
+    ck = os.path.join(TMP, "model.safetensors")
+    st.write_safetensors(ck, hf_checkpoint(params), metadata={"n_layer": 2})
+    t = token_file(np.arange(40) % VOCAB)
+    args = ["--data", t, "--eval-only", "--init-from", ck]
+    d1, out1 = dump_run(1, args, what="tp1 from safetensors_io checkpoint")
+    d2, out2 = dump_run(2, args, what="tp2 from safetensors_io checkpoint")
+    params_equal(d1[0], params, "tp1 weights == checkpoint (bitwise)")
+    params_equal(d2[0], params, "tp2 weights == checkpoint (bitwise; sections, "
+                 "padded vocab)")
+    check(steps_printed(out1) == steps_printed(out2), "tp1 and tp2 losses equal")
+    plain = os.path.join(TMP, "plain.safetensors")
+    st.write_safetensors(plain, hf_checkpoint(params, prefix="", extras=False))
+    d3, out3 = dump_run(2, ["--data", t, "--eval-only", "--init-from", plain],
+                        what="tp2, names without transformer.")
+    params_equal(d3[0], params, "names without prefix load the same")
+
+
+def case_init_from_half():
+    # Values exactly representable in f16 and bf16 load exactly.
+    params = {n: (np.round(v * 8) / 8).astype(np.float32)
+              for n, v in random_params(2).items()}
+    t = token_file(np.arange(40) % VOCAB)
+    for dt in ("F16", "BF16", "F64"):
+        ck = write_st(os.path.join(TMP, f"m_{dt}.safetensors"),
+                      hf_checkpoint(params, extras=False),
+                      dtypes={"transformer." + n: dt for n in params})
+        d, _ = dump_run(2, ["--data", t, "--eval-only", "--init-from", ck],
+                        what=f"tp2 from a {dt} checkpoint")
+        params_equal(d[0], params, f"{dt} converted to f32")
+
+
+def case_checkpoint_errors():
+    params = random_params(3)
+    t = token_file(np.arange(40) % VOCAB)
+    good = hf_checkpoint(params)
+
+    def fails(path, pattern, what):
+        expect_fail(command(2, ["--data", t, "--eval-only", "--init-from", path]),
+                    r"checkpoint " + re.escape(path) + r": " + pattern, what=what)
+
+    fails(os.path.join(TMP, "nope.safetensors"), r"cannot open: No such file",
+          "missing file")
+    p = os.path.join(TMP, "short.safetensors")
+    with open(p, "wb") as f:
+        f.write(b"\x10\x00\x00")
+    fails(p, r"truncated header: the file has 3 bytes", "file shorter than 8 bytes")
+    p = os.path.join(TMP, "trunc_header.safetensors")
+    with open(p, "wb") as f:
+        f.write(struct.pack("<Q", 1000) + b'{"a": 1')
+    fails(p, r"truncated header: header length 1000 exceeds the file size 15",
+          "header truncated")
+    p = write_st(os.path.join(TMP, "notjson.safetensors"), {},
+                 raw_header=b"{this is not json}")
+    fails(p, r"header is not valid JSON", "header not JSON")
+    p = write_st(os.path.join(TMP, "truncated.safetensors"), good)
+    os.truncate(p, os.path.getsize(p) - 8)
+    fails(p, r'tensor "[^"]+": data_offsets \[\d+, \d+\) exceed the \d+-byte data '
+          r"section: the data is shorter than the header says", "data truncated")
+    bad = dict(good)
+    del bad["transformer.h.0.ln_1.bias"]
+    fails(write_st(os.path.join(TMP, "missing.safetensors"), bad),
+          r'tensor "h\.0\.ln_1\.bias" is missing', "missing tensor")
+    bad = dict(good, **{"transformer.wte.weight": np.zeros((11, 4), np.float32)})
+    fails(write_st(os.path.join(TMP, "shape.safetensors"), bad),
+          r'tensor "transformer\.wte\.weight": shape \[11, 4\] but the model '
+          r"expects \[10, 4\]", "wrong shape")
+    fails(write_st(os.path.join(TMP, "dtype.safetensors"), good,
+                   dtypes={"transformer.ln_f.bias": "I32"}),
+          r'tensor "transformer\.ln_f\.bias": dtype I32 is not supported',
+          "wrong dtype")
+    bad = dict(good, **{"transformer.h.2.mlp.c_fc.weight": np.zeros((4, 16), np.float32)})
+    fails(write_st(os.path.join(TMP, "extra.safetensors"), bad),
+          r"tensors not in the model: transformer\.h\.2\.mlp\.c_fc\.weight",
+          "tensor not in the model")
+    bad = dict(good, **{"wte.weight": params["wte.weight"]})
+    fails(write_st(os.path.join(TMP, "dup.safetensors"), bad),
+          r'tensor "wte\.weight" appears twice', "duplicate after prefix strip")
+
+
+def case_data_batches():
+    rng = np.random.default_rng(5)
+    toks = rng.integers(0, VOCAB, size=13)  # 13 tokens: batches wrap around
+    ti = tokens_io()
+    steps = 5
+    for header in (True, False):
+        t = token_file(toks, f"t_{header}.bin", header=header)
+        kind = "llm.c" if header else "raw uint16"
+        for tp in (1, 2):
+            d, out = dump_run(tp, ["--data", t, "--eval-only"], steps=steps,
+                              what=f"tp{tp}, {kind}, {steps} steps")
+            ok = len(steps_printed(out)) == steps
+            for s in range(steps):
+                inp, tgt = ti.batch(toks, s, B, T)
+                ok &= np.array_equal(d[s].get("input_ids"), inp.reshape(-1))
+                ok &= np.array_equal(d[s].get("targets"), tgt.reshape(-1))
+            check(ok, f"tp{tp}, {kind}: batches == tokens_io.batch (wrap-around)")
+
+
+def case_data_errors():
+    def fails(path, pattern, what, steps=1):
+        return expect_fail(
+            command(2, ["--data", path, "--eval-only", "--steps", str(steps)]),
+            r"data " + re.escape(path) + r": " + pattern, what=what)
+
+    fails(os.path.join(TMP, "nope.bin"), r"cannot open: No such file", "missing file")
+    good = token_file(np.arange(20) % VOCAB, "good.bin")
+    raw = open(good, "rb").read()
+    p = os.path.join(TMP, "version.bin")
+    with open(p, "wb") as f:
+        f.write(raw[:4] + struct.pack("<i", 2) + raw[8:])
+    fails(p, r"bad llm\.c header: unsupported version 2", "bad version")
+    p = os.path.join(TMP, "count.bin")
+    with open(p, "wb") as f:
+        f.write(raw[:8] + struct.pack("<i", 100) + raw[12:])
+    fails(p, r"bad llm\.c header: it says 100 tokens but the file holds 40 "
+          r"bytes", "count inconsistent with the size")
+    p = os.path.join(TMP, "short_header.bin")
+    with open(p, "wb") as f:
+        f.write(raw[:100])
+    fails(p, r"bad llm\.c header: the file has 100 bytes", "header cut short")
+    fails(token_file(np.arange(6) % VOCAB, "six.bin"),
+          r"6 tokens, fewer than the 7 one batch needs", "fewer than B*T+1")
+    bad = np.arange(30) % VOCAB
+    bad[5] = 10
+    fails(token_file(bad, "vocab.bin"),
+          r"token at position 5 has id 10, which is >= the model's "
+          r"valid_vocab 10", "token id >= valid_vocab")
+    late = np.arange(30) % VOCAB
+    late[20] = 4000
+    p = token_file(late, "late.bin")
+    expect_ok(command(2, ["--data", p, "--eval-only", "--steps", "3"]),
+              what="a bad token beyond the batches used is not read")
+    out = fails(p, r"token at position 20 has id 4000", "bad token of a later "
+                "step", steps=4)
+    check(not steps_printed(out), "... reported before any step runs")
+    p = os.path.join(TMP, "odd.bin")
+    with open(p, "wb") as f:
+        f.write(b"\x01\x00" * 20 + b"\x01")
+    fails(p, r"no llm\.c header .* odd size \(41 bytes\)", "raw file of odd size")
+
+
+def case_rank_failure():
+    t = token_file(np.arange(40) % VOCAB)
+    for rank in (1, 0):
+        out = expect_fail(
+            command(2, ["--data", t, "--eval-only"], {"MOCK_BREAK_RANK": str(rank)}),
+            rf'rank {rank}: no GPT-2 initialisation rule for parameter '
+            r'"h\.0\.ln_9\.weight"', env={"MOCK_BREAK_RANK": str(rank)},
+            what=f"only rank {rank} fails (seed init)")
+        check(not steps_printed(out), "... and no rank runs a step")
+    ck = write_st(os.path.join(TMP, "m.safetensors"), hf_checkpoint(random_params(4)))
+    out = expect_fail(
+        command(2, ["--data", t, "--eval-only", "--init-from", ck],
+                {"MOCK_BREAK_RANK": "1"}),
+        r'rank 1: checkpoint .*: tensor "h\.0\.ln_9\.weight" is missing',
+        env={"MOCK_BREAK_RANK": "1"}, what="only rank 1 fails (checkpoint)")
+    check(not steps_printed(out), "... and no rank runs a step")
+
+
+def case_rank_dies():
+    t = token_file(np.arange(40) % VOCAB)
+    env = {"MOCK_EXIT_RANK": "1"}
+    expect_fail(command(2, ["--data", t, "--eval-only"], env),
+                r"mock_step: rank 1 exits in mgt_forward", env=env,
+                what="rank 1 exits inside mgt_forward")
+
+
+def case_log_file():
+    t = token_file(np.arange(40) % VOCAB)
+    log = os.path.join(TMP, "log.jsonl")
+    out = expect_ok(command(2, ["--data", t, "--eval-only", "--steps", "3",
+                                "--log", log]), what="tp2 with --log")
+    printed = steps_printed(out)
+    check(len(printed) == 3 and [int(s) for s, _ in printed] == [0, 1, 2],
+          "rank 0 alone prints one line per step")
+    try:
+        lines = [json.loads(l) for l in open(log)]
+    except (OSError, ValueError) as e:
+        check(False, f"log readable as JSON lines ({e})")
+        return
+    check([l.get("step") for l in lines] == [0, 1, 2], "one JSON line per step")
+    check(all(set(l) == {"step", "loss", "ms", "tokens_per_s"} for l in lines),
+          "keys step, loss, ms, tokens_per_s")
+    check(all(np.float32(l["loss"]) == np.float32(float(x))
+              for l, (_, x) in zip(lines, printed)), "logged loss == printed loss")
+    check(all(l["ms"] >= 0 and l["tokens_per_s"] > 0 for l in lines),
+          "ms and tokens_per_s are positive")
+    bad = os.path.join(TMP, "no", "such", "dir", "log.jsonl")
+    expect_fail(command(2, ["--data", t, "--eval-only", "--log", bad]),
+                r"rank 0: cannot write log .*log\.jsonl", what="unwritable log")
+
+
+CASES = {name[5:]: fn for name, fn in globals().items()
+         if name.startswith("case_")}
+
+
+def main():
+    global A, TMP
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case", choices=sorted(CASES))
+    ap.add_argument("--megatron-run", required=True)
+    ap.add_argument("--mock-tp1", required=True)
+    ap.add_argument("--mock-tp2", required=True)
+    ap.add_argument("--rt-lib", required=True)
+    ap.add_argument("--mpirun", required=True)
+    ap.add_argument("--reference-dir", required=True)
+    A = ap.parse_args()
+    os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    with tempfile.TemporaryDirectory(prefix="megatron-run-") as tmp:
+        TMP = tmp
+        print(f"case {A.case}")
+        CASES[A.case]()
+    if FAILURES:
+        print(f"FAILED: {len(FAILURES)} check(s)")
+        return 1
+    print("PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
