@@ -21,6 +21,8 @@ void megatron::buildCPULoweringPipeline(OpPassManager &pm) {
   bufferize.functionBoundaryTypeConversion =
       bufferization::LayoutMapOption::IdentityLayoutMap;
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  // Updated parameters and optimizer state were written in place.
+  pm.addPass(bufferization::createDropEquivalentBufferResultsPass());
   bufferization::buildBufferDeallocationPipeline(pm);
   pm.addPass(createFinalizeRuntimeCalls());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());

@@ -24,32 +24,57 @@ using namespace mlir;
 
 namespace {
 
-/// The one function the lowering produced (the rank's step).
-llvm::Function *findStep(llvm::Module &module) {
-  for (llvm::Function &function : module)
-    if (!function.isDeclaration())
-      return &function;
-  return nullptr;
+/// Loads the function's arguments from the shared `void **args` array.
+llvm::SmallVector<llvm::Value *> unpackArguments(llvm::IRBuilder<> &b,
+                                                 llvm::Function &entry,
+                                                 const megatron::StepEntry &step) {
+  auto *ptr = llvm::PointerType::getUnqual(b.getContext());
+  llvm::SmallVector<llvm::Value *> args = {entry.getArg(0)};
+  for (unsigned index : step.argIndices) {
+    llvm::Value *slot =
+        b.CreateConstInBoundsGEP1_64(ptr, entry.getArg(1), index);
+    args.push_back(b.CreateLoad(ptr, slot));
+  }
+  return args;
 }
 
-/// `float mgt_forward(mrt_context *ctx, void **args)`: unpacks one pointer
-/// per manifest argument, so the runtime calls any model the same way.
-void addForwardEntry(llvm::Module &module, llvm::Function &step) {
+/// `float mgt_forward(ctx, args)` returns the function's scalar;
+/// `void mgt_train_step(ctx, args, float *results)` stores each of its
+/// scalars (loss, gradient norm).
+LogicalResult addEntry(llvm::Module &module, const megatron::StepEntry &step,
+                       Location loc) {
+  llvm::Function *function = module.getFunction(step.function);
+  if (!function)
+    return emitError(loc) << "the lowered module has no function '"
+                          << step.function << "'";
+  function->setLinkage(llvm::GlobalValue::InternalLinkage);
   llvm::LLVMContext &context = module.getContext();
   llvm::IRBuilder<> b(context);
   auto *ptr = llvm::PointerType::getUnqual(context);
-  auto *type = llvm::FunctionType::get(step.getReturnType(), {ptr, ptr},
-                                       /*isVarArg=*/false);
+  bool returnsLoss = step.kind == "forward";
+  if (returnsLoss && !function->getReturnType()->isFloatTy())
+    return emitError(loc) << "the forward entry must return the f32 loss";
+  auto *type = returnsLoss
+                   ? llvm::FunctionType::get(b.getFloatTy(), {ptr, ptr}, false)
+                   : llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, ptr},
+                                             false);
   auto *entry = llvm::Function::Create(
-      type, llvm::GlobalValue::ExternalLinkage, "mgt_forward", module);
+      type, llvm::GlobalValue::ExternalLinkage, "mgt_" + step.kind, module);
   b.SetInsertPoint(llvm::BasicBlock::Create(context, "entry", entry));
-  llvm::SmallVector<llvm::Value *> args = {entry->getArg(0)};
-  for (unsigned i = 1; i < step.arg_size(); ++i) {
-    llvm::Value *slot = b.CreateConstInBoundsGEP1_64(ptr, entry->getArg(1), i - 1);
-    args.push_back(b.CreateLoad(ptr, slot));
+  llvm::Value *result = b.CreateCall(function, unpackArguments(b, *entry, step));
+  if (returnsLoss) {
+    b.CreateRet(result);
+    return success();
   }
-  b.CreateRet(b.CreateCall(&step, args));
-  step.setLinkage(llvm::GlobalValue::InternalLinkage);
+  auto *results = llvm::dyn_cast<llvm::StructType>(result->getType());
+  unsigned count = results ? results->getNumElements() : 1;
+  for (unsigned i = 0; i < count; ++i) {
+    llvm::Value *value = results ? b.CreateExtractValue(result, i) : result;
+    b.CreateStore(value, b.CreateConstInBoundsGEP1_64(b.getFloatTy(),
+                                                      entry->getArg(2), i));
+  }
+  b.CreateRetVoid();
+  return success();
 }
 
 /// `const char *mgt_manifest(void)`.
@@ -117,6 +142,7 @@ LogicalResult linkSharedObject(StringRef object, StringRef output,
 } // namespace
 
 LogicalResult megatron::emitStepLibrary(ModuleOp lowered, StringRef manifest,
+                                        ArrayRef<StepEntry> entries,
                                         StringRef outputPath,
                                         StepOutput output) {
   Location loc = lowered.getLoc();
@@ -127,10 +153,9 @@ LogicalResult megatron::emitStepLibrary(ModuleOp lowered, StringRef manifest,
       translateModuleToLLVMIR(lowered, context, "megatron-step");
   if (!module)
     return emitError(loc) << "cannot translate the step to LLVM IR";
-  llvm::Function *step = findStep(*module);
-  if (!step)
-    return emitError(loc) << "the lowered module has no step function";
-  addForwardEntry(*module, *step);
+  for (const StepEntry &entry : entries)
+    if (failed(addEntry(*module, entry, loc)))
+      return failure();
   addManifestEntry(*module, manifest);
 
   std::string error;

@@ -11,10 +11,16 @@ using namespace mlir::tp;
 
 namespace {
 
-StringRef roleOf(StringRef name, Type elementType) {
-  if (name == "input_ids" || name == "targets")
-    return name;
-  return isa<FloatType>(elementType) ? "param" : "input";
+/// The role of an argument and, for optimizer state and gradients, the
+/// parameter it belongs to; tp-optimizer names them "<param>.<suffix>".
+std::pair<StringRef, StringRef> roleOf(StringRef name) {
+  if (name == "input_ids" || name == "targets" || name == "hyperparameters")
+    return {name, ""};
+  for (auto [suffix, role] : {std::pair{".exp_avg_sq", "adam_v"},
+                              {".exp_avg", "adam_m"}, {".grad", "grad"}})
+    if (name.ends_with(suffix))
+      return {role, name.drop_back(StringRef(suffix).size())};
+  return {"param", ""};
 }
 
 std::string dtypeOf(Type type) {
@@ -56,17 +62,11 @@ std::optional<int64_t> validVocab(func::FuncOp function) {
 
 } // namespace
 
-FailureOr<std::string> megatron::buildStepManifest(ModuleOp partitioned) {
-  auto functions = llvm::to_vector(partitioned.getOps<func::FuncOp>());
-  auto step = llvm::find_if(functions, [](func::FuncOp f) {
-    return !f.isExternal();
-  });
-  if (step == functions.end())
-    return partitioned.emitError("no step function to compile");
-  func::FuncOp function = *step;
-
+FailureOr<std::string>
+megatron::buildStepManifest(ModuleOp module, func::FuncOp function,
+                            ArrayRef<StepEntry> entries) {
   int64_t tp = 1;
-  for (auto mesh : partitioned.getOps<MeshOp>())
+  for (auto mesh : module.getOps<MeshOp>())
     tp = mesh.getAxisSize("tp").value_or(1);
   llvm::json::Array args;
   int64_t batch = 0, seq = 0;
@@ -88,16 +88,23 @@ FailureOr<std::string> megatron::buildStepManifest(ModuleOp partitioned) {
       batch = global[0];
       seq = global[1];
     }
-    args.push_back(llvm::json::Object{
+    auto [role, param] = roleOf(name.getValue());
+    llvm::json::Object entry{
         {"name", name.getValue()},
-        {"role", roleOf(name.getValue(), type.getElementType())},
+        {"role", role},
         {"dtype", dtypeOf(type.getElementType())},
         {"global_shape", shapeJson(global)},
         {"local_shape", shapeJson(local)},
         {"checkpoint_shape",
          shapeJson(unpadded ? unpadded.asArrayRef() : global)},
-        {"split", splitJson(getSharding(arg))}});
+        {"split", splitJson(getSharding(arg))}};
+    if (!param.empty())
+      entry["param"] = param;
+    args.push_back(std::move(entry));
   }
+  llvm::json::Array entryKinds;
+  for (const StepEntry &entry : entries)
+    entryKinds.push_back(entry.kind);
   std::optional<int64_t> vocab = validVocab(function);
   if (!vocab)
     return function.emitError("the step has no cross-entropy loss");
@@ -108,6 +115,7 @@ FailureOr<std::string> megatron::buildStepManifest(ModuleOp partitioned) {
                               {"batch", batch},
                               {"seq", seq},
                               {"valid_vocab", *vocab},
+                              {"entries", std::move(entryKinds)},
                               {"args", std::move(args)}};
   std::string text;
   llvm::raw_string_ostream(text) << llvm::json::Value(std::move(manifest));

@@ -74,6 +74,17 @@ extern "C" void mrt_layernorm_fwd_f32(const float *x, const float *w,
   }
 }
 
+extern "C" void mrt_layernorm_stats_f32(const float *x, float *mean,
+                                        float *rstd, int64_t rows,
+                                        int64_t cols, float eps) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    RowStats s = rowStats(x + r * cols, cols, eps);
+    mean[r] = s.mean;
+    rstd[r] = s.rstd;
+  }
+}
+
 extern "C" void mrt_layernorm_bwd_f32(const float *dy, const float *x,
                                       const float *w, const float *mean,
                                       const float *rstd, float *dx, float *dw,

@@ -53,6 +53,15 @@ TEST_F(LayerNormTest, ForwardMatchesNaive) {
   EXPECT_TRUE(allClose(rstd, ref.rstd));
 }
 
+TEST_F(LayerNormTest, StatsAloneMatchNaive) {
+  std::vector<float> mean(kRows), rstd(kRows);
+  mrt_layernorm_stats_f32(x.data(), mean.data(), rstd.data(), kRows, kCols,
+                          kEps);
+  Reference ref = referenceForward(toDouble(x), toDouble(w), toDouble(b));
+  EXPECT_TRUE(allClose(mean, ref.mean));
+  EXPECT_TRUE(allClose(rstd, ref.rstd));
+}
+
 TEST_F(LayerNormTest, ForwardInPlace) {
   std::vector<float> y = x, mean(kRows), rstd(kRows);
   mrt_layernorm_fwd_f32(y.data(), w.data(), b.data(), y.data(), mean.data(),

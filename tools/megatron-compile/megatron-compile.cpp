@@ -1,9 +1,11 @@
 //===- megatron-compile.cpp - GPT-2 tp IR to a tensor-parallel step .so ----===//
 //
-//   megatron-compile gpt2.mlir --tp=2 --target=cpu -o step.so
+//   megatron-compile gpt2.mlir --tp=2 --target=cpu [--train] -o step.so
 //
-// Runs the Megatron pipeline, records the manifest of the partitioned step,
-// lowers it for the target and writes the shared object megatron-run loads.
+// Runs the Megatron pipeline, with --train appends the backward pass and the
+// AdamW update (keeping a copy of the forward pass for evaluation), records
+// the manifest of the step, lowers it for the target and writes the shared
+// object megatron-run loads.
 //
 //===----------------------------------------------------------------------===//
 #include "megatron/InitAll.h"
@@ -33,6 +35,14 @@ static cl::opt<int64_t> tpSize("tp", cl::desc("tensor-parallel size"),
                            cl::init(1), cl::cat(category));
 static cl::opt<std::string> target("target", cl::desc("cpu"),
                                    cl::init("cpu"), cl::cat(category));
+static cl::opt<bool> train("train",
+                           cl::desc("emit the training step (backward pass "
+                                    "and AdamW) beside the forward entry"),
+                           cl::cat(category));
+static cl::opt<bool> exportGrads(
+    "export-grads",
+    cl::desc("with --train, also write every gradient into an argument"),
+    cl::cat(category));
 enum class Emit { SharedLibrary, Object, PartitionedMLIR, Manifest, LoweredMLIR };
 static cl::opt<Emit> emit(
     "emit", cl::desc("what to write"), cl::init(Emit::SharedLibrary),
@@ -69,7 +79,74 @@ static LogicalResult writeModule(ModuleOp module) {
   return writeOutput([&](raw_ostream &os) { module.print(os); });
 }
 
+/// The module's one function with a body: the partitioned step.
+static func::FuncOp stepFunction(ModuleOp module) {
+  for (auto function : module.getOps<func::FuncOp>())
+    if (!function.isExternal())
+      return function;
+  return {};
+}
+
+static func::FuncOp stepFunction(ModuleOp module,
+                                 const megatron::StepEntry &entry) {
+  return module.lookupSymbol<func::FuncOp>(entry.function);
+}
+
+/// Argument positions of `function` in the manifest, matched by tp.name.
+static SmallVector<unsigned> manifestIndices(func::FuncOp function,
+                                             func::FuncOp manifest) {
+  llvm::StringMap<unsigned> position;
+  for (unsigned i = 0; i < manifest.getNumArguments(); ++i)
+    if (auto name = manifest.getArgAttrOfType<StringAttr>(
+            i, tp::TPDialect::kNameAttrName))
+      position[name.getValue()] = i;
+  SmallVector<unsigned> indices;
+  for (unsigned i = 0; i < function.getNumArguments(); ++i)
+    indices.push_back(position.lookup(
+        function.getArgAttrOfType<StringAttr>(i, tp::TPDialect::kNameAttrName)
+            .getValue()));
+  return indices;
+}
+
+static FailureOr<SmallVector<megatron::StepEntry>> forwardOnly(ModuleOp module) {
+  func::FuncOp step = stepFunction(module);
+  if (!step)
+    return module.emitError("no function to compile");
+  return SmallVector<megatron::StepEntry>{
+      {"forward", step.getName().str(), manifestIndices(step, step)}};
+}
+
+/// Keeps the forward pass as `<name>_forward` for evaluation, then turns
+/// the step into the training step.
+static FailureOr<SmallVector<megatron::StepEntry>>
+buildTrainStep(MLIRContext &context, ModuleOp module) {
+  func::FuncOp step = stepFunction(module);
+  if (!step)
+    return module.emitError("no function to compile");
+  OwningOpRef<ModuleOp> forwardModule = ModuleOp::create(module.getLoc());
+  func::FuncOp forward = step.clone();
+  forward.setName((step.getName() + "_forward").str());
+  forwardModule->push_back(forward);
+
+  PassManager training(&context);
+  training.addPass(megatron::createAutodiff());
+  training.addPass(megatron::createOptimizer(
+      megatron::OptimizerOptions{exportGrads.getValue()}));
+  if (failed(run(context, training, module)))
+    return failure();
+  forward->remove();
+  module.push_back(forward);
+  return SmallVector<megatron::StepEntry>{
+      {"forward", forward.getName().str(), manifestIndices(forward, step)},
+      {"train_step", step.getName().str(), manifestIndices(step, step)}};
+}
+
 static LogicalResult compile(MLIRContext &context) {
+  if (exportGrads && !train) {
+    WithColor::error(errs(), "megatron-compile")
+        << "--export-grads needs --train\n";
+    return failure();
+  }
   if (target != "cpu") {
     WithColor::error(errs(), "megatron-compile")
         << "unknown --target '" << target << "'; this build targets cpu\n";
@@ -94,9 +171,14 @@ static LogicalResult compile(MLIRContext &context) {
   megatron::buildMegatronPipeline(partition, options);
   if (failed(run(context, partition, *module)))
     return failure();
+  FailureOr<SmallVector<megatron::StepEntry>> entries =
+      train ? buildTrainStep(context, *module) : forwardOnly(*module);
+  if (failed(entries))
+    return failure();
   if (emit == Emit::PartitionedMLIR)
     return writeModule(*module);
-  FailureOr<std::string> manifest = megatron::buildStepManifest(*module);
+  FailureOr<std::string> manifest = megatron::buildStepManifest(
+      *module, stepFunction(*module, entries->back()), *entries);
   if (failed(manifest))
     return failure();
   if (emit == Emit::Manifest)
@@ -108,7 +190,7 @@ static LogicalResult compile(MLIRContext &context) {
     return failure();
   if (emit == Emit::LoweredMLIR)
     return writeModule(*module);
-  return megatron::emitStepLibrary(*module, *manifest, output,
+  return megatron::emitStepLibrary(*module, *manifest, *entries, output,
                                    emit == Emit::Object
                                        ? megatron::StepOutput::Object
                                        : megatron::StepOutput::SharedLibrary);

@@ -4,11 +4,14 @@
 // each argument is laid out, and the shared object exporting
 //   const char *mgt_manifest(void);
 //   float mgt_forward(mrt_context *ctx, void **args);
+//   void mgt_train_step(mrt_context *ctx, void **args, float *results);
+// All entries take the same array, one pointer per manifest argument.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEGATRON_TARGET_STEPLIBRARY_H
 #define MEGATRON_TARGET_STEPLIBRARY_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 
@@ -16,10 +19,21 @@
 
 namespace mlir::megatron {
 
-/// The JSON manifest of a partitioned module's step function: for every
-/// argument its name, role, dtype, global and local shape, the shape a
-/// checkpoint holds (before vocabulary padding) and how it is split.
-FailureOr<std::string> buildStepManifest(ModuleOp partitioned);
+/// An exported entry point wrapping one lowered function.
+struct StepEntry {
+  /// "forward" or "train_step"; the symbol is "mgt_" + kind.
+  std::string kind;
+  std::string function;
+  /// For each of the function's arguments after the context, its position
+  /// in the manifest's argument list.
+  SmallVector<unsigned> argIndices;
+};
+
+/// The JSON manifest of a partitioned step function: for every argument its
+/// name, role, dtype, global and local shape, the shape a checkpoint holds
+/// (before vocabulary padding) and how it is split; and the entry points.
+FailureOr<std::string> buildStepManifest(ModuleOp module, func::FuncOp step,
+                                         ArrayRef<StepEntry> entries);
 
 /// convert-tp-to-runtime through bufferization, deallocation and the
 /// conversion to the LLVM dialect.
@@ -34,6 +48,7 @@ enum class StepOutput { Object, SharedLibrary };
 /// optimises at -O3 for the host and writes an object or a shared object
 /// linked against libmegatron_rt.
 LogicalResult emitStepLibrary(ModuleOp lowered, StringRef manifest,
+                              ArrayRef<StepEntry> entries,
                               StringRef outputPath, StepOutput output);
 
 } // namespace mlir::megatron

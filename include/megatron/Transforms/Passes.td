@@ -77,6 +77,33 @@ def Autodiff : Pass<"tp-autodiff", "ModuleOp"> {
   }];
 }
 
+def Optimizer : Pass<"tp-optimizer", "ModuleOp"> {
+  let summary = "Append AdamW with TP-aware global-norm clipping: the train step";
+  let description = [{
+    Runs after tp-autodiff. Every parameter gains AdamW state arguments
+    (`<name>.exp_avg`, `<name>.exp_avg_sq`, sharded like the parameter) and
+    the function an `f32[8]` hyperparameters argument
+    ([lr, beta1, beta2, eps, weight_decay, grad_clip, step, 0]), so the
+    schedule is the runtime's. The global gradient norm counts each
+    parameter once: squares of sharded gradients are summed on each rank and
+    all-reduced over their axis, those of replicated gradients added after.
+    With grad_clip > 0, gradients scale by min(1, grad_clip / (norm + 1e-6))
+    as torch.nn.utils.clip_grad_norm_ does. Weight decay applies to 2-D
+    weights only. The function returns the loss, the norm, then the updated
+    parameters and state, each marked `tp.updates` with the argument it
+    replaces so bufferization writes it in place. With `export-grads`, each
+    gradient is also written into a `<name>.grad` argument.
+  }];
+  let options = [
+    Option<"exportGrads", "export-grads", "bool", "false",
+           "also write every gradient into a <name>.grad argument">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::bufferization::BufferizationDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def Explain : Pass<"tp-explain", "ModuleOp"> {
   let summary = "Report parameters, FLOPs and communication per rank";
   let description = [{

@@ -75,6 +75,11 @@ private:
                                           APFloat(value));
   }
 
+  Value scalar(Location loc, Value tensor, int64_t index) {
+    Value position = arith::ConstantIndexOp::create(b, loc, index);
+    return tensor::ExtractOp::create(b, loc, tensor, position);
+  }
+
   /// A flat `memref<?xT>` view of a contiguous static buffer.
   Value flat(Location loc, Value buffer) {
     auto type = cast<MemRefType>(buffer.getType());
@@ -446,6 +451,271 @@ private:
     return success();
   }
 
+
+  //===--------------------------------------------------------------------===//
+  // Gradient ops
+  //===--------------------------------------------------------------------===//
+
+  /// [K, N] = sum over rows of lhs^T rhs: one GEMM with A transposed.
+  LogicalResult lowerWeightGrad(WeightGradOp op) {
+    Location loc = op.getLoc();
+    int64_t k = op.getType().getDimSize(0), n = op.getType().getDimSize(1);
+    int64_t rows = numElements(op.getLhs()) / k;
+    Value a = input(loc, op.getLhs()), g = input(loc, op.getRhs());
+    Output c = output(loc, op.getType());
+    call(loc, "mrt_gemm_f32",
+         {i32(loc, 1), i32(loc, 0), i64(loc, k), i64(loc, n), i64(loc, rows),
+          f32(loc, 1.0f), a, i64(loc, k), g, i64(loc, n), f32(loc, 0.0f),
+          c.view, i64(loc, n)});
+    op.replaceAllUsesWith(tensor(loc, c));
+    return success();
+  }
+
+  /// A reduction over the leading dimensions, as linalg so it fuses.
+  LogicalResult lowerSumTo(SumToOp op) {
+    Location loc = op.getLoc();
+    auto type = op.getType();
+    int64_t rank = op.getInput().getType().getRank();
+    int64_t kept = type.getRank();
+    SmallVector<AffineExpr> outputDims;
+    for (int64_t dim = rank - kept; dim < rank; ++dim)
+      outputDims.push_back(b.getAffineDimExpr(dim));
+    SmallVector<AffineMap> maps = {
+        b.getMultiDimIdentityMap(rank),
+        AffineMap::get(rank, 0, outputDims, b.getContext())};
+    SmallVector<utils::IteratorType> iterators(rank - kept,
+                                               utils::IteratorType::reduction);
+    iterators.append(kept, utils::IteratorType::parallel);
+    Value init = tensor::EmptyOp::create(b, loc, type.getShape(),
+                                         type.getElementType());
+    Value zero = linalg::FillOp::create(b, loc, f32(loc, 0.0f), init)
+                     .getResult(0);
+    auto sum = linalg::GenericOp::create(
+        b, loc, type, op.getInput(), zero, maps, iterators,
+        [](OpBuilder &nb, Location nl, ValueRange args) {
+          linalg::YieldOp::create(
+              nb, nl, ValueRange{arith::AddFOp::create(nb, nl, args[1],
+                                                       args[0])});
+        });
+    op.replaceAllUsesWith(sum.getResult(0));
+    return success();
+  }
+
+  /// d/dx of GPT-2's GELU times the incoming gradient.
+  LogicalResult lowerGeluGrad(GeluGradOp op) {
+    op.replaceAllUsesWith(elementwise(
+        op.getLoc(), op.getType(), {op.getInput(), op.getGrad()},
+        [](OpBuilder &nb, Location loc, ValueRange args) -> Value {
+          Type type = args[0].getType();
+          auto constant = [&](double value) -> Value {
+            return arith::ConstantOp::create(nb, loc,
+                                             nb.getFloatAttr(type, value));
+          };
+          auto mul = [&](Value l, Value r) -> Value {
+            return arith::MulFOp::create(nb, loc, l, r);
+          };
+          auto add = [&](Value l, Value r) -> Value {
+            return arith::AddFOp::create(nb, loc, l, r);
+          };
+          Value x = args[0], square = mul(x, x);
+          Value s = constant(0.7978845608028654);
+          Value t = math::TanhOp::create(
+              nb, loc,
+              mul(s, add(x, mul(constant(0.044715), mul(square, x)))));
+          Value sech2 = arith::SubFOp::create(nb, loc, constant(1.0), mul(t, t));
+          Value inner = mul(s, add(constant(1.0),
+                                   mul(constant(3 * 0.044715), square)));
+          Value derivative = add(mul(constant(0.5), add(constant(1.0), t)),
+                                 mul(mul(constant(0.5), x), mul(sech2, inner)));
+          return mul(derivative, args[1]);
+        }));
+    return success();
+  }
+
+  /// The statistics are recomputed rather than stored from the forward.
+  LogicalResult lowerLayerNormGrad(LayerNormGradOp op) {
+    Location loc = op.getLoc();
+    int64_t cols = op.getWeight().getType().getDimSize(0);
+    int64_t rows = numElements(op.getInput()) / cols;
+    auto stats = RankedTensorType::get({rows}, b.getF32Type());
+    Value x = input(loc, op.getInput()), w = input(loc, op.getWeight()),
+          dy = input(loc, op.getGrad());
+    Output mean = output(loc, stats), rstd = output(loc, stats);
+    call(loc, "mrt_layernorm_stats_f32",
+         {x, mean.view, rstd.view, i64(loc, rows), i64(loc, cols),
+          f32(loc, op.getEpsilon().convertToFloat())});
+    Output dx = output(loc, op.getInputGrad().getType()),
+           dw = output(loc, op.getWeightGrad().getType()),
+           db = output(loc, op.getBiasGrad().getType());
+    call(loc, "mrt_layernorm_bwd_f32",
+         {dy, x, w, mean.view, rstd.view, dx.view, dw.view, db.view,
+          i64(loc, rows), i64(loc, cols)});
+    op.getInputGrad().replaceAllUsesWith(tensor(loc, dx));
+    op.getWeightGrad().replaceAllUsesWith(tensor(loc, dw));
+    op.getBiasGrad().replaceAllUsesWith(tensor(loc, db));
+    return success();
+  }
+
+  /// The forward is recomputed for its output and log-sum-exp, so the
+  /// T x T probabilities are never stored.
+  LogicalResult lowerAttentionGrad(AttentionGradOp op) {
+    Location loc = op.getLoc();
+    auto grad = op.getGrad().getType();
+    int64_t batch = grad.getDimSize(0), seq = grad.getDimSize(1);
+    int64_t heads = op.getNumHeads(), width = grad.getDimSize(2) / heads;
+    Value qkv = input(loc, op.getQkv()), dout = input(loc, op.getGrad());
+    Output out = output(loc, grad);
+    Output lse = output(
+        loc, RankedTensorType::get({batch, heads, seq}, b.getF32Type()));
+    SmallVector<Value> sizes = {i64(loc, batch), i64(loc, seq),
+                                i64(loc, heads), i64(loc, width)};
+    SmallVector<Value> forward = {qkv, out.view, lse.view};
+    forward.append(sizes);
+    call(loc, "mrt_attention_fwd_f32", forward);
+    Output dqkv = output(loc, op.getType());
+    SmallVector<Value> backward = {qkv, out.view, dout, lse.view, dqkv.view};
+    backward.append(sizes);
+    call(loc, "mrt_attention_bwd_f32", backward);
+    op.replaceAllUsesWith(tensor(loc, dqkv));
+    return success();
+  }
+
+  LogicalResult lowerEmbeddingGrad(EmbeddingGradOp op) {
+    Location loc = op.getLoc();
+    auto table = op.getType();
+    Value start = vocabStart(loc, op.getOffset());
+    Value dy = input(loc, op.getGrad()), ids = input(loc, op.getIds());
+    Output dtable = output(loc, table);
+    // The kernel accumulates: rows no id selects stay zero.
+    linalg::FillOp::create(b, loc, f32(loc, 0.0f), dtable.buffer);
+    call(loc, "mrt_embedding_bwd_f32",
+         {dy, ids, start, i64(loc, table.getDimSize(0)),
+          i64(loc, table.getDimSize(1)), i64(loc, numElements(op.getIds())),
+          dtable.view});
+    op.replaceAllUsesWith(tensor(loc, dtable));
+    return success();
+  }
+
+  /// The gradient of the rows used, zeros for the positions beyond.
+  LogicalResult lowerPositionEmbeddingGrad(PositionEmbeddingGradOp op) {
+    Location loc = op.getLoc();
+    auto type = op.getType();
+    Value init = tensor::EmptyOp::create(b, loc, type.getShape(),
+                                         type.getElementType());
+    Value zero = linalg::FillOp::create(b, loc, f32(loc, 0.0f), init)
+                     .getResult(0);
+    auto grad = op.getGrad().getType();
+    SmallVector<OpFoldResult> offsets(2, b.getIndexAttr(0)),
+        strides(2, b.getIndexAttr(1));
+    SmallVector<OpFoldResult> sizes = {b.getIndexAttr(grad.getDimSize(0)),
+                                       b.getIndexAttr(grad.getDimSize(1))};
+    op.replaceAllUsesWith(tensor::InsertSliceOp::create(
+                              b, loc, op.getGrad(), zero, offsets, sizes,
+                              strides)
+                              .getResult());
+    return success();
+  }
+
+  LogicalResult lowerXentGrad(XentGradOp op) {
+    Location loc = op.getLoc();
+    int64_t vocab = op.getLogits().getType().getShape().back();
+    Value start = vocabStart(loc, op.getOffset());
+    Value lossGrad = tensor::ExtractOp::create(b, loc, op.getLossGrad(),
+                                               ValueRange());
+    Value logits = input(loc, op.getLogits()),
+          targets = input(loc, op.getTargets()), max = input(loc, op.getMax()),
+          sumExp = input(loc, op.getSumExp());
+    Output dlogits = output(loc, op.getType());
+    call(loc, "mrt_vocab_ce_bwd_f32",
+         {logits, targets, max, sumExp, i64(loc, numElements(op.getMax())),
+          i64(loc, vocab), start, i64(loc, op.getValidVocab()), lossGrad,
+          dlogits.view});
+    op.replaceAllUsesWith(tensor(loc, dlogits));
+    return success();
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Optimizer ops
+  //===--------------------------------------------------------------------===//
+
+  /// Accumulated in double by the runtime, then rounded.
+  LogicalResult lowerSumSquares(SumSquaresOp op) {
+    Location loc = op.getLoc();
+    Value values = input(loc, op.getInput());
+    SmallVector<Value> sum;
+    call(loc, "mrt_sum_squares_f32",
+         {values, i64(loc, numElements(op.getInput()))}, b.getF64Type(), &sum);
+    op.replaceAllUsesWith(
+        arith::TruncFOp::create(b, loc, b.getF32Type(), sum[0]).getResult());
+    return success();
+  }
+
+  /// AdamW as one elementwise linalg.generic writing the parameter and both
+  /// moments in their own buffers. The scalar factors are computed in double,
+  /// as torch.optim.AdamW computes them in Python floats.
+  LogicalResult lowerAdamW(AdamWOp op) {
+    Location loc = op.getLoc();
+    Type f64 = b.getF64Type(), f32Type = b.getF32Type();
+    auto hyper = [&](int64_t index) -> Value {
+      return arith::ExtFOp::create(b, loc, f64,
+                                   scalar(loc, op.getHyperparameters(), index));
+    };
+    auto constant = [&](double value) -> Value {
+      return arith::ConstantOp::create(b, loc, b.getF64FloatAttr(value));
+    };
+    auto narrow = [&](Value value) -> Value {
+      return arith::TruncFOp::create(b, loc, f32Type, value);
+    };
+    Value lr = hyper(0), beta1 = hyper(1), beta2 = hyper(2), eps = hyper(3),
+          decay = hyper(4), step = hyper(6);
+    Value one = constant(1.0);
+    Value correction1 = arith::SubFOp::create(
+        b, loc, one, math::PowFOp::create(b, loc, beta1, step));
+    Value correction2 = arith::SubFOp::create(
+        b, loc, one, math::PowFOp::create(b, loc, beta2, step));
+    Value stepSize = narrow(arith::DivFOp::create(b, loc, lr, correction1));
+    Value correction2Sqrt = narrow(math::SqrtOp::create(b, loc, correction2));
+    Value keep = narrow(arith::SubFOp::create(
+        b, loc, one, arith::MulFOp::create(b, loc, lr, decay)));
+    Value oneMinusBeta1 = narrow(arith::SubFOp::create(b, loc, one, beta1));
+    Value oneMinusBeta2 = narrow(arith::SubFOp::create(b, loc, one, beta2));
+    Value beta2f = narrow(beta2), epsf = narrow(eps);
+    Value scale = op.getGradScale();
+    bool decays = op.getDecay();
+
+    auto type = op.getParam().getType();
+    SmallVector<AffineMap> maps(4, b.getMultiDimIdentityMap(type.getRank()));
+    SmallVector<utils::IteratorType> iterators(type.getRank(),
+                                               utils::IteratorType::parallel);
+    auto update = linalg::GenericOp::create(
+        b, loc, TypeRange{type, type, type}, ValueRange{op.getGrad()},
+        ValueRange{op.getParam(), op.getExpAvg(), op.getExpAvgSq()}, maps,
+        iterators, [&](OpBuilder &nb, Location nl, ValueRange args) {
+          auto mul = [&](Value l, Value r) -> Value {
+            return arith::MulFOp::create(nb, nl, l, r);
+          };
+          auto add = [&](Value l, Value r) -> Value {
+            return arith::AddFOp::create(nb, nl, l, r);
+          };
+          Value g = mul(args[0], scale);
+          Value param = decays ? mul(args[1], keep) : args[1];
+          Value m = add(args[2],
+                        mul(oneMinusBeta1,
+                            arith::SubFOp::create(nb, nl, g, args[2])));
+          Value v = add(mul(args[3], beta2f), mul(oneMinusBeta2, mul(g, g)));
+          Value denom = add(
+              arith::DivFOp::create(nb, nl, math::SqrtOp::create(nb, nl, v),
+                                    correction2Sqrt),
+              epsf);
+          Value newParam = arith::SubFOp::create(
+              nb, nl, param,
+              mul(stepSize, arith::DivFOp::create(nb, nl, m, denom)));
+          linalg::YieldOp::create(nb, nl, ValueRange{newParam, m, v});
+        });
+    op.replaceAllUsesWith(update.getResults());
+    return success();
+  }
+
   ModuleOp module;
   Value ctx;
   OpBuilder b;
@@ -469,6 +739,18 @@ LogicalResult RuntimeLowering::lower(Operation *op) {
           .Case([&](XentMaxOp op) { return lowerXentMax(op); })
           .Case([&](XentSumExpOp op) { return lowerXentSumExp(op); })
           .Case([&](XentLossOp op) { return lowerXentLoss(op); })
+          .Case([&](WeightGradOp op) { return lowerWeightGrad(op); })
+          .Case([&](SumToOp op) { return lowerSumTo(op); })
+          .Case([&](GeluGradOp op) { return lowerGeluGrad(op); })
+          .Case([&](LayerNormGradOp op) { return lowerLayerNormGrad(op); })
+          .Case([&](AttentionGradOp op) { return lowerAttentionGrad(op); })
+          .Case([&](EmbeddingGradOp op) { return lowerEmbeddingGrad(op); })
+          .Case([&](PositionEmbeddingGradOp op) {
+            return lowerPositionEmbeddingGrad(op);
+          })
+          .Case([&](XentGradOp op) { return lowerXentGrad(op); })
+          .Case([&](SumSquaresOp op) { return lowerSumSquares(op); })
+          .Case([&](AdamWOp op) { return lowerAdamW(op); })
           .Case([&](FOp op) {
             // Identity forward; its all-reduce is the backward pass's.
             op.replaceAllUsesWith(op.getInput());
@@ -509,6 +791,15 @@ LogicalResult RuntimeLowering::lower(Operation *op) {
 /// results (the loss) are returned as scalars.
 Value addContextAndScalarResults(func::FuncOp function) {
   MLIRContext *context = function.getContext();
+  // A result that updates an argument is written into that argument's
+  // buffer: one-shot bufferization may then do so in place, and
+  // drop-equivalent-buffer-results removes the result.
+  for (unsigned i = 0; i < function.getNumResults(); ++i)
+    if (auto index = function.getResultAttrOfType<IntegerAttr>(
+            i, TPDialect::kUpdatesAttrName))
+      function.setArgAttr(index.getInt(),
+                          bufferization::BufferizationDialect::kWritableAttrName,
+                          BoolAttr::get(context, true));
   auto ptr = LLVM::LLVMPointerType::get(context);
   (void)function.insertArgument(0, ptr, {}, function.getLoc());
   auto ret = cast<func::ReturnOp>(function.front().getTerminator());
@@ -535,6 +826,9 @@ struct ConvertTPToRuntimePass
       if (!function.isExternal())
         functions.push_back(function);
     for (func::FuncOp function : functions) {
+      // Only the entry points generated around the step are exported; a
+      // private step lets bufferization drop the results it wrote in place.
+      function.setPrivate();
       Value ctx = addContextAndScalarResults(function);
       RuntimeLowering lowering(module, ctx);
       SmallVector<Operation *> ops;
@@ -548,13 +842,20 @@ struct ConvertTPToRuntimePass
     }
     // Shardings and the mesh only described the partition; the runtime's
     // manifest is made before this lowering.
-    for (func::FuncOp function : functions)
+    for (func::FuncOp function : functions) {
       for (unsigned i = 0; i < function.getNumArguments(); ++i)
         for (NamedAttribute attr : function.getArgAttrDict(i)
                                        ? function.getArgAttrDict(i).getValue()
                                        : ArrayRef<NamedAttribute>())
           if (isa_and_nonnull<TPDialect>(attr.getNameDialect()))
             function.removeArgAttr(i, attr.getName());
+      for (unsigned i = 0; i < function.getNumResults(); ++i)
+        for (NamedAttribute attr : function.getResultAttrDict(i)
+                                       ? function.getResultAttrDict(i).getValue()
+                                       : ArrayRef<NamedAttribute>())
+          if (isa_and_nonnull<TPDialect>(attr.getNameDialect()))
+            function.removeResultAttr(i, attr.getName());
+    }
     for (auto mesh : llvm::make_early_inc_range(module.getOps<MeshOp>()))
       mesh.erase();
   }

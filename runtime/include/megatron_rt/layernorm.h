@@ -14,6 +14,11 @@ MRT_API void mrt_layernorm_fwd_f32(const float *x, const float *w,
                                    float *rstd, int64_t rows, int64_t cols,
                                    float eps);
 
+/* The per-row mean and reciprocal standard deviation mrt_layernorm_fwd_f32
+ * saves, alone: the backward pass recomputes them instead of storing them. */
+MRT_API void mrt_layernorm_stats_f32(const float *x, float *mean, float *rstd,
+                                     int64_t rows, int64_t cols, float eps);
+
 /* Gradients of mrt_layernorm_fwd_f32 given dy [rows,cols] and the saved
  * mean/rstd: dx [rows,cols] and dw, db [cols] are OVERWRITTEN (dw, db with
  * the sum over all rows). dx may alias dy. */

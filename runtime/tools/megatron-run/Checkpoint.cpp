@@ -127,8 +127,14 @@ Checkpoint::Checkpoint(const std::string &path) : path_(path) {
   static const std::regex buffer(R"(^h\.\d+\.attn\.(bias|masked_bias)$)");
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string &fileName = it.key();
-    if (fileName == "__metadata__")
+    if (fileName == "__metadata__") {
+      if (!it.value().is_object())
+        fail("__metadata__ is not a JSON object");
+      for (auto m = it.value().begin(); m != it.value().end(); ++m)
+        metadata_[m.key()] =
+            m.value().is_string() ? m.value().get<std::string>() : m.value().dump();
       continue;
+    }
     const json &info = it.value();
     const std::string where = "tensor \"" + fileName + "\": ";
     Entry e;
@@ -159,7 +165,9 @@ Checkpoint::Checkpoint(const std::string &path) : path_(path) {
     std::string name = fileName;
     if (name.rfind("transformer.", 0) == 0)
       name = name.substr(12);
-    if (std::regex_match(name, buffer) || name == "lm_head.weight")
+    if (name.rfind("optimizer.", 0) == 0)
+      name = fileName; // no prefix stripping inside optimizer names
+    else if (std::regex_match(name, buffer) || name == "lm_head.weight")
       continue; // attention-mask buffers; the output head is tied to wte
     auto [pos, inserted] = entries_.emplace(name, e);
     if (!inserted)
@@ -173,16 +181,28 @@ Checkpoint::~Checkpoint() {
     ::close(fd_);
 }
 
-void Checkpoint::checkAgainst(const Manifest &manifest) const {
+std::string Checkpoint::optimizerName(const std::string &param,
+                                      const std::string &role) {
+  return "optimizer." + param + (role == "adam_m" ? ".exp_avg" : ".exp_avg_sq");
+}
+
+void Checkpoint::checkAgainst(const Manifest &manifest, bool optimizer) const {
   auto fail = [&](const std::string &msg) {
     throw std::runtime_error("checkpoint " + path_ + ": " + msg);
   };
   std::map<std::string, const Arg *> params;
-  for (const Arg &a : manifest.args)
+  for (const Arg &a : manifest.args) {
     if (a.role == "param")
       params[a.name] = &a;
+    else if (optimizer && (a.role == "adam_m" || a.role == "adam_v"))
+      params[optimizerName(a.param, a.role)] = &a;
+  }
   for (const auto &[name, arg] : params) {
     auto it = entries_.find(name);
+    if (it == entries_.end() && arg->role != "param")
+      fail("tensor \"" + name + "\" is missing: --resume needs the AdamW "
+           "state that megatron-run --save writes (use --init-from to load "
+           "only the weights)");
     if (it == entries_.end())
       fail("tensor \"" + name + "\" is missing (the model needs shape " +
            shapeString(arg->checkpointShape) + ")");
@@ -204,7 +224,8 @@ void Checkpoint::checkAgainst(const Manifest &manifest) const {
   }
   std::vector<std::string> extra;
   for (const auto &[name, e] : entries_)
-    if (!params.count(name))
+    if (!params.count(name) &&
+        (optimizer || name.rfind("optimizer.", 0) != 0))
       extra.push_back(e.fileName);
   if (!extra.empty()) {
     std::string list;
@@ -236,9 +257,9 @@ void Checkpoint::preadAll(void *buf, uint64_t bytes, uint64_t offset,
   }
 }
 
-void Checkpoint::readSlice(const Arg &arg, const TensorSlice &slice,
+void Checkpoint::readSlice(const std::string &name, const TensorSlice &slice,
                            float *out) const {
-  const Entry &e = entries_.at(arg.name);
+  const Entry &e = entries_.at(name);
   const size_t bytes = dtypeBytes(e.dtype);
   std::vector<unsigned char> tmp;
   forEachRun(slice, [&](int64_t local, int64_t ckpt, int64_t count) {
@@ -256,6 +277,82 @@ void Checkpoint::readSlice(const Arg &arg, const TensorSlice &slice,
       convert(e.dtype, tmp.data(), count, dst);
     }
   });
+}
+
+SafetensorsWriter::SafetensorsWriter(
+    const std::string &path, const std::vector<Tensor> &tensors,
+    const std::map<std::string, std::string> &metadata)
+    : path_(path), tmp_(path + ".tmp"), tensors_(tensors) {
+  nlohmann::ordered_json header;
+  if (!metadata.empty()) {
+    nlohmann::ordered_json meta = nlohmann::ordered_json::object();
+    for (const auto &[k, v] : metadata)
+      meta[k] = v;
+    header["__metadata__"] = meta;
+  }
+  uint64_t offset = 0;
+  for (const Tensor &t : tensors_) {
+    const uint64_t bytes = static_cast<uint64_t>(elements(t.shape)) * 4;
+    header[t.name] = {{"dtype", "F32"},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0)
+    throw std::runtime_error("cannot write " + tmp_ + ": " +
+                             std::strerror(errno));
+  unsigned char len[8];
+  for (int i = 0; i < 8; ++i)
+    len[i] = static_cast<unsigned char>(text.size() >> (8 * i));
+  writeAll(len, 8);
+  writeAll(text.data(), text.size());
+}
+
+SafetensorsWriter::~SafetensorsWriter() {
+  if (fd_ >= 0)
+    ::close(fd_);
+  if (!committed_)
+    ::unlink(tmp_.c_str());
+}
+
+void SafetensorsWriter::writeAll(const void *buf, size_t bytes) {
+  const char *p = static_cast<const char *>(buf);
+  while (bytes > 0) {
+    ssize_t n = ::write(fd_, p, bytes);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      throw std::runtime_error("cannot write " + tmp_ + ": " +
+                               std::strerror(errno));
+    p += n;
+    bytes -= static_cast<size_t>(n);
+  }
+}
+
+void SafetensorsWriter::write(const float *data, int64_t count) {
+  if (next_ >= tensors_.size() || count != elements(tensors_[next_].shape))
+    throw std::logic_error("SafetensorsWriter: tensor data out of order");
+  ++next_;
+  writeAll(data, static_cast<size_t>(count) * sizeof(float));
+}
+
+void SafetensorsWriter::commit() {
+  if (next_ != tensors_.size())
+    throw std::logic_error("SafetensorsWriter: not every tensor written");
+  int err = ::fsync(fd_) != 0 ? errno : 0;
+  if (::close(fd_) != 0 && err == 0)
+    err = errno;
+  fd_ = -1;
+  if (err != 0)
+    throw std::runtime_error("cannot write " + tmp_ + ": " +
+                             std::strerror(err));
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0)
+    throw std::runtime_error("cannot rename " + tmp_ + " to " + path_ + ": " +
+                             std::strerror(errno));
+  committed_ = true;
 }
 
 } // namespace mrun

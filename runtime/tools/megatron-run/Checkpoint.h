@@ -23,7 +23,8 @@ public:
   // Opens the file and reads its header only. Hugging Face GPT-2 names are
   // accepted with or without "transformer."; h.N.attn.bias /
   // h.N.attn.masked_bias buffers and lm_head.weight (tied to wte) are
-  // skipped. Throws std::runtime_error naming the file.
+  // skipped. "optimizer.*" tensors (AdamW state written by --save) keep their
+  // full name. Throws std::runtime_error naming the file.
   explicit Checkpoint(const std::string &path);
   ~Checkpoint();
   Checkpoint(const Checkpoint &) = delete;
@@ -32,21 +33,70 @@ public:
   // Every param of the manifest must be in the file with its checkpoint_shape
   // and a float dtype (F32; F16, BF16, F64 converted); a tensor of the file
   // that is not in the model is an error too (a checkpoint of another model).
-  void checkAgainst(const Manifest &manifest) const;
+  // "optimizer.*" tensors are ignored unless `optimizer`: then the AdamW
+  // state of every param ("optimizer.<param>.exp_avg" / ".exp_avg_sq") must
+  // be there too (and no other "optimizer.*" tensor).
+  void checkAgainst(const Manifest &manifest, bool optimizer = false) const;
 
-  // Reads this rank's slice of `arg` (only the bytes it needs) into out;
-  // padding is zero.
-  void readSlice(const Arg &arg, const TensorSlice &slice, float *out) const;
+  // Reads this rank's slice of tensor `name` (canonical name; only the bytes
+  // it needs) into out; padding is zero.
+  void readSlice(const std::string &name, const TensorSlice &slice,
+                 float *out) const;
+  void readSlice(const Arg &arg, const TensorSlice &slice, float *out) const {
+    readSlice(arg.name, slice, out);
+  }
 
   const std::map<std::string, Entry> &entries() const { return entries_; }
+  // "__metadata__" (string values; other JSON values as their dump).
+  const std::map<std::string, std::string> &metadata() const {
+    return metadata_;
+  }
+  const std::string &path() const { return path_; }
+
+  // The file name of the AdamW state of parameter `param` (role adam_m or
+  // adam_v): "optimizer.<param>.exp_avg" / "optimizer.<param>.exp_avg_sq".
+  static std::string optimizerName(const std::string &param,
+                                   const std::string &role);
 
 private:
   std::string path_;
   int fd_ = -1;
   uint64_t dataStart_ = 0, dataSize_ = 0;
   std::map<std::string, Entry> entries_; // canonical name -> entry
+  std::map<std::string, std::string> metadata_;
   void preadAll(void *buf, uint64_t bytes, uint64_t offset,
                 const std::string &tensor) const;
+};
+
+// Writes a safetensors file of F32 tensors, atomically: the data goes to
+// PATH.tmp, which commit() flushes, fsyncs and renames to PATH; destroying an
+// uncommitted writer removes PATH.tmp (PATH itself is untouched until the
+// rename). The header lists the tensors in the given order (data in that
+// order) and is padded with spaces to a multiple of 8 bytes. Throws
+// std::runtime_error naming the file.
+class SafetensorsWriter {
+public:
+  struct Tensor {
+    std::string name;
+    std::vector<int64_t> shape;
+  };
+  SafetensorsWriter(const std::string &path, const std::vector<Tensor> &tensors,
+                    const std::map<std::string, std::string> &metadata);
+  ~SafetensorsWriter();
+  SafetensorsWriter(const SafetensorsWriter &) = delete;
+  SafetensorsWriter &operator=(const SafetensorsWriter &) = delete;
+
+  // The data of the next tensor (its element count, row-major).
+  void write(const float *data, int64_t count);
+  void commit();
+
+private:
+  std::string path_, tmp_;
+  std::vector<Tensor> tensors_;
+  size_t next_ = 0;
+  int fd_ = -1;
+  bool committed_ = false;
+  void writeAll(const void *buf, size_t bytes);
 };
 
 } // namespace mrun

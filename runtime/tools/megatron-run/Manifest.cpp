@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <regex>
 #include <set>
 #include <stdexcept>
@@ -33,6 +34,24 @@ TensorSlice Arg::slice(int64_t tpSize, int64_t tpRank) const {
   for (const Split &sp : splits)
     s.dims[sp.dim] = sliceDim(globalShape[sp.dim], tpSize, sp.sections, tpRank);
   return s;
+}
+
+bool Manifest::hasEntry(const std::string &e) const {
+  for (const std::string &x : entries)
+    if (x == e)
+      return true;
+  return false;
+}
+
+bool Manifest::hasGrads() const {
+  bool any = false;
+  for (const Arg &a : args)
+    if (a.role == "param") {
+      if (a.grad < 0)
+        return false;
+      any = true;
+    }
+  return any;
 }
 
 int64_t Manifest::numLayers() const {
@@ -91,6 +110,13 @@ Arg parseArg(const json &j, size_t index, int64_t tp) {
   if (a.role == "param") {
     if (a.dtype != "f32")
       fail(where + ": dtype \"" + a.dtype + "\" (params must be f32)");
+  } else if (a.role == "adam_m" || a.role == "adam_v" || a.role == "grad" ||
+             a.role == "hyperparameters") {
+    if (a.dtype != "f32")
+      fail(where + ": dtype \"" + a.dtype + "\" (" + a.role +
+           " must be f32)");
+    if (a.role != "hyperparameters")
+      a.param = getString(j, "param", where);
   } else if (a.role == "input_ids" || a.role == "targets") {
     if (a.dtype != "i32")
       fail(where + ": dtype \"" + a.dtype + "\" (" + a.role + " must be i32)");
@@ -179,6 +205,16 @@ Manifest parseManifest(const std::string &text) {
     Arg a = parseArg(j["args"][i], i, m.tp);
     if (!names.insert(a.name).second)
       fail("duplicate arg name \"" + a.name + "\"");
+    if (a.role == "hyperparameters") {
+      if (m.hyperparameters >= 0)
+        fail("more than one arg with role \"hyperparameters\"");
+      const std::vector<int64_t> eight{8};
+      if (a.globalShape != eight || a.localShape != eight ||
+          !a.splits.empty())
+        fail("\"" + a.name + "\" must have global and local shape [8] and "
+             "no split");
+      m.hyperparameters = static_cast<int>(i);
+    }
     int *slot = a.role == "input_ids" ? &m.inputIds
                 : a.role == "targets" ? &m.targets
                                       : nullptr;
@@ -195,6 +231,75 @@ Manifest parseManifest(const std::string &text) {
   }
   if (m.inputIds < 0 || m.targets < 0)
     fail("needs one arg with role \"input_ids\" and one with \"targets\"");
+
+  // Optimizer state and gradients: tied to their parameter.
+  std::map<std::string, int> params;
+  for (size_t i = 0; i < m.args.size(); ++i)
+    if (m.args[i].role == "param")
+      params[m.args[i].name] = static_cast<int>(i);
+  for (size_t i = 0; i < m.args.size(); ++i) {
+    Arg &a = m.args[i];
+    if (a.param.empty())
+      continue;
+    const std::string where = "args[" + std::to_string(i) + "] \"" + a.name +
+                              "\" (" + a.role + ")";
+    auto it = params.find(a.param);
+    if (it == params.end())
+      fail(where + ": \"param\": \"" + a.param + "\" is not a parameter");
+    Arg &p = m.args[it->second];
+    auto sameSplits = [](const std::vector<Split> &x,
+                         const std::vector<Split> &y) {
+      if (x.size() != y.size())
+        return false;
+      for (size_t k = 0; k < x.size(); ++k)
+        if (x[k].dim != y[k].dim || x[k].axis != y[k].axis ||
+            x[k].sections != y[k].sections)
+          return false;
+      return true;
+    };
+    if (a.globalShape != p.globalShape || a.localShape != p.localShape ||
+        a.checkpointShape != p.checkpointShape ||
+        !sameSplits(a.splits, p.splits))
+      fail(where + ": shapes or split differ from those of parameter \"" +
+           p.name + "\"");
+    int &slot = a.role == "adam_m" ? p.adamM
+                : a.role == "adam_v" ? p.adamV
+                                     : p.grad;
+    if (slot >= 0)
+      fail("parameter \"" + p.name + "\" has more than one " + a.role +
+           " arg");
+    slot = static_cast<int>(i);
+    a.paramIndex = it->second;
+  }
+
+  if (j.contains("entries")) {
+    if (!j["entries"].is_array())
+      fail("\"entries\" must be an array");
+    for (const json &e : j["entries"]) {
+      if (!e.is_string() ||
+          (e.get<std::string>() != "forward" &&
+           e.get<std::string>() != "train_step"))
+        fail("unknown entry " + e.dump() +
+             " in \"entries\" (known: \"forward\", \"train_step\")");
+      m.entries.push_back(e.get<std::string>());
+    }
+  } else {
+    m.entries = {"forward"};
+  }
+  bool anyGrad = false;
+  for (const Arg &a : m.args)
+    anyGrad |= a.role == "grad";
+  for (const Arg &a : m.args) {
+    if (a.role != "param")
+      continue;
+    if (anyGrad && a.grad < 0)
+      fail("parameter \"" + a.name + "\" has no grad arg (others have)");
+    if (m.hasEntry("train_step") && (a.adamM < 0 || a.adamV < 0))
+      fail("entry train_step, but parameter \"" + a.name +
+           "\" has no adam_m / adam_v arg");
+  }
+  if (m.hasEntry("train_step") && m.hyperparameters < 0)
+    fail("entry train_step, but no arg with role \"hyperparameters\"");
   return m;
 }
 

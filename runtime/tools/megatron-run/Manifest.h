@@ -16,12 +16,19 @@ struct Split {
   int64_t sections;
 };
 
+// Roles: "param"; "input_ids", "targets" (i32 [batch, seq]); the AdamW state
+// "adam_m", "adam_v" and the gradient "grad" of a parameter (f32, sharded like
+// it, `param` names it); "hyperparameters" (f32 [8], replicated).
 struct Arg {
   std::string name;
-  std::string role;  // "param", "input_ids", "targets"
-  std::string dtype; // "f32" (params), "i32" (input_ids, targets)
+  std::string role;
+  std::string dtype; // "i32" for input_ids, targets; "f32" otherwise
   std::vector<int64_t> globalShape, localShape, checkpointShape;
   std::vector<Split> splits;
+  std::string param; // adam_m / adam_v / grad: the parameter's name
+  // role "param": indices (into Manifest::args) of its adam_m, adam_v and grad
+  // args (-1: none); other roles: paramIndex is the index of `param`.
+  int adamM = -1, adamV = -1, grad = -1, paramIndex = -1;
 
   int64_t localElements() const;
   size_t elementBytes() const { return 4; }
@@ -34,12 +41,21 @@ struct Manifest {
   int64_t tp = 0, batch = 0, seq = 0, validVocab = 0;
   std::vector<Arg> args;
   int inputIds = -1, targets = -1; // indices into args
+  int hyperparameters = -1;        // index of the "hyperparameters" arg
+  std::vector<std::string> entries; // "forward" and maybe "train_step"
+  bool hasEntry(const std::string &e) const;
+  // Every param has a "grad" arg (compiled with --export-grads).
+  bool hasGrads() const;
   // Number of transformer layers: distinct "h.N." prefixes of param names.
   int64_t numLayers() const;
 };
 
 // Parses and checks the manifest JSON: format/version, roles, dtypes, shapes
-// and that every local_shape follows the slicing rule for the manifest's tp.
+// and that every local_shape follows the slicing rule for the manifest's tp;
+// adam_m / adam_v / grad args must name a param and have its shapes and
+// split; grads are given for every param or none; with the "train_step"
+// entry every param needs adam_m and adam_v and there must be a
+// "hyperparameters" arg. "entries" defaults to ["forward"].
 // Throws std::runtime_error with a message naming the offending arg.
 Manifest parseManifest(const std::string &json);
 

@@ -1,8 +1,10 @@
 #include "Options.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <stdexcept>
+#include <utility>
 
 namespace mrun {
 
@@ -22,13 +24,40 @@ const char *const kUsage =
     "  --eval-only        run the forward pass only (mgt_forward) and print\n"
     "                     the loss of each batch\n"
     "  --steps N          number of batches/steps (default 1); step s uses\n"
-    "                     batch s, wrapping around the end of the data\n"
+    "                     batch s, wrapping around the end of the data. In\n"
+    "                     training N is the total: after --resume at step k\n"
+    "                     the run does steps k..N-1\n"
     "  --log FILE         write one JSON line per step to FILE (rank 0)\n"
-    "                     {\"step\", \"loss\", \"ms\", \"tokens_per_s\"}\n"
+    "                     {\"step\", \"loss\", \"ms\", \"tokens_per_s\"} (training\n"
+    "                     adds \"grad_norm\", \"lr\"; validation {\"step\", \"val_loss\"})\n"
+    "\n"
+    "training (without --eval-only; STEP.so compiled with --train):\n"
+    "  --lr LR            peak learning rate (default 3e-4)\n"
+    "  --beta1 B1         AdamW beta1 (default 0.9)\n"
+    "  --beta2 B2         AdamW beta2 (default 0.999)\n"
+    "  --eps E            AdamW epsilon (default 1e-8)\n"
+    "  --weight-decay WD  AdamW weight decay (default 0)\n"
+    "  --grad-clip C      clip the global gradient norm to C (default 0: off)\n"
+    "  --lr-schedule S    constant (default) or cosine\n"
+    "  --warmup-steps W   linear warmup lr*(t+1)/W for steps t < W (default 0)\n"
+    "  --min-lr R         cosine: lr decays to R at step N (default 0):\n"
+    "                     R + 0.5*(lr-R)*(1+cos(pi*(t-W)/(N-W))) for t >= W\n"
+    "  --val-data FILE    validation tokens: mean mgt_forward loss over batches\n"
+    "                     0..M-1 of FILE, printed \"val step S loss X\" (S =\n"
+    "                     updates done)\n"
+    "  --val-every K      validate after every K updates (default 0: only at\n"
+    "                     the end; the end is always validated)\n"
+    "  --val-steps M      validation batches (default 1)\n"
+    "  --save FILE        after training, write a global safetensors checkpoint\n"
+    "                     (weights, AdamW state \"optimizer.*\", step) to FILE\n"
+    "  --resume FILE      continue from a --save checkpoint: weights, AdamW\n"
+    "                     state and step (not with --init-from)\n"
+    "  --dump-grads FILE  write the global gradients of the first step to FILE\n"
+    "                     (STEP.so compiled with --export-grads)\n"
     "  --help             show this help\n"
     "\n"
-    "Rank 0 prints \"step S loss X\" per step. Exit status: 0 success, 1 error,\n"
-    "2 usage error.\n";
+    "Rank 0 prints \"step S loss X\" per step (training: \"step S loss X grad_norm\n"
+    "G lr L ms M\"). Exit status: 0 success, 1 error, 2 usage error.\n";
 
 namespace {
 
@@ -55,7 +84,38 @@ uint64_t parseUnsigned(const std::string &opt, const std::string &value) {
   return v;
 }
 
+double parseDouble(const std::string &opt, const std::string &value,
+                   double min, double below = INFINITY) {
+  errno = 0;
+  char *end = nullptr;
+  double v = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v) ||
+      v < min || !(v < below))
+    throw std::invalid_argument(
+        opt + ": expected a number >= " + std::to_string(min) +
+        (std::isfinite(below) ? " and < " + std::to_string(below) : "") +
+        ", got \"" + value + "\"");
+  return v;
+}
+
+std::string fileName(const std::string &opt, const std::string &value) {
+  if (value.empty())
+    throw std::invalid_argument(opt + ": empty file name");
+  return value;
+}
+
 } // namespace
+
+double learningRate(const Options &o, int64_t t) {
+  const int64_t W = o.warmupSteps, N = o.steps;
+  if (t < W)
+    return o.lr * static_cast<double>(t + 1) / static_cast<double>(W);
+  if (o.lrSchedule == "constant" || N <= W)
+    return o.lr;
+  const double ratio =
+      static_cast<double>(t - W) / static_cast<double>(N - W);
+  return o.minLr + 0.5 * (o.lr - o.minLr) * (1.0 + std::cos(M_PI * ratio));
+}
 
 Options parseOptions(const std::vector<std::string> &args) {
   Options o;
@@ -110,6 +170,40 @@ Options parseOptions(const std::vector<std::string> &args) {
       o.log = takeValue();
       if (o.log.empty())
         throw std::invalid_argument("--log: empty file name");
+    } else if (arg == "--lr") {
+      o.lr = parseDouble(arg, takeValue(), 0.0);
+    } else if (arg == "--beta1") {
+      o.beta1 = parseDouble(arg, takeValue(), 0.0, 1.0);
+    } else if (arg == "--beta2") {
+      o.beta2 = parseDouble(arg, takeValue(), 0.0, 1.0);
+    } else if (arg == "--eps") {
+      o.eps = parseDouble(arg, takeValue(), 0.0);
+    } else if (arg == "--weight-decay") {
+      o.weightDecay = parseDouble(arg, takeValue(), 0.0);
+    } else if (arg == "--grad-clip") {
+      o.gradClip = parseDouble(arg, takeValue(), 0.0);
+    } else if (arg == "--min-lr") {
+      o.minLr = parseDouble(arg, takeValue(), 0.0);
+    } else if (arg == "--lr-schedule") {
+      o.lrSchedule = takeValue();
+      if (o.lrSchedule != "constant" && o.lrSchedule != "cosine")
+        throw std::invalid_argument("--lr-schedule: expected constant or "
+                                    "cosine, got \"" +
+                                    o.lrSchedule + "\"");
+    } else if (arg == "--warmup-steps") {
+      o.warmupSteps = parseInt(arg, takeValue(), 0);
+    } else if (arg == "--val-data") {
+      o.valData = fileName(arg, takeValue());
+    } else if (arg == "--val-every") {
+      o.valEvery = parseInt(arg, takeValue(), 0);
+    } else if (arg == "--val-steps") {
+      o.valSteps = parseInt(arg, takeValue(), 1);
+    } else if (arg == "--save") {
+      o.save = fileName(arg, takeValue());
+    } else if (arg == "--resume") {
+      o.resume = fileName(arg, takeValue());
+    } else if (arg == "--dump-grads") {
+      o.dumpGrads = fileName(arg, takeValue());
     } else {
       throw std::invalid_argument("unknown option " + arg);
     }
@@ -124,6 +218,19 @@ Options parseOptions(const std::vector<std::string> &args) {
   o.stepLibrary = positional[0];
   if (o.data.empty())
     throw std::invalid_argument("--data FILE is required");
+  if (o.evalOnly) {
+    for (const auto &[opt, value] :
+         {std::pair<const char *, const std::string *>{"--save", &o.save},
+          {"--resume", &o.resume},
+          {"--dump-grads", &o.dumpGrads},
+          {"--val-data", &o.valData}})
+      if (!value->empty())
+        throw std::invalid_argument(std::string(opt) +
+                                    " is for training, not --eval-only");
+  }
+  if (!o.resume.empty() && !o.initFrom.empty())
+    throw std::invalid_argument("--resume and --init-from exclude each other "
+                                "(--resume loads the weights too)");
   return o;
 }
 

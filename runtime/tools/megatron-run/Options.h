@@ -17,7 +17,23 @@ struct Options {
   int64_t steps = 1;
   std::string log;
   bool help = false;
+  // Training (without --eval-only).
+  double lr = 3e-4, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.0,
+         gradClip = 0.0, minLr = 0.0;
+  std::string lrSchedule = "constant"; // or "cosine"
+  int64_t warmupSteps = 0;
+  std::string valData;
+  int64_t valEvery = 0, valSteps = 1;
+  std::string save, resume, dumpGrads;
 };
+
+// The learning rate of step t (0-based; steps = --steps N, the schedule's
+// horizon), in double, evaluated exactly as written (left to right):
+//   t < W:             lr * (t + 1) / W                       (W = warmup)
+//   constant, t >= W:  lr
+//   cosine, t >= W:    min + 0.5 * (lr - min) * (1 + cos(pi * ((t - W) / (N - W))))
+// The step's hyperparameters hold it rounded to f32.
+double learningRate(const Options &o, int64_t t);
 
 extern const char *const kUsage;
 

@@ -1,6 +1,7 @@
 #include "Slicing.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -109,6 +110,22 @@ void forEachRun(const TensorSlice &slice,
     if (d < 0)
       break;
   }
+}
+
+void sliceTensor(const TensorSlice &slice, const float *full, float *local) {
+  forEachRun(slice, [&](int64_t l, int64_t c, int64_t count) {
+    if (c < 0)
+      std::memset(local + l, 0, count * sizeof(float));
+    else
+      std::memcpy(local + l, full + c, count * sizeof(float));
+  });
+}
+
+void unsliceTensor(const TensorSlice &slice, const float *local, float *full) {
+  forEachRun(slice, [&](int64_t l, int64_t c, int64_t count) {
+    if (c >= 0)
+      std::memcpy(full + c, local + l, count * sizeof(float));
+  });
 }
 
 } // namespace mrun

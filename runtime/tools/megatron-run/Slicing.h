@@ -54,6 +54,14 @@ struct TensorSlice {
 void forEachRun(const TensorSlice &slice,
                 const std::function<void(int64_t, int64_t, int64_t)> &fn);
 
+// Slicing and its inverse, both by forEachRun. `full` is the row-major
+// checkpoint tensor (checkpointShape), `local` the rank's buffer (localShape).
+// sliceTensor fills every local element (padding 0); unsliceTensor writes the
+// checkpoint elements this rank holds (padding is dropped) and leaves the
+// others alone, so unslicing every rank's slice rebuilds the whole tensor.
+void sliceTensor(const TensorSlice &slice, const float *full, float *local);
+void unsliceTensor(const TensorSlice &slice, const float *local, float *full);
+
 } // namespace mrun
 
 #endif // MEGATRON_RUN_SLICING_H

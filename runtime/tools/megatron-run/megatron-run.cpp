@@ -6,6 +6,7 @@
 #include "Init.h"
 #include "Manifest.h"
 #include "Options.h"
+#include "Slicing.h"
 #include "TokenData.h"
 
 #include "megatron_rt/comm.h"
@@ -17,7 +18,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <exception>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -32,6 +35,7 @@ using namespace mrun;
 extern "C" {
 typedef const char *(*ManifestFn)(void);
 typedef float (*ForwardFn)(mrt_context *, void **);
+typedef void (*TrainFn)(mrt_context *, void **, float *);
 }
 
 void error(const std::string &msg) {
@@ -88,6 +92,97 @@ std::string jsonNumber(double v, const char *fmt) {
   return buf;
 }
 
+// The shortest %g form that reads back as v.
+std::string number(double v) {
+  char buf[64];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof(buf), "%.*g", precision, v);
+    if (std::strtod(buf, nullptr) == v)
+      break;
+  }
+  return buf;
+}
+
+// Gathers the GLOBAL (checkpoint-shaped) tensors of the given args to rank 0
+// and writes them there as one safetensors file (atomically: PATH.tmp, then
+// rename). Collective: every rank calls it with the same list; returns true
+// on every rank iff the file was written.
+struct SavedTensor {
+  std::string name; // in the file
+  int arg;          // index into the manifest's args
+};
+
+bool saveGlobal(mrt_context *ctx, const Manifest &m, const Buffers &buffers,
+                const std::string &path, const std::vector<SavedTensor> &list,
+                const std::map<std::string, std::string> &metadata) {
+  const int64_t tp = mrt_axis_size(ctx, MRT_AXIS_TP);
+  const bool rank0 = mrt_world_rank(ctx) == 0;
+  std::unique_ptr<SafetensorsWriter> writer;
+  std::string failure;
+  if (rank0) {
+    try {
+      std::vector<SafetensorsWriter::Tensor> tensors;
+      for (const SavedTensor &t : list)
+        tensors.push_back({t.name, m.args[t.arg].checkpointShape});
+      writer = std::make_unique<SafetensorsWriter>(path, tensors, metadata);
+    } catch (const std::exception &e) {
+      failure = e.what();
+    }
+  }
+  if (!agree(ctx, failure))
+    return false;
+  std::vector<float> gathered, chunk, full;
+  for (const SavedTensor &t : list) {
+    const Arg &a = m.args[t.arg];
+    const int64_t n = a.localElements();
+    const auto *local = static_cast<const float *>(buffers.ptrs[t.arg]);
+    const float *all = local; // rank r's slice at all + r*n
+    int64_t ranks = 1;
+    if (!a.splits.empty() && tp > 1) {
+      // Flat local buffers, gathered in pieces whose counts fit in an int.
+      ranks = tp;
+      gathered.resize(static_cast<size_t>(tp * n));
+      const int64_t piece = int64_t(1) << 26;
+      for (int64_t off = 0; off < n; off += piece) {
+        const int64_t c = std::min(piece, n - off);
+        if (c == n) {
+          mrt_all_gather_f32(ctx, MRT_AXIS_TP, local, gathered.data(), n);
+          break;
+        }
+        chunk.resize(static_cast<size_t>(tp * c));
+        mrt_all_gather_f32(ctx, MRT_AXIS_TP, local + off, chunk.data(), c);
+        for (int64_t r = 0; r < tp; ++r)
+          std::memcpy(gathered.data() + r * n + off, chunk.data() + r * c,
+                      c * sizeof(float));
+      }
+      all = gathered.data();
+    }
+    if (!rank0 || !writer)
+      continue;
+    int64_t count = 1;
+    for (int64_t d : a.checkpointShape)
+      count *= d;
+    full.assign(static_cast<size_t>(count), 0.0f);
+    for (int64_t r = 0; r < ranks; ++r)
+      unsliceTensor(a.slice(tp, r), all + r * n, full.data());
+    try {
+      writer->write(full.data(), count);
+    } catch (const std::exception &e) {
+      failure = e.what();
+      writer.reset(); // removes PATH.tmp; keep gathering with the others
+    }
+  }
+  if (rank0 && writer) {
+    try {
+      writer->commit();
+    } catch (const std::exception &e) {
+      failure = e.what();
+    }
+    writer.reset();
+  }
+  return agree(ctx, failure);
+}
+
 int run(const Options &opt) {
   // --- the step library (identical on every rank: errors need no agreement)
   std::string libPath = opt.stepLibrary;
@@ -100,7 +195,7 @@ int run(const Options &opt) {
   }
   auto manifestFn = reinterpret_cast<ManifestFn>(dlsym(lib, "mgt_manifest"));
   auto forwardFn = reinterpret_cast<ForwardFn>(dlsym(lib, "mgt_forward"));
-  void *trainFn = dlsym(lib, "mgt_train_step");
+  auto trainFn = reinterpret_cast<TrainFn>(dlsym(lib, "mgt_train_step"));
   if (!manifestFn || !forwardFn) {
     error(opt.stepLibrary + " does not export " +
           (manifestFn ? "mgt_forward" : "mgt_manifest") +
@@ -115,12 +210,22 @@ int run(const Options &opt) {
     error(opt.stepLibrary + ": " + e.what());
     return 1;
   }
-  if (!opt.evalOnly) {
-    error(trainFn ? opt.stepLibrary +
-                        " exports mgt_train_step, but this megatron-run "
-                        "does not support training yet; pass --eval-only"
-                  : "step.so was compiled without --train; pass --eval-only");
-    return 1;
+  const bool train = !opt.evalOnly;
+  if (train) {
+    if (!trainFn) {
+      error("step.so was compiled without --train; pass --eval-only");
+      return 1;
+    }
+    if (!m.hasEntry("train_step")) {
+      error(opt.stepLibrary + " exports mgt_train_step, but its manifest "
+                              "does not list the entry \"train_step\"");
+      return 1;
+    }
+    if (!opt.dumpGrads.empty() && !m.hasGrads()) {
+      error("--dump-grads: " + opt.stepLibrary +
+            " has no gradient outputs; compile with --export-grads");
+      return 1;
+    }
   }
 
   // --- the MPI context (every rank sees the same world size)
@@ -139,30 +244,60 @@ int run(const Options &opt) {
 
   // --- buffers, weights, data, log: any rank may fail; all agree first
   Buffers buffers;
-  std::unique_ptr<TokenFile> data;
+  std::unique_ptr<TokenFile> data, valData;
   FILE *log = nullptr;
   std::string failure;
   int64_t localParams = 0;
+  int64_t startStep = 0; // training: updates already done (--resume)
   try {
     for (const Arg &a : m.args)
       buffers.ptrs.push_back(allocZeroed(a.localElements() * a.elementBytes()));
     std::unique_ptr<Checkpoint> ckpt;
-    if (!opt.initFrom.empty()) {
-      ckpt = std::make_unique<Checkpoint>(opt.initFrom);
-      ckpt->checkAgainst(m);
+    const std::string &weights = train && !opt.resume.empty() ? opt.resume
+                                                               : opt.initFrom;
+    const bool resume = train && !opt.resume.empty();
+    if (!weights.empty()) {
+      ckpt = std::make_unique<Checkpoint>(weights);
+      ckpt->checkAgainst(m, resume);
+    }
+    if (resume) {
+      auto it = ckpt->metadata().find("step");
+      errno = 0;
+      char *end = nullptr;
+      const char *text = it == ckpt->metadata().end() ? "" : it->second.c_str();
+      const long long k = std::strtoll(text, &end, 10);
+      if (!*text || *end || errno || k < 0)
+        throw std::runtime_error(
+            "checkpoint " + weights + ": " +
+            (it == ckpt->metadata().end()
+                 ? std::string("no \"step\" in its __metadata__ (not written "
+                               "by megatron-run --save?)")
+                 : "bad \"step\" \"" + it->second + "\" in its __metadata__"));
+      startStep = k;
+      if (startStep >= opt.steps)
+        throw std::runtime_error(
+            "checkpoint " + weights + " is at step " +
+            std::to_string(startStep) + ": nothing to do for --steps " +
+            std::to_string(opt.steps) +
+            " (--steps is the total number of steps, resumed ones included)");
     }
     const int64_t layers = m.numLayers();
     for (size_t i = 0; i < m.args.size(); ++i) {
       const Arg &a = m.args[i];
-      if (a.role != "param")
+      const bool isParam = a.role == "param";
+      const bool isState = a.role == "adam_m" || a.role == "adam_v";
+      if (!isParam && !(resume && isState))
         continue;
       const TensorSlice slice = a.slice(tpSize, tpRank);
       auto *out = static_cast<float *>(buffers.ptrs[i]);
-      if (ckpt)
-        ckpt->readSlice(a, slice, out);
+      if (isState)
+        ckpt->readSlice(Checkpoint::optimizerName(a.param, a.role), slice, out);
+      else if (ckpt)
+        ckpt->readSlice(a.name, slice, out);
       else
         initParam(a, slice, layers, opt.seed, out);
-      localParams += a.localElements();
+      if (isParam)
+        localParams += a.localElements();
     }
     data = std::make_unique<TokenFile>(opt.data);
     // Tokens used by steps [0, steps): indices [0, steps*B*T + 1) mod count.
@@ -170,6 +305,13 @@ int run(const Options &opt) {
                              ? INT64_MAX
                              : opt.steps * bt + 1;
     data->validate(m.batch, m.seq, m.validVocab, uses);
+    if (train && !opt.valData.empty()) {
+      valData = std::make_unique<TokenFile>(opt.valData);
+      const int64_t valUses = opt.valSteps > (INT64_MAX - 1) / bt
+                                  ? INT64_MAX
+                                  : opt.valSteps * bt + 1;
+      valData->validate(m.batch, m.seq, m.validVocab, valUses);
+    }
     if (rank0 && !opt.log.empty()) {
       log = std::fopen(opt.log.c_str(), "w");
       if (!log)
@@ -185,49 +327,175 @@ int run(const Options &opt) {
     mrt_context_destroy(ctx);
     return 1;
   }
-  if (rank0)
+  if (rank0) {
+    std::string weights =
+        !opt.initFrom.empty() ? "from " + opt.initFrom
+        : train && !opt.resume.empty()
+            ? "and optimizer state from " + opt.resume + " (step " +
+                  std::to_string(startStep) + ")"
+            : "GPT-2 init, seed " + std::to_string(opt.seed);
     error(opt.stepLibrary + ": model " + m.model + ", tp " +
           std::to_string(m.tp) + ", batch " + std::to_string(m.batch) +
           ", seq " + std::to_string(m.seq) + ", " +
           std::to_string(localParams) + " parameters on rank 0; weights " +
-          (opt.initFrom.empty() ? "GPT-2 init, seed " + std::to_string(opt.seed)
-                                : "from " + opt.initFrom) +
-          "; data " + opt.data + " (" + std::to_string(data->count()) +
-          " tokens)");
+          weights + "; data " + opt.data + " (" +
+          std::to_string(data->count()) + " tokens)" +
+          (train ? "; training steps " + std::to_string(startStep) + ".." +
+                       std::to_string(opt.steps - 1)
+                 : ""));
+  }
 
-  // --- steps
   auto *inputs = static_cast<int32_t *>(buffers.ptrs[m.inputIds]);
   auto *targets = static_cast<int32_t *>(buffers.ptrs[m.targets]);
-  int status = 0;
-  for (int64_t step = 0; step < opt.steps; ++step) {
-    failure.clear();
+  // Loads batch `index` of `file` on every rank; false (after agreement) if
+  // any rank failed.
+  auto loadBatch = [&](const TokenFile &file, int64_t index) {
+    std::string why;
     try {
-      data->batch(step, m.batch, m.seq, m.validVocab, inputs, targets);
+      file.batch(index, m.batch, m.seq, m.validVocab, inputs, targets);
     } catch (const std::exception &e) {
-      failure = e.what();
+      why = e.what();
     }
-    if (!agree(ctx, failure)) {
-      status = 1;
-      break;
+    return agree(ctx, why);
+  };
+  auto logLine = [&](const std::string &line) {
+    if (!log)
+      return;
+    std::fputs(line.c_str(), log);
+    std::fflush(log);
+  };
+  auto stepLine = [&](int64_t step, float loss, double ms) {
+    return "{\"step\":" + std::to_string(step) +
+           ",\"loss\":" + jsonNumber(loss, "%.9g") +
+           ",\"ms\":" + jsonNumber(ms, "%.3f") + ",\"tokens_per_s\":" +
+           jsonNumber(ms > 0 ? bt / (ms / 1000.0) : INFINITY, "%.1f");
+  };
+  int status = 0;
+
+  if (!train) {
+    for (int64_t step = 0; step < opt.steps; ++step) {
+      if (!loadBatch(*data, step)) {
+        status = 1;
+        break;
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      const float loss = forwardFn(ctx, buffers.ptrs.data());
+      const auto t1 = std::chrono::steady_clock::now();
+      if (!rank0)
+        continue;
+      const double ms =
+          std::chrono::duration<double, std::milli>(t1 - t0).count();
+      std::printf("step %lld loss %.9g\n", static_cast<long long>(step), loss);
+      std::fflush(stdout);
+      logLine(stepLine(step, loss, ms) + "}\n");
     }
-    const auto t0 = std::chrono::steady_clock::now();
-    const float loss = forwardFn(ctx, buffers.ptrs.data());
-    const auto t1 = std::chrono::steady_clock::now();
-    if (!rank0)
-      continue;
-    const double ms =
-        std::chrono::duration<double, std::milli>(t1 - t0).count();
-    std::printf("step %lld loss %.9g\n", static_cast<long long>(step), loss);
-    std::fflush(stdout);
-    if (log) {
-      std::fprintf(log,
-                   "{\"step\":%lld,\"loss\":%s,\"ms\":%s,\"tokens_per_s\":%s}\n",
-                   static_cast<long long>(step),
-                   jsonNumber(loss, "%.9g").c_str(),
-                   jsonNumber(ms, "%.3f").c_str(),
-                   jsonNumber(ms > 0 ? bt / (ms / 1000.0) : INFINITY, "%.1f")
-                       .c_str());
-      std::fflush(log);
+  } else {
+    // Validation: the mean mgt_forward loss over batches 0..M-1 of the
+    // validation file, with the weights after `updates` updates. The training
+    // batch buffers are restored afterwards.
+    auto validate = [&](int64_t updates) {
+      const std::vector<int32_t> keepIn(inputs, inputs + bt),
+          keepTg(targets, targets + bt);
+      double sum = 0.0;
+      for (int64_t b = 0; b < opt.valSteps; ++b) {
+        if (!loadBatch(*valData, b))
+          return false;
+        sum += forwardFn(ctx, buffers.ptrs.data());
+      }
+      std::copy(keepIn.begin(), keepIn.end(), inputs);
+      std::copy(keepTg.begin(), keepTg.end(), targets);
+      const float loss = static_cast<float>(sum / opt.valSteps);
+      if (rank0) {
+        std::printf("val step %lld loss %.9g\n",
+                    static_cast<long long>(updates), loss);
+        std::fflush(stdout);
+        logLine("{\"step\":" + std::to_string(updates) +
+                ",\"val_loss\":" + jsonNumber(loss, "%.9g") + "}\n");
+      }
+      return true;
+    };
+    auto *hp = static_cast<float *>(buffers.ptrs[m.hyperparameters]);
+    for (int64_t step = startStep; step < opt.steps; ++step) {
+      if (!loadBatch(*data, step)) {
+        status = 1;
+        break;
+      }
+      const float lr = static_cast<float>(learningRate(opt, step));
+      const float h[8] = {lr,
+                          static_cast<float>(opt.beta1),
+                          static_cast<float>(opt.beta2),
+                          static_cast<float>(opt.eps),
+                          static_cast<float>(opt.weightDecay),
+                          static_cast<float>(opt.gradClip),
+                          static_cast<float>(step + 1),
+                          0.0f};
+      std::memcpy(hp, h, sizeof(h));
+      float results[2] = {NAN, NAN};
+      const auto t0 = std::chrono::steady_clock::now();
+      trainFn(ctx, buffers.ptrs.data(), results);
+      const auto t1 = std::chrono::steady_clock::now();
+      if (rank0) {
+        const double ms =
+            std::chrono::duration<double, std::milli>(t1 - t0).count();
+        std::printf("step %lld loss %.9g grad_norm %.9g lr %.9g ms %.3f\n",
+                    static_cast<long long>(step), results[0], results[1], lr,
+                    ms);
+        std::fflush(stdout);
+        logLine(stepLine(step, results[0], ms) +
+                ",\"grad_norm\":" + jsonNumber(results[1], "%.9g") +
+                ",\"lr\":" + jsonNumber(lr, "%.9g") + "}\n");
+      }
+      if (!opt.dumpGrads.empty() && step == startStep) {
+        std::vector<SavedTensor> grads;
+        for (size_t i = 0; i < m.args.size(); ++i)
+          if (m.args[i].role == "param")
+            grads.push_back({m.args[i].name, m.args[i].grad});
+        if (!saveGlobal(ctx, m, buffers, opt.dumpGrads, grads,
+                        {{"format", "megatron-mlir"},
+                         {"content", "gradients (unclipped) of the loss"},
+                         {"step", std::to_string(step)}})) {
+          status = 1;
+          break;
+        }
+      }
+      const int64_t updates = step + 1;
+      if (valData && ((opt.valEvery > 0 && updates % opt.valEvery == 0) ||
+                      updates == opt.steps) &&
+          !validate(updates)) {
+        status = 1;
+        break;
+      }
+    }
+    if (status == 0 && !opt.save.empty()) {
+      std::vector<SavedTensor> list;
+      for (size_t i = 0; i < m.args.size(); ++i)
+        if (m.args[i].role == "param")
+          list.push_back({m.args[i].name, static_cast<int>(i)});
+      for (size_t i = 0; i < m.args.size(); ++i)
+        if (m.args[i].role == "param") {
+          const Arg &a = m.args[i];
+          list.push_back({Checkpoint::optimizerName(a.name, "adam_m"), a.adamM});
+          list.push_back({Checkpoint::optimizerName(a.name, "adam_v"), a.adamV});
+        }
+      const std::map<std::string, std::string> meta = {
+          {"format", "megatron-mlir"},
+          {"step", std::to_string(opt.steps)},
+          {"model", m.model},
+          {"lr", number(opt.lr)},
+          {"beta1", number(opt.beta1)},
+          {"beta2", number(opt.beta2)},
+          {"eps", number(opt.eps)},
+          {"weight_decay", number(opt.weightDecay)},
+          {"grad_clip", number(opt.gradClip)},
+          {"lr_schedule", opt.lrSchedule},
+          {"warmup_steps", std::to_string(opt.warmupSteps)},
+          {"min_lr", number(opt.minLr)},
+          {"steps", std::to_string(opt.steps)}};
+      if (!saveGlobal(ctx, m, buffers, opt.save, list, meta))
+        status = 1;
+      else if (rank0)
+        error("saved " + opt.save + " (step " + std::to_string(opt.steps) +
+              ")");
     }
   }
   if (log && std::fclose(log) != 0 && status == 0) {

@@ -89,6 +89,18 @@ LogicalResult TPDialect::verifyRegionResultAttribute(Operation *op,
                                                      unsigned regionIndex,
                                                      unsigned resultIndex,
                                                      NamedAttribute attr) {
+  if (attr.getName() == kUpdatesAttrName) {
+    auto index = dyn_cast<IntegerAttr>(attr.getValue());
+    auto function = dyn_cast<FunctionOpInterface>(op);
+    if (!index || !function || index.getInt() < 0 ||
+        index.getInt() >= function.getNumArguments() ||
+        function.getArgumentTypes()[index.getInt()] !=
+            function.getResultTypes()[resultIndex])
+      return op->emitOpError() << "'" << kUpdatesAttrName << "' of result #"
+                               << resultIndex
+                               << " must name an argument of the same type";
+    return success();
+  }
   if (attr.getName() == kGradOfAttrName) {
     if (!isa<StringAttr>(attr.getValue()))
       return op->emitOpError() << "'" << kGradOfAttrName << "' of result #"

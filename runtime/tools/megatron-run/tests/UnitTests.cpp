@@ -1,5 +1,6 @@
 // Unit tests of megatron-run's pieces: the slicing rule, the run enumeration,
 // manifest validation, the seeded initialisation, options and token batching.
+#include "Checkpoint.h"
 #include "Init.h"
 #include "Manifest.h"
 #include "Options.h"
@@ -12,11 +13,14 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <numeric>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace mrun;
@@ -137,6 +141,67 @@ TEST(Slicing, RunsCoverSlicesAndPadding) {
     }
 }
 
+// sliceTensor / unsliceTensor are inverse: unslicing every rank's slice of a
+// checkpoint tensor rebuilds it; split dims partition it (each element comes
+// from exactly one rank); slicing the rebuilt tensor gives the slices back.
+void checkInverse(const Arg &a, int64_t N) {
+  int64_t count = 1;
+  for (int64_t d : a.checkpointShape)
+    count *= d;
+  std::mt19937 rng(static_cast<unsigned>(count * 31 + N));
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> full(count);
+  for (float &x : full)
+    x = dist(rng);
+  std::vector<float> rebuilt(count, NAN);
+  std::vector<int> writes(count, 0);
+  for (int64_t r = 0; r < N; ++r) {
+    const TensorSlice s = a.slice(N, r);
+    std::vector<float> local(s.localElements(), -5.0f);
+    sliceTensor(s, full.data(), local.data());
+    // Padding is zero; everything else is the checkpoint value.
+    forEachRun(s, [&](int64_t l, int64_t c, int64_t n) {
+      for (int64_t k = 0; k < n; ++k) {
+        EXPECT_EQ(local[l + k], c < 0 ? 0.0f : full[c + k]);
+        if (c >= 0)
+          writes[c + k]++;
+      }
+    });
+    unsliceTensor(s, local.data(), rebuilt.data());
+    std::vector<float> again(s.localElements(), -5.0f);
+    sliceTensor(s, rebuilt.data(), again.data());
+    EXPECT_EQ(again, local) << a.name << " N=" << N << " rank " << r;
+  }
+  EXPECT_EQ(std::memcmp(rebuilt.data(), full.data(), count * sizeof(float)), 0)
+      << a.name << " N=" << N;
+  const int64_t expected = a.splits.empty() ? N : 1;
+  for (int64_t c = 0; c < count; ++c)
+    ASSERT_EQ(writes[c], expected) << a.name << " N=" << N << " element " << c;
+}
+
+TEST(Slicing, UnsliceIsTheInverse) {
+  for (int64_t N : {1, 2, 4}) {
+    checkInverse(Arg{"wte.weight", "param", "f32", {16, 4}, {16 / N, 4},
+                     {10, 4}, {{0, "tp", 1}}},
+                 N);
+    checkInverse(Arg{"c_attn.weight", "param", "f32", {4, 24}, {4, 24 / N},
+                     {4, 24}, {{1, "tp", 3}}},
+                 N);
+    checkInverse(Arg{"c_attn.bias", "param", "f32", {24}, {24 / N}, {24},
+                     {{0, "tp", 3}}},
+                 N);
+    checkInverse(Arg{"x", "param", "f32", {8, 12, 4}, {8, 12 / N, 4},
+                     {7, 12, 3}, {{1, "tp", 3}}},
+                 N);
+    checkInverse(Arg{"y", "param", "f32", {8, 12, 4}, {8 / N, 12, 4},
+                     {5, 12, 4}, {{0, "tp", 2}}},
+                 N);
+    checkInverse(Arg{"ln_f.weight", "param", "f32", {4}, {4}, {4}, {}}, N);
+    checkInverse(Arg{"padded", "param", "f32", {6, 4}, {6, 4}, {5, 3}, {}}, N);
+    checkInverse(Arg{"s", "param", "f32", {}, {}, {}, {}}, N);
+  }
+}
+
 TEST(Slicing, ContiguousRowSplitIsOneRead) {
   Arg wte{"wte.weight", "param", "f32", {512, 64}, {256, 64}, {512, 64},
           {{0, "tp", 1}}};
@@ -222,7 +287,7 @@ TEST(Manifest, RejectsInconsistentShapes) {
                 .find("params must be f32"),
             std::string::npos);
   EXPECT_NE(manifestError(manifestWith(
-                R"({"name":"w","role":"grad","dtype":"f32",
+                R"({"name":"w","role":"bogus","dtype":"f32",
                     "global_shape":[8],"local_shape":[8],"split":[]})"))
                 .find("unsupported role"),
             std::string::npos);
@@ -237,6 +302,112 @@ TEST(Manifest, RejectsInconsistentShapes) {
                 "\"batch\":1,\"seq\":1,\"valid_vocab\":1,\"args\":[]}")
                 .find("unsupported version 2"),
             std::string::npos);
+}
+
+namespace {
+
+const char *const kTrainArgs = R"(
+  {"name":"w","role":"param","dtype":"f32","global_shape":[8,4],
+   "local_shape":[4,4],"checkpoint_shape":[7,4],
+   "split":[{"dim":0,"axis":"tp","sections":1}]},
+  {"name":"b","role":"param","dtype":"f32","global_shape":[4],
+   "local_shape":[4],"split":[]},
+  {"name":"w.exp_avg","role":"adam_m","dtype":"f32","param":"w",
+   "global_shape":[8,4],"local_shape":[4,4],"checkpoint_shape":[7,4],
+   "split":[{"dim":0,"axis":"tp","sections":1}]},
+  {"name":"w.exp_avg_sq","role":"adam_v","dtype":"f32","param":"w",
+   "global_shape":[8,4],"local_shape":[4,4],"checkpoint_shape":[7,4],
+   "split":[{"dim":0,"axis":"tp","sections":1}]},
+  {"name":"b.exp_avg","role":"adam_m","dtype":"f32","param":"b",
+   "global_shape":[4],"local_shape":[4],"split":[]},
+  {"name":"b.exp_avg_sq","role":"adam_v","dtype":"f32","param":"b",
+   "global_shape":[4],"local_shape":[4],"split":[]},
+  {"name":"hyperparameters","role":"hyperparameters","dtype":"f32",
+   "global_shape":[8],"local_shape":[8],"split":[]})";
+
+std::string trainManifest(const std::string &args,
+                          const std::string &entries =
+                              R"("entries":["forward","train_step"],)") {
+  std::string m = manifestWith(args);
+  return m.insert(1, entries);
+}
+
+std::string replaceFirst(std::string s, const std::string &from,
+                         const std::string &to) {
+  s.replace(s.find(from), from.size(), to);
+  return s;
+}
+
+} // namespace
+
+TEST(Manifest, TrainArgs) {
+  Manifest m = parseManifest(trainManifest(kTrainArgs));
+  EXPECT_TRUE(m.hasEntry("train_step"));
+  EXPECT_FALSE(m.hasGrads());
+  EXPECT_EQ(m.hyperparameters, 6);
+  EXPECT_EQ(m.args[0].adamM, 2);
+  EXPECT_EQ(m.args[0].adamV, 3);
+  EXPECT_EQ(m.args[1].adamM, 4);
+  EXPECT_EQ(m.args[1].grad, -1);
+  EXPECT_EQ(m.args[3].paramIndex, 0);
+  EXPECT_EQ(m.args[3].param, "w");
+  EXPECT_EQ(m.numLayers(), 0);
+  // Without "entries": forward only.
+  EXPECT_EQ(parseManifest(manifestWith("")).entries,
+            std::vector<std::string>{"forward"});
+  // Grads for every param.
+  Manifest g = parseManifest(trainManifest(
+      std::string(kTrainArgs) +
+      R"(,{"name":"w.grad","role":"grad","dtype":"f32","param":"w",
+           "global_shape":[8,4],"local_shape":[4,4],"checkpoint_shape":[7,4],
+           "split":[{"dim":0,"axis":"tp","sections":1}]},
+          {"name":"b.grad","role":"grad","dtype":"f32","param":"b",
+           "global_shape":[4],"local_shape":[4],"split":[]})"));
+  EXPECT_TRUE(g.hasGrads());
+  EXPECT_EQ(g.args[0].grad, 7);
+}
+
+TEST(Manifest, TrainArgErrors) {
+  auto err = [](const std::string &text, const std::string &what) {
+    const std::string e = manifestError(text);
+    EXPECT_NE(e.find(what), std::string::npos) << e;
+  };
+  err(trainManifest(replaceFirst(kTrainArgs, R"("param":"b")", R"("param":"q")")),
+      R"("param": "q" is not a parameter)");
+  err(trainManifest(replaceFirst(kTrainArgs, R"("param":"w",
+   "global_shape":[8,4],"local_shape":[4,4],"checkpoint_shape":[7,4])",
+                                 R"("param":"w",
+   "global_shape":[8,4],"local_shape":[4,4],"checkpoint_shape":[8,4])")),
+      "shapes or split differ from those of parameter \"w\"");
+  err(trainManifest(replaceFirst(kTrainArgs, R"("name":"b.exp_avg_sq","role":"adam_v")",
+                                 R"("name":"b.exp_avg_sq","role":"adam_m")")),
+      "parameter \"b\" has more than one adam_m arg");
+  err(trainManifest(replaceFirst(kTrainArgs, R"("global_shape":[8],"local_shape":[8])",
+                                 R"("global_shape":[7],"local_shape":[7])")),
+      "must have global and local shape [8]");
+  err(trainManifest(replaceFirst(kTrainArgs, R"(,
+  {"name":"hyperparameters")", R"(,
+  {"name":"hp","role":"param","dtype":"f32","global_shape":[1],"local_shape":[1],"split":[]},
+  {"name":"hyperparameters")")),
+      "parameter \"hp\" has no adam_m / adam_v arg");
+  err(trainManifest(replaceFirst(kTrainArgs, R"("role":"hyperparameters")",
+                                 R"("role":"param")")),
+      "no adam_m / adam_v");
+  err(trainManifest(kTrainArgs, R"("entries":["forward","backward"],)"),
+      "unknown entry \"backward\"");
+  err(trainManifest(std::string(kTrainArgs) +
+                    R"(,{"name":"w.grad","role":"grad","dtype":"f32","param":"w",
+           "global_shape":[8,4],"local_shape":[4,4],"checkpoint_shape":[7,4],
+           "split":[{"dim":0,"axis":"tp","sections":1}]})"),
+      "parameter \"b\" has no grad arg");
+  err(trainManifest(replaceFirst(kTrainArgs, R"("param":"w",)", "")),
+      "missing or non-string \"param\"");
+  // Forward-only manifests need no optimizer state.
+  EXPECT_EQ(manifestError(trainManifest(
+                R"({"name":"b","role":"param","dtype":"f32",
+                    "global_shape":[4],"local_shape":[4],"split":[]})",
+                "")),
+            "");
 }
 
 namespace {
@@ -387,6 +558,86 @@ TEST(Options, Parsing) {
                std::invalid_argument);
 }
 
+TEST(Options, Training) {
+  Options o = parseOptions(
+      {"s.so", "--data", "t", "--steps", "10", "--lr", "1e-3", "--beta1",
+       "0.8", "--beta2=0.95", "--eps", "1e-6", "--weight-decay", "0.1",
+       "--grad-clip", "1", "--lr-schedule", "cosine", "--warmup-steps", "2",
+       "--min-lr", "1e-4", "--val-data", "v", "--val-every", "3",
+       "--val-steps", "2", "--save", "o.st", "--resume", "r.st",
+       "--dump-grads", "g.st"});
+  EXPECT_EQ(o.lr, 1e-3);
+  EXPECT_EQ(o.beta1, 0.8);
+  EXPECT_EQ(o.beta2, 0.95);
+  EXPECT_EQ(o.eps, 1e-6);
+  EXPECT_EQ(o.weightDecay, 0.1);
+  EXPECT_EQ(o.gradClip, 1.0);
+  EXPECT_EQ(o.lrSchedule, "cosine");
+  EXPECT_EQ(o.warmupSteps, 2);
+  EXPECT_EQ(o.minLr, 1e-4);
+  EXPECT_EQ(o.valData, "v");
+  EXPECT_EQ(o.valEvery, 3);
+  EXPECT_EQ(o.valSteps, 2);
+  EXPECT_EQ(o.save, "o.st");
+  EXPECT_EQ(o.resume, "r.st");
+  EXPECT_EQ(o.dumpGrads, "g.st");
+  Options d = parseOptions({"s.so", "--data", "t"});
+  EXPECT_EQ(d.lr, 3e-4);
+  EXPECT_EQ(d.beta1, 0.9);
+  EXPECT_EQ(d.beta2, 0.999);
+  EXPECT_EQ(d.eps, 1e-8);
+  EXPECT_EQ(d.weightDecay, 0.0);
+  EXPECT_EQ(d.gradClip, 0.0);
+  EXPECT_EQ(d.lrSchedule, "constant");
+  EXPECT_EQ(d.warmupSteps, 0);
+  EXPECT_EQ(d.valEvery, 0);
+  EXPECT_EQ(d.valSteps, 1);
+  for (std::vector<std::string> bad :
+       {std::vector<std::string>{"--lr", "-1"},
+        {"--lr", "x"},
+        {"--lr", "inf"},
+        {"--beta1", "1"},
+        {"--beta2", "-0.1"},
+        {"--eps", "-1"},
+        {"--grad-clip", "nan"},
+        {"--lr-schedule", "linear"},
+        {"--warmup-steps", "-1"},
+        {"--val-steps", "0"},
+        {"--save", ""},
+        {"--eval-only", "--save", "x"},
+        {"--eval-only", "--resume", "x"},
+        {"--eval-only", "--dump-grads", "x"},
+        {"--eval-only", "--val-data", "x"},
+        {"--resume", "x", "--init-from", "y"}}) {
+    std::vector<std::string> args{"s.so", "--data", "t"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    EXPECT_THROW(parseOptions(args), std::invalid_argument) << bad[0];
+  }
+}
+
+TEST(Options, LearningRate) {
+  Options o;
+  o.lr = 1e-3;
+  o.steps = 10;
+  for (int64_t t = 0; t < 10; ++t)
+    EXPECT_EQ(learningRate(o, t), 1e-3);
+  o.warmupSteps = 4;
+  EXPECT_EQ(learningRate(o, 0), 1e-3 * 1 / 4);
+  EXPECT_EQ(learningRate(o, 2), 1e-3 * 3 / 4);
+  EXPECT_EQ(learningRate(o, 3), 1e-3);
+  EXPECT_EQ(learningRate(o, 9), 1e-3);
+  o.lrSchedule = "cosine";
+  o.minLr = 1e-4;
+  EXPECT_EQ(learningRate(o, 1), 1e-3 * 2 / 4);
+  EXPECT_EQ(learningRate(o, 4), 1e-3); // cos(0)
+  EXPECT_EQ(learningRate(o, 7), 1e-4 + 0.5 * (1e-3 - 1e-4) *
+                                           (1.0 + std::cos(M_PI * (3.0 / 6.0))));
+  EXPECT_NEAR(learningRate(o, 10), 1e-4, 1e-18); // the horizon: min
+  o.warmupSteps = 0;
+  EXPECT_EQ(learningRate(o, 0), 1e-3);
+  EXPECT_NEAR(learningRate(o, 5), 0.5 * (1e-3 + 1e-4), 1e-18);
+}
+
 namespace {
 
 std::string writeTemp(const std::vector<char> &bytes) {
@@ -468,4 +719,128 @@ TEST(Tokens, Errors) {
                       "model's valid_vocab 100"),
             std::string::npos);
   EXPECT_NE(tokenError({'a', 'b', 'c'}).find("odd size"), std::string::npos);
+}
+
+TEST(Safetensors, WriteThenReadSlices) {
+  char dir[] = "/tmp/megatron-run-st-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/c.safetensors";
+  std::vector<float> w(7 * 4), b(4), s(1);
+  std::iota(w.begin(), w.end(), 1.0f);
+  std::iota(b.begin(), b.end(), -2.0f);
+  s[0] = 0.5f;
+  {
+    SafetensorsWriter out(path,
+                          {{"w", {7, 4}},
+                           {"b", {4}},
+                           {"optimizer.w.exp_avg", {7, 4}},
+                           {"optimizer.w.exp_avg_sq", {7, 4}},
+                           {"optimizer.b.exp_avg", {4}},
+                           {"optimizer.b.exp_avg_sq", {4}},
+                           {"scalar", {}}},
+                          {{"step", "12"}, {"format", "megatron-mlir"}});
+    struct stat st;
+    EXPECT_EQ(stat((path + ".tmp").c_str(), &st), 0);
+    EXPECT_NE(stat(path.c_str(), &st), 0); // nothing at PATH before commit
+    out.write(w.data(), 28);
+    out.write(b.data(), 4);
+    out.write(w.data(), 28);
+    out.write(w.data(), 28);
+    out.write(b.data(), 4);
+    out.write(b.data(), 4);
+    EXPECT_THROW(out.commit(), std::logic_error); // "scalar" not written
+    out.write(s.data(), 1);
+    out.commit();
+    EXPECT_NE(stat((path + ".tmp").c_str(), &st), 0);
+  }
+  std::ifstream f(path, std::ios::binary);
+  uint64_t headerLen = 0;
+  f.read(reinterpret_cast<char *>(&headerLen), 8);
+  EXPECT_EQ(headerLen % 8, 0u);
+
+  Checkpoint c(path);
+  EXPECT_EQ(c.metadata().at("step"), "12");
+  EXPECT_EQ(c.metadata().at("format"), "megatron-mlir");
+  EXPECT_EQ(c.entries().count("optimizer.w.exp_avg"), 1u);
+  Arg wa{"w", "param", "f32", {8, 4}, {4, 4}, {7, 4}, {{0, "tp", 1}}};
+  for (int64_t r = 0; r < 2; ++r) {
+    const TensorSlice sl = wa.slice(2, r);
+    std::vector<float> got(16, -1.0f), want(16, -1.0f);
+    c.readSlice("optimizer.w.exp_avg_sq", sl, got.data());
+    sliceTensor(sl, w.data(), want.data());
+    EXPECT_EQ(got, want);
+  }
+  // The optimizer tensors are ignored by --init-from, required by --resume.
+  Manifest m = parseManifest(trainManifest(kTrainArgs));
+  EXPECT_THROW(c.checkAgainst(m), std::runtime_error); // "scalar" is extra
+  unlink(path.c_str());
+  rmdir(dir);
+}
+
+TEST(Safetensors, OptimizerTensors) {
+  char dir[] = "/tmp/megatron-run-st-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string full = std::string(dir) + "/full.safetensors";
+  const std::string weights = std::string(dir) + "/weights.safetensors";
+  std::vector<float> w(28, 1.0f), b(4, 2.0f);
+  {
+    SafetensorsWriter out(full,
+                          {{"w", {7, 4}},
+                           {"b", {4}},
+                           {"optimizer.w.exp_avg", {7, 4}},
+                           {"optimizer.w.exp_avg_sq", {7, 4}},
+                           {"optimizer.b.exp_avg", {4}},
+                           {"optimizer.b.exp_avg_sq", {4}}},
+                          {{"step", "3"}});
+    for (const std::vector<float> *t : {&w, &b, &w, &w, &b, &b})
+      out.write(t->data(), static_cast<int64_t>(t->size()));
+    out.commit();
+    SafetensorsWriter only(weights, {{"w", {7, 4}}, {"b", {4}}}, {});
+    only.write(w.data(), 28);
+    only.write(b.data(), 4);
+    only.commit();
+  }
+  Manifest m = parseManifest(trainManifest(kTrainArgs));
+  Checkpoint(full).checkAgainst(m, false);
+  Checkpoint(full).checkAgainst(m, true);
+  Checkpoint(weights).checkAgainst(m, false);
+  try {
+    Checkpoint(weights).checkAgainst(m, true);
+    ADD_FAILURE() << "no error for a file without optimizer state";
+  } catch (const std::runtime_error &e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "tensor \"optimizer.b.exp_avg\" is missing: --resume needs "
+                  "the AdamW state"),
+              std::string::npos)
+        << e.what();
+  }
+  unlink(full.c_str());
+  unlink(weights.c_str());
+  rmdir(dir);
+}
+
+TEST(Safetensors, UncommittedOrFailedWritesLeaveNoFile) {
+  char dir[] = "/tmp/megatron-run-st-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/x.safetensors";
+  struct stat st;
+  {
+    SafetensorsWriter out(path, {{"a", {2}}}, {});
+    float a[2] = {1, 2};
+    out.write(a, 2);
+  } // destroyed without commit
+  EXPECT_NE(stat((path + ".tmp").c_str(), &st), 0);
+  EXPECT_NE(stat(path.c_str(), &st), 0);
+  EXPECT_THROW(SafetensorsWriter(std::string(dir) + "/no/such/dir/x", {}, {}),
+               std::runtime_error);
+  // Renaming onto a directory fails: the .tmp is removed.
+  const std::string sub = std::string(dir) + "/sub";
+  ASSERT_EQ(mkdir(sub.c_str(), 0755), 0);
+  {
+    SafetensorsWriter out(sub, {}, {});
+    EXPECT_THROW(out.commit(), std::runtime_error);
+  }
+  EXPECT_NE(stat((sub + ".tmp").c_str(), &st), 0);
+  rmdir(sub.c_str());
+  rmdir(dir);
 }

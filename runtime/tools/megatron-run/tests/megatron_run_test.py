@@ -6,7 +6,9 @@
 
 Each CASE runs megatron-run (under `mpirun -np 2` for the TP=2 mock) and
 checks exit codes, messages, that nothing hangs, and the values the mock's
-mgt_forward saw (MOCK_DUMP_DIR: the GLOBAL tensors, gathered over TP).
+mgt_forward / mgt_train_step saw (MOCK_DUMP_DIR: the GLOBAL tensors,
+gathered over TP). Mock variants: train step (default), train step with
+"grad" args (--mock-tpN-grads) and forward only (--mock-tpN-eval).
 Exit 0 = pass, 1 = fail, 77 = skipped (numpy missing).
 """
 import argparse
@@ -53,13 +55,18 @@ def check(cond, what):
 
 # ---------------------------------------------------------------- running
 
-def command(tp, args, env=None):
+def mock_for(tp, variant=""):
+    return getattr(A, f"mock_tp{tp}{'_' + variant if variant else ''}")
+
+
+def command(tp, args, env=None, variant=""):
     """megatron-run with the mock for `tp` ranks (mpirun for tp > 1, or when
-    tp is given as ("mpi", n) to force mpirun with n ranks)."""
+    tp is given as ("mpi", n) to force mpirun with n ranks); variant "",
+    "grads" or "eval" picks the mock library."""
     if isinstance(tp, tuple):
-        ranks, mock = tp[1], A.mock_tp1 if tp[2] == 1 else A.mock_tp2
+        ranks, mock = tp[1], mock_for(tp[2], variant)
     else:
-        ranks, mock = tp, A.mock_tp1 if tp == 1 else A.mock_tp2
+        ranks, mock = tp, mock_for(tp, variant)
     cmd = [A.megatron_run, mock] + list(args)
     if ranks > 1 or isinstance(tp, tuple):
         xs = []
@@ -109,10 +116,11 @@ def steps_printed(out):
     return re.findall(r"^step (\d+) loss (\S+)$", out, re.M)
 
 
-def read_dump(d, step):
-    """{name: np.array} from the mock's MOCK_DUMP_DIR/step<k>.txt."""
+def read_dump(d, step, kind="step"):
+    """{name: np.array} from the mock's MOCK_DUMP_DIR/<kind><k>.txt (kind
+    "step": mgt_forward calls, "train": mgt_train_step calls)."""
     out = {}
-    with open(os.path.join(d, f"step{step}.txt")) as f:
+    with open(os.path.join(d, f"{kind}{step}.txt")) as f:
         for line in f:
             name, n, *vals = line.split()
             assert int(n) == len(vals), line[:80]
@@ -131,6 +139,69 @@ def dump_run(tp, args, env=None, steps=1, what=""):
     except (OSError, AssertionError) as e:
         check(False, f"{what}: mock dump readable ({e})")
         return [{} for _ in range(steps)], out
+
+
+def train_run(tp, args, env=None, variant="", what=""):
+    """Runs a training command with MOCK_DUMP_DIR; returns (train dumps,
+    forward dumps, stdout)."""
+    d = tempfile.mkdtemp(dir=TMP)
+    env = dict(env or {}, MOCK_DUMP_DIR=d)
+    out = expect_ok(command(tp, list(args), env, variant), env, what)
+    files = os.listdir(d)
+    try:
+        train = [read_dump(d, k, "train")
+                 for k in range(sum(f.startswith("train") for f in files))]
+        fwd = [read_dump(d, k, "step")
+               for k in range(sum(f.startswith("step") for f in files))]
+    except (OSError, AssertionError) as e:
+        check(False, f"{what}: mock dump readable ({e})")
+        train, fwd = [], []
+    return train, fwd, out
+
+
+TRAIN_RE = re.compile(r"^step (\d+) loss (\S+) grad_norm (\S+) lr (\S+) ms (\S+)$",
+                      re.M)
+
+
+def train_printed(out):
+    """[(step, loss, grad_norm, lr)] as printed (strings; ms left out)."""
+    return [m[:4] for m in TRAIN_RE.findall(out)]
+
+
+def val_printed(out):
+    return re.findall(r"^val step (\d+) loss (\S+)$", out, re.M)
+
+
+def f32(x):
+    return np.float32(float(x))
+
+
+def optimizer_names(name):
+    return f"optimizer.{name}.exp_avg", f"optimizer.{name}.exp_avg_sq"
+
+
+def mock_checksum(dump):
+    """mgt_forward's value (the mock's checksum) from a dump, as the mock
+    computes it (double, same order), rounded to f32."""
+    total = 0.0
+    for i, (n, shape) in enumerate(MOCK_PARAMS.items()):
+        v = dump[n].astype(np.float64)
+        for k in range(v.size):
+            total += float(v[k]) * float(1 + (k + 3 * i) % 7)
+    for name, scale in (("input_ids", 1e-3), ("targets", 1e-4)):
+        for j, x in enumerate(dump[name]):
+            total += float(x) * float(j + 1) * scale
+    return np.float32(total)
+
+
+def lr_reference(t, lr, warmup, steps, schedule, min_lr):
+    """The documented schedule (Options.h), in the same operation order."""
+    if t < warmup:
+        return lr * (t + 1) / warmup
+    if schedule == "constant" or steps <= warmup:
+        return lr
+    return min_lr + 0.5 * (lr - min_lr) * (
+        1 + math.cos(math.pi * ((t - warmup) / (steps - warmup))))
 
 
 # ------------------------------------------------------------- data files
@@ -252,7 +323,10 @@ def params_equal(dump, params, what, exact=True):
 def case_help():
     out = expect_ok([A.megatron_run, "--help"], what="--help")
     for opt in ("--init-from", "--seed", "--data", "--eval-only", "--steps",
-                "--log", "--help"):
+                "--log", "--help", "--lr", "--beta1", "--beta2", "--eps",
+                "--weight-decay", "--grad-clip", "--lr-schedule",
+                "--warmup-steps", "--min-lr", "--val-data", "--val-every",
+                "--val-steps", "--save", "--resume", "--dump-grads"):
         check(opt in out, f"--help lists {opt}")
 
 
@@ -269,6 +343,15 @@ def case_usage():
         (["--data", t], r"missing STEP\.so"),
         ([m, "extra", "--data", t], r'unexpected argument "extra"'),
         ([m, "-x", "--data", t], r"unknown option -x"),
+        ([m, "--data", t, "--lr", "x"], r"--lr: expected a number >= 0"),
+        ([m, "--data", t, "--beta2", "1"], r"--beta2: expected a number >= 0.* and < 1"),
+        ([m, "--data", t, "--lr-schedule", "linear"],
+         r"--lr-schedule: expected constant or cosine"),
+        ([m, "--data", t, "--val-steps", "0"], r"--val-steps: expected an integer >= 1"),
+        ([m, "--data", t, "--eval-only", "--save", "x"],
+         r"--save is for training, not --eval-only"),
+        ([m, "--data", t, "--resume", "x", "--init-from", "y"],
+         r"--resume and --init-from exclude each other"),
     ]:
         expect_fail([A.megatron_run] + args, pat, what=" ".join(args[-2:]),
                     code=2)
@@ -293,12 +376,15 @@ def case_load_errors():
 
 def case_no_train():
     t = token_file(range(10))
-    expect_fail([A.megatron_run, A.mock_tp1, "--data", t],
+    expect_fail([A.megatron_run, A.mock_tp1_eval, "--data", t],
                 r"step\.so was compiled without --train; pass --eval-only",
-                what="tp1 without --eval-only", code=1)
-    expect_fail(command(2, ["--data", t]),
+                what="tp1 without mgt_train_step, without --eval-only", code=1)
+    expect_fail(command(2, ["--data", t], variant="eval"),
                 r"step\.so was compiled without --train; pass --eval-only",
-                what="tp2 without --eval-only")
+                what="tp2 without mgt_train_step, without --eval-only")
+    out = expect_ok(command(2, ["--data", t, "--eval-only"], variant="eval"),
+                    what="the forward-only library runs --eval-only")
+    check(len(steps_printed(out)) == 1, "... and prints the loss")
 
 
 def case_tp_mismatch():
@@ -535,6 +621,318 @@ def case_log_file():
                 r"rank 0: cannot write log .*log\.jsonl", what="unwritable log")
 
 
+def case_train_hyperparameters():
+    t = token_file(np.arange(60) % VOCAB)
+    args = ["--data", t, "--steps", "3", "--lr", "0.002", "--beta1", "0.8",
+            "--beta2", "0.95", "--eps", "1e-6", "--weight-decay", "0.1",
+            "--grad-clip", "0.25", "--seed", "5"]
+    tr1, _, out1 = train_run(1, args, what="tp1, 3 train steps")
+    tr2, _, out2 = train_run(2, args, what="tp2, 3 train steps")
+    p1, p2 = train_printed(out1), train_printed(out2)
+    check(len(tr2) == 3 and len(p2) == 3 and [s for s, *_ in p2] == ["0", "1", "2"],
+          "3 train_step calls, rank 0 prints 3 lines")
+    check(p1 == p2, "tp1 and tp2 print the same loss, grad_norm, lr")
+    ti = tokens_io()
+    ok_hp = ok_batch = ok_res = True
+    for s, (d, line) in enumerate(zip(tr2, p2)):
+        want = np.array([0.002, 0.8, 0.95, 1e-6, 0.1, 0.25, s + 1, 0], np.float32)
+        ok_hp &= np.array_equal(d.get("hyperparameters"), want)
+        inp, tgt = ti.batch(np.arange(60) % VOCAB, s, B, T)
+        ok_batch &= np.array_equal(d["input_ids"], inp.reshape(-1))
+        ok_batch &= np.array_equal(d["targets"], tgt.reshape(-1))
+        ok_res &= (f32(line[1]) == d["mock.loss"][0] and
+                   f32(line[2]) == d["mock.grad_norm"][0] and
+                   f32(line[3]) == np.float32(0.002))
+    check(ok_hp, "hyperparameters [lr, beta1, beta2, eps, wd, clip, step, 0] "
+          "reach every step (step = 1-based update count)")
+    check(ok_batch, "train step s gets batch s")
+    check(ok_res, "printed loss / grad_norm are the step's results, lr the "
+          "hyperparameter")
+    check(all(np.all(d[n + ".exp_avg"] == 0) for n in MOCK_PARAMS for d in tr2[:1]),
+          "AdamW state starts at zero")
+    ref = {n: init_reference(5, n, s) for n, s in MOCK_PARAMS.items()}
+    params_equal(tr2[0], ref, "step 0 sees the seeded init", exact=False)
+    # The mock applies torch AdamW with clipping: step 1's state follows.
+    d0, d1 = tr2[0], tr2[1]
+    norm = float(d0["mock.grad_norm"][0])
+    coef = min(1.0, 0.25 / (norm + 1e-6))
+    ok = True
+    for n in MOCK_PARAMS:
+        g = d0["mock.grad." + n].astype(np.float64) * coef
+        m = 0.2 * g
+        v = 0.05 * g * g
+        p = d0[n] * (1 - 0.002 * 0.1)
+        p = p - 0.002 / 0.2 * m / (np.sqrt(v) / math.sqrt(0.05) + 1e-6)
+        ok &= np.allclose(d1[n + ".exp_avg"], m, rtol=1e-5, atol=1e-9)
+        ok &= np.allclose(d1[n + ".exp_avg_sq"], v, rtol=1e-5, atol=1e-12)
+        ok &= np.allclose(d1[n], p, rtol=1e-5, atol=1e-7)
+    check(ok, "after step 0: params and AdamW state == torch AdamW of the "
+          "clipped gradient (numpy)")
+
+
+def case_lr_schedule():
+    t = token_file(np.arange(100) % VOCAB)
+    N = 10
+    for schedule, warmup, min_lr in (("constant", 3, 0.0), ("cosine", 3, 1e-4),
+                                     ("cosine", 0, 0.0), ("cosine", 12, 0.0)):
+        args = ["--data", t, "--steps", str(N), "--lr", "1e-3",
+                "--lr-schedule", schedule, "--warmup-steps", str(warmup),
+                "--min-lr", str(min_lr)]
+        tr, _, out = train_run(1, args, what=f"{schedule}, warmup {warmup}")
+        printed = train_printed(out)
+        want = [np.float32(lr_reference(s, 1e-3, warmup, N, schedule, min_lr))
+                for s in range(N)]
+        check(len(printed) == N and [f32(l[3]) for l in printed] == want,
+              f"{schedule}, warmup {warmup}, min {min_lr}: printed lr == "
+              f"Python formula at every step ({[l[3] for l in printed[:4]]}...)")
+        check(len(tr) == N and all(d["hyperparameters"][0] == w and
+                                   d["hyperparameters"][6] == s + 1
+                                   for s, (d, w) in enumerate(zip(tr, want))),
+              "... and reaches the step as hyperparameters[0]")
+    # Spot values (not only self-consistency): cosine, W=3, N=10, min 1e-4.
+    spot = {0: 1e-3 / 3, 2: 1e-3, 3: 1e-3, 9: 1e-4 + 0.45e-3 * (1 + math.cos(math.pi * 6 / 7))}
+    check(all(abs(lr_reference(s, 1e-3, 3, 10, "cosine", 1e-4) - v) < 1e-15
+              for s, v in spot.items()), "reference formula spot values")
+
+
+def saved(path):
+    return safetensors_io().read_safetensors(path, with_metadata=True)
+
+
+def case_save_roundtrip():
+    t = token_file(np.arange(60) % VOCAB)
+    files = {}
+    ti = tokens_io()
+    for tp in (1, 2):
+        path = os.path.join(TMP, f"saved_tp{tp}.safetensors")
+        # --val-data: the forward call after the last update dumps the final
+        # weights and AdamW state.
+        tr, fwd, _ = train_run(tp, ["--data", t, "--steps", "3", "--lr", "0.01",
+                                    "--val-data", t, "--save", path],
+                               what=f"tp{tp}: train 3 steps, --save")
+        files[tp] = path
+        if not check(os.path.exists(path) and not os.path.exists(path + ".tmp"),
+                     f"tp{tp}: {os.path.basename(path)} written, no .tmp left"):
+            continue
+        tensors, meta = saved(path)
+        want = set(MOCK_PARAMS) | {x for n in MOCK_PARAMS for x in optimizer_names(n)}
+        check(set(tensors) == want, f"tp{tp}: params + optimizer.<p>.exp_avg/_sq")
+        check(all(tensors[n].shape == s for n, s in MOCK_PARAMS.items()),
+              f"tp{tp}: checkpoint shapes (padding rows dropped)")
+        check(meta.get("step") == "3" and meta.get("format") == "megatron-mlir"
+              and meta.get("lr") == "0.01" and meta.get("beta2") == "0.999",
+              f"tp{tp}: metadata step 3, format, hyperparameters ({meta})")
+        final = fwd[-1] if fwd else {}
+        params_equal(final, {n: tensors[n] for n in MOCK_PARAMS},
+                     f"tp{tp}: saved weights == the step's final weights (bitwise)")
+        params_equal(final, {n + ".exp_avg": tensors[optimizer_names(n)[0]]
+                             for n in MOCK_PARAMS},
+                     f"tp{tp}: saved exp_avg == the step's (bitwise)")
+        params_equal(final, {n + ".exp_avg_sq": tensors[optimizer_names(n)[1]]
+                             for n in MOCK_PARAMS},
+                     f"tp{tp}: saved exp_avg_sq == the step's (bitwise)")
+        # --init-from a --save file: weights only (optimizer.* and metadata
+        # ignored).
+        d, _ = dump_run(tp, ["--data", t, "--eval-only", "--init-from", path],
+                        what=f"tp{tp}: --eval-only --init-from the saved file")
+        params_equal(d[0], {n: tensors[n] for n in MOCK_PARAMS},
+                     f"tp{tp}: --init-from loads the saved weights (bitwise)")
+        # --resume: weights, AdamW state, step.
+        for rtp in (1, 2):
+            tr, _, out = train_run(rtp, ["--data", t, "--steps", "4", "--resume", path],
+                                   what=f"tp{tp} file, --resume at tp{rtp}")
+            d = tr[0] if tr else {}
+            params_equal(d, {n: tensors[n] for n in MOCK_PARAMS},
+                         f"tp{tp} -> tp{rtp} resume: weights (bitwise)")
+            params_equal(d, {n + ".exp_avg": tensors[optimizer_names(n)[0]]
+                             for n in MOCK_PARAMS} |
+                         {n + ".exp_avg_sq": tensors[optimizer_names(n)[1]]
+                          for n in MOCK_PARAMS},
+                         f"tp{tp} -> tp{rtp} resume: AdamW state (bitwise)")
+            inp, _ = ti.batch(np.arange(60) % VOCAB, 3, B, T)
+            check(len(tr) == 1 and d["hyperparameters"][6] == 4 and
+                  np.array_equal(d["input_ids"], inp.reshape(-1)) and
+                  [p[0] for p in train_printed(out)] == ["3"],
+                  f"tp{tp} -> tp{rtp} resume: one step, step 3 (batch 3, "
+                  "AdamW step 4)")
+    if len(files) == 2 and all(os.path.exists(f) for f in files.values()):
+        check(open(files[1], "rb").read() == open(files[2], "rb").read(),
+              "tp1 and tp2 save byte-identical files (the mock is TP-invariant)")
+
+
+def case_resume_continuation():
+    t = token_file(np.random.default_rng(7).integers(0, VOCAB, 97))
+    v = token_file(np.random.default_rng(8).integers(0, VOCAB, 50), "val.bin")
+    common = ["--data", t, "--lr", "0.01", "--warmup-steps", "2",
+              "--weight-decay", "0.1", "--grad-clip", "0.3", "--beta2", "0.99",
+              "--val-data", v, "--val-every", "3", "--val-steps", "2"]
+    a, b5, b = (os.path.join(TMP, f"{x}.safetensors") for x in ("a", "b5", "b"))
+    out_a = expect_ok(command(2, common + ["--steps", "10", "--save", a]),
+                      what="tp2: 10 steps straight")
+    out_1 = expect_ok(command(2, common + ["--steps", "5", "--save", b5]),
+                      what="tp2: 5 steps, --save")
+    out_2 = expect_ok(command(2, common + ["--steps", "10", "--resume", b5,
+                                           "--save", b]),
+                      what="tp2: --resume, steps 5..9")
+    pa, p1, p2 = train_printed(out_a), train_printed(out_1), train_printed(out_2)
+    check(len(pa) == 10 and p1 + p2 == pa,
+          f"5 + resume 5 prints the same step/loss/grad_norm/lr lines as 10 "
+          f"straight (bitwise; steps {[p[0] for p in p2]})")
+    va, v1, v2 = dict(val_printed(out_a)), dict(val_printed(out_1)), dict(val_printed(out_2))
+    check(list(va) == ["3", "6", "9", "10"] and
+          all((v1 | v2).get(k) == x for k, x in va.items()),
+          f"validation at 3, 6, 9 and the end; equal losses ({va})")
+    check(os.path.exists(a) and os.path.exists(b) and
+          open(a, "rb").read() == open(b, "rb").read(),
+          "final checkpoints byte-identical")
+    expect_fail(command(2, common + ["--steps", "5", "--resume", b5]),
+                r"checkpoint .*b5\.safetensors is at step 5: nothing to do for "
+                r"--steps 5", what="--resume at the last step")
+
+
+def case_save_atomic():
+    t = token_file(np.arange(40) % VOCAB)
+    bad = os.path.join(TMP, "no", "such", "dir", "x.safetensors")
+    out = expect_fail(command(2, ["--data", t, "--steps", "2", "--save", bad]),
+                      r"rank 0: cannot write .*x\.safetensors\.tmp: No such file",
+                      what="--save into a missing directory", code=1)
+    check(len(train_printed(out)) == 2, "... after training")
+    d = os.path.join(TMP, "adir")
+    os.mkdir(d)
+    expect_fail(command(2, ["--data", t, "--save", d]),
+                r"cannot rename .*adir\.tmp to .*adir: ",
+                what="--save onto a directory", code=1)
+    check(os.path.isdir(d) and not os.path.exists(d + ".tmp"),
+          "... leaves no .tmp and the directory alone")
+    f = os.path.join(TMP, "old.safetensors")
+    with open(f, "w") as fh:
+        fh.write("an old file")
+    expect_ok(command(2, ["--data", t, "--save", f]), what="--save over a file")
+    check(not os.path.exists(f + ".tmp") and saved(f)[1].get("step") == "1",
+          "the file is replaced (renamed from .tmp) and readable")
+    expect_fail(command(1, ["--data", t, "--save", bad]),
+                r"megatron-run: cannot write .*x\.safetensors\.tmp",
+                what="tp1: --save into a missing directory", code=1)
+    check(not os.path.exists(bad), "no file")
+
+
+def case_dump_grads():
+    t = token_file(np.arange(40) % VOCAB)
+    files = {}
+    for tp in (1, 2):
+        g = os.path.join(TMP, f"grads_tp{tp}.safetensors")
+        files[tp] = g
+        tr, _, out = train_run(tp, ["--data", t, "--steps", "2", "--grad-clip",
+                                    "0.01", "--dump-grads", g],
+                               variant="grads", what=f"tp{tp}: --dump-grads")
+        if not check(os.path.exists(g) and not os.path.exists(g + ".tmp"),
+                     f"tp{tp}: grads file written"):
+            continue
+        grads, meta = saved(g)
+        check(set(grads) == set(MOCK_PARAMS) and
+              all(grads[n].shape == s for n, s in MOCK_PARAMS.items()),
+              f"tp{tp}: parameter names, checkpoint shapes")
+        check(meta.get("step") == "0", f"tp{tp}: metadata step 0")
+        params_equal({n: tr[0].get("mock.grad." + n) for n in MOCK_PARAMS} if tr else {},
+                     grads, f"tp{tp}: dumped grads == the unclipped grads the "
+                     "mock computed at step 0 (bitwise)")
+        check(len(tr) == 2 and len(train_printed(out)) == 2, "training goes on")
+    if all(os.path.exists(f) for f in files.values()):
+        check(open(files[1], "rb").read() == open(files[2], "rb").read(),
+              "tp1 and tp2 grads files byte-identical")
+    for tp in (1, 2):
+        expect_fail(command(tp, ["--data", t, "--dump-grads",
+                                 os.path.join(TMP, "g.st")]),
+                    r"--dump-grads: .*mock_step_tp\d\.so has no gradient "
+                    r"outputs; compile with --export-grads",
+                    what=f"tp{tp}: --dump-grads without grad args", code=1)
+
+
+def case_val_data():
+    t = token_file(np.arange(60) % VOCAB)
+    vt = np.random.default_rng(3).integers(0, VOCAB, 31)
+    v = token_file(vt, "val.bin")
+    log = os.path.join(TMP, "train.jsonl")
+    args = ["--data", t, "--steps", "5", "--val-data", v, "--val-every", "2",
+            "--val-steps", "3", "--lr", "0.01"]
+    tr, fwd, out = train_run(2, args + ["--log", log], what="tp2 --val-data")
+    vals = val_printed(out)
+    check([s for s, _ in vals] == ["2", "4", "5"],
+          f"validation after 2, 4 updates and at the end ({vals})")
+    check(len(fwd) == 9, "3 batches per validation")
+    ti = tokens_io()
+    ok = all(np.array_equal(fwd[3 * k + j]["input_ids"],
+                            ti.batch(vt, j, B, T)[0].reshape(-1))
+             for k in range(3) for j in range(3)) if len(fwd) == 9 else False
+    check(ok, "validation batches 0..2 of the val file")
+    if len(fwd) == 9:
+        want = [np.float32(sum(float(mock_checksum(fwd[3 * k + j])) for j in range(3)) / 3)
+                for k in range(3)]
+        check([f32(x) for _, x in vals] == want,
+              f"val loss == mean of mgt_forward over the batches ({want})")
+        check(all(np.array_equal(fwd[3 * k][n], tr[u][n]) if u < 5 else True
+                  for k, u in ((0, 2), (1, 4)) for n in MOCK_PARAMS),
+              "validation sees the weights the next train step starts from")
+    plain = train_printed(expect_ok(command(2, args[:4] + ["--lr", "0.01"]),
+                                    what="same training without validation"))
+    check(train_printed(out) == plain, "validation does not change training")
+    try:
+        lines = [json.loads(l) for l in open(log)]
+    except (OSError, ValueError) as e:
+        check(False, f"log readable ({e})")
+        return
+    steps = [l for l in lines if "loss" in l]
+    check([l["step"] for l in steps] == [0, 1, 2, 3, 4] and
+          all(set(l) == {"step", "loss", "ms", "tokens_per_s", "grad_norm", "lr"}
+              for l in steps), "train log lines: step, loss, ms, tokens_per_s, "
+          "grad_norm, lr")
+    check(all(np.float32(l["loss"]) == f32(p[1]) and
+              np.float32(l["grad_norm"]) == f32(p[2]) and
+              np.float32(l["lr"]) == f32(p[3])
+              for l, p in zip(steps, train_printed(out))), "logged == printed")
+    vl = [l for l in lines if "val_loss" in l]
+    check([(str(l["step"]), np.float32(l["val_loss"])) for l in vl] ==
+          [(s, f32(x)) for s, x in vals], "val log lines {step, val_loss}")
+    expect_fail(command(2, ["--data", t, "--val-data",
+                            token_file([1, 2, 3], "short.bin")]),
+                r"data .*short\.bin: 3 tokens, fewer than the 7",
+                what="val file too short")
+
+
+def case_train_errors():
+    t = token_file(np.arange(40) % VOCAB)
+    st = safetensors_io()
+    params = random_params(9)
+    p = os.path.join(TMP, "weights_only.safetensors")
+    st.write_safetensors(p, params, metadata={"step": "2"})
+    expect_fail(command(2, ["--data", t, "--steps", "4", "--resume", p]),
+                r'tensor "optimizer\.\S+\.exp_avg(_sq)?" is missing: --resume '
+                r"needs the AdamW state", what="--resume file without optimizer "
+                "tensors", code=None)
+    full = dict(params)
+    for n, a in params.items():
+        m_, v_ = optimizer_names(n)
+        full[m_] = np.zeros_like(a)
+        full[v_] = np.zeros_like(a)
+    p = os.path.join(TMP, "no_step.safetensors")
+    st.write_safetensors(p, full)
+    expect_fail(command(2, ["--data", t, "--resume", p]),
+                r'no "step" in its __metadata__', what="--resume file without step")
+    p = os.path.join(TMP, "ok.safetensors")
+    st.write_safetensors(p, full, metadata={"step": "1"})
+    tr, _, out = train_run(2, ["--data", t, "--steps", "2", "--resume", p],
+                           what="a hand-written resume file")
+    params_equal(tr[0] if tr else {}, params, "... loads its weights")
+    check([x[0] for x in train_printed(out)] == ["1"], "... and runs step 1")
+    expect_fail(command(2, ["--data", t, "--resume",
+                            os.path.join(TMP, "nope.safetensors")]),
+                r"checkpoint .*nope\.safetensors: cannot open", what="missing resume file")
+    env = {"MOCK_EXIT_RANK": "1"}
+    expect_fail(command(2, ["--data", t, "--steps", "3"], env),
+                r"mock_step: rank 1 exits in mgt_train_step", env=env,
+                what="rank 1 dies in mgt_train_step")
+
+
 CASES = {name[5:]: fn for name, fn in globals().items()
          if name.startswith("case_")}
 
@@ -546,6 +944,9 @@ def main():
     ap.add_argument("--megatron-run", required=True)
     ap.add_argument("--mock-tp1", required=True)
     ap.add_argument("--mock-tp2", required=True)
+    for tp in (1, 2):
+        for variant in ("grads", "eval"):
+            ap.add_argument(f"--mock-tp{tp}-{variant}", required=True)
     ap.add_argument("--rt-lib", required=True)
     ap.add_argument("--mpirun", required=True)
     ap.add_argument("--reference-dir", required=True)

@@ -1,23 +1,41 @@
 /* A stand-in for a compiled step.so, for megatron-run's tests.
  *
- * Compiled with -DMOCK_TP=1 or 2. Its manifest describes a tiny GPT-2-like
- * model (padded vocabulary, fused QKV split in 3 sections, row- and
- * column-split weights, replicated layer norms) plus input_ids/targets.
- * mgt_forward gathers every parameter into its GLOBAL tensor (local slice
- * placed by this file's own implementation of the slicing rule, then an
- * all-reduce sum over TP), checks that padding is zero, and returns a
- * checksum of the global tensors and the batch, so every rank and every TP
- * size returns the same value for the same weights and data.
+ * Compiled with -DMOCK_TP=1 or 2, -DMOCK_TRAIN=0/1 (export mgt_train_step,
+ * the "train_step" entry, AdamW state and hyperparameters args; default 1)
+ * and -DMOCK_GRADS=0/1 ("grad" args, as --export-grads; default 0). Its
+ * manifest describes a tiny GPT-2-like model (padded vocabulary, fused QKV
+ * split in 3 sections, row- and column-split weights, replicated layer norms)
+ * plus input_ids/targets. mgt_forward gathers every parameter into its GLOBAL
+ * tensor (local slice placed by this file's own implementation of the slicing
+ * rule, then an all-reduce sum over TP), checks that padding is zero, and
+ * returns a checksum of the global tensors and the batch, so every rank and
+ * every TP size returns the same value for the same weights and data.
+ *
+ * mgt_train_step: results[0] = the checksum (before the update); the
+ * gradient of parameter i at checkpoint flat index k with value w is
+ *   g = 0.05f*w + 0.01f*(float)((k + 3*i) % 7 - 3) + 0.001f*(float)(h % 11)
+ * (float math, left to right; padding 0) with h = sum_j (j+1)*input_ids[j] +
+ * 3*targets[j]; results[1] = its global L2 norm (double sum in global order);
+ * the update is mrt_adamw_f32 with the hyperparameters arg, after clipping
+ * (coef = clip/(norm+1e-6) when < 1, as torch's clip_grad_norm_); "grad" args
+ * get the unclipped gradient. Everything is computed on global tensors, so
+ * TP=1 and TP=2 train bit-identically.
  *
  * Environment:
- *   MOCK_DUMP_DIR=D    rank 0 writes D/step<k>.txt at its k-th call: one line
- *                      "name n v0 v1 ..." per arg (global tensor restricted to
- *                      checkpoint_shape, row-major; floats with %.9g)
+ *   MOCK_DUMP_DIR=D    rank 0 writes D/step<k>.txt at its k-th mgt_forward
+ *                      call and D/train<k>.txt at its k-th mgt_train_step
+ *                      call: one line "name n v0 v1 ..." per arg (global
+ *                      tensor restricted to checkpoint_shape, row-major;
+ *                      floats with %.9g; train: the args before the update,
+ *                      then "mock.loss 1 X", "mock.grad_norm 1 G" and
+ *                      "mock.grad.<param> n ..." the unclipped gradients)
  *   MOCK_BREAK_RANK=r  world rank r's manifest renames h.0.ln_1.weight to
  *                      h.0.ln_9.weight (a failure only that rank sees)
  *   MOCK_EXIT_RANK=r   world rank r exits with status 3 inside mgt_forward
+ *                      and mgt_train_step
  */
 #include "megatron_rt/comm.h"
+#include "megatron_rt/optimizer.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -28,9 +46,20 @@
 #define MOCK_TP 1
 #endif
 
+#ifndef MOCK_TRAIN
+#define MOCK_TRAIN 1
+#endif
+#ifndef MOCK_GRADS
+#define MOCK_GRADS 0
+#endif
+
 #define MOCK_EXPORT __attribute__((visibility("default")))
 
-enum { MAXDIM = 2, NARGS = 12, BATCH = 2, SEQ = 3, VOCAB = 10 };
+enum { MAXDIM = 2, NBASE = 12, NPARAMS = 10, BATCH = 2, SEQ = 3, VOCAB = 10 };
+/* Base args (params, input_ids, targets), then per param its exp_avg and
+ * exp_avg_sq, then the grads, then hyperparameters. */
+#define NARGS \
+  (NBASE + (MOCK_TRAIN ? 2 * NPARAMS + (MOCK_GRADS ? NPARAMS : 0) + 1 : 0))
 /* The padded vocabulary depends on TP (as in the compiler: a multiple of a
  * TP-dependent size); the checkpoint holds only VOCAB rows. */
 #define VPAD (MOCK_TP == 1 ? 12 : 16)
@@ -41,9 +70,10 @@ typedef struct {
   long global[MAXDIM], ckpt[MAXDIM];
   int split_dim; /* -1: replicated */
   int sections;
+  int param; /* adam_m / adam_v / grad: index of the parameter */
 } MockArg;
 
-static const MockArg kArgs[NARGS] = {
+static const MockArg kBase[NBASE] = {
     {"wte.weight", "param", 2, {VPAD, 4}, {VOCAB, 4}, 0, 1},
     {"wpe.weight", "param", 2, {3, 4}, {3, 4}, -1, 1},
     {"h.0.ln_1.weight", "param", 1, {4}, {4}, -1, 1},
@@ -58,6 +88,42 @@ static const MockArg kArgs[NARGS] = {
     {"targets", "targets", 2, {BATCH, SEQ}, {BATCH, SEQ}, -1, 1},
 };
 
+static MockArg kArgs[NARGS];
+static char kNames[NARGS][64];
+static int kHyper = -1;                /* index of hyperparameters */
+static int kAdamM[NPARAMS], kAdamV[NPARAMS], kGrad[NPARAMS];
+
+static void initArgs(void) {
+  static int done = 0;
+  if (done)
+    return;
+  done = 1;
+  for (int i = 0; i < NBASE; ++i) {
+    kArgs[i] = kBase[i];
+    kArgs[i].param = -1;
+  }
+  int n = NBASE;
+  for (int p = 0; p < NPARAMS; ++p)
+    kAdamM[p] = kAdamV[p] = kGrad[p] = -1;
+  if (!MOCK_TRAIN)
+    return;
+  for (int k = 0; k < (MOCK_GRADS ? 3 : 2); ++k)
+    for (int p = 0; p < NPARAMS; ++p) {
+      static const char *const suffix[3] = {"exp_avg", "exp_avg_sq", "grad"};
+      static const char *const role[3] = {"adam_m", "adam_v", "grad"};
+      kArgs[n] = kBase[p];
+      snprintf(kNames[n], sizeof(kNames[n]), "%s.%s", kBase[p].name,
+               suffix[k]);
+      kArgs[n].name = kNames[n];
+      kArgs[n].role = role[k];
+      kArgs[n].param = p;
+      (k == 0 ? kAdamM : k == 1 ? kAdamV : kGrad)[p] = n;
+      ++n;
+    }
+  MockArg h = {"hyperparameters", "hyperparameters", 1, {8}, {8}, -1, 1, -1};
+  kHyper = n;
+  kArgs[n++] = h;
+}
 static int envInt(const char *name) {
   const char *v = getenv(name);
   return v && *v ? atoi(v) : -1;
@@ -80,34 +146,47 @@ static void appendShape(char **p, const long *shape, int ndim) {
   *p += sprintf(*p, "]");
 }
 
+/* MOCK_BREAK_RANK: h.0.ln_1.weight (and its state) becomes h.0.ln_9.weight. */
+static void mockName(char *out, const char *name, int broken) {
+  const char *from = "h.0.ln_1.weight";
+  if (broken && strncmp(name, from, strlen(from)) == 0)
+    sprintf(out, "h.0.ln_9.weight%s", name + strlen(from));
+  else
+    sprintf(out, "%s", name);
+}
+
 MOCK_EXPORT const char *mgt_manifest(void) {
-  static char buf[8192];
+  static char buf[32768];
   char *p = buf;
+  initArgs();
   const int broken = launcherRank() >= 0 && launcherRank() == envInt("MOCK_BREAK_RANK");
   p += sprintf(p,
                "{\"format\": \"megatron-step\", \"version\": 1, \"model\": "
                "\"mock\", \"tp\": %d, \"batch\": %d, \"seq\": %d, "
-               "\"valid_vocab\": %d, \"args\": [",
-               MOCK_TP, BATCH, SEQ, VOCAB);
+               "\"valid_vocab\": %d, %s\"args\": [",
+               MOCK_TP, BATCH, SEQ, VOCAB,
+               MOCK_TRAIN ? "\"entries\": [\"forward\", \"train_step\"], " : "");
   for (int i = 0; i < NARGS; ++i) {
     const MockArg *a = &kArgs[i];
     long local[MAXDIM];
     for (int d = 0; d < a->ndim; ++d)
       local[d] = localDim(a, d);
-    const char *name = a->name;
-    if (broken && strcmp(name, "h.0.ln_1.weight") == 0)
-      name = "h.0.ln_9.weight";
+    char name[96], param[96];
+    mockName(name, a->name, broken);
+    mockName(param, a->param >= 0 ? kArgs[a->param].name : "", broken);
     p += sprintf(p, "%s\n {\"name\": \"%s\", \"role\": \"%s\", \"dtype\": \"%s\", "
                  "\"global_shape\": ",
                  i ? "," : "", name, a->role,
-                 strcmp(a->role, "param") ? "i32" : "f32");
+                 i == 10 || i == 11 ? "i32" : "f32");
     appendShape(&p, a->global, a->ndim);
     p += sprintf(p, ", \"local_shape\": ");
     appendShape(&p, local, a->ndim);
-    if (strcmp(a->role, "param") == 0) {
+    if (i != 10 && i != 11 && i != kHyper) {
       p += sprintf(p, ", \"checkpoint_shape\": ");
       appendShape(&p, a->ckpt, a->ndim);
     }
+    if (a->param >= 0)
+      p += sprintf(p, ", \"param\": \"%s\"", param);
     if (a->split_dim >= 0)
       p += sprintf(p, ", \"split\": [{\"dim\": %d, \"axis\": \"tp\", "
                    "\"sections\": %d}]}",
@@ -128,34 +207,92 @@ static long toGlobal(const MockArg *a, int d, long l, long rank) {
   return s * (a->global[d] / a->sections) + rank * chunk + l % chunk;
 }
 
-MOCK_EXPORT float mgt_forward(mrt_context *ctx, void **args) {
-  static int calls = 0;
+/* The GLOBAL tensor [rows*cols] (padded layout) of f32 arg i; *ok = 0 when
+ * replicas differ. Collective over TP. */
+static float *globalOf(mrt_context *ctx, int i, void **args, int *ok) {
+  const MockArg *a = &kArgs[i];
   const long rank = (long)mrt_axis_rank(ctx, MRT_AXIS_TP);
-  if (mrt_world_rank(ctx) == envInt("MOCK_EXIT_RANK")) {
-    fprintf(stderr, "mock_step: rank %ld exits in mgt_forward\n", rank);
-    exit(3);
-  }
-  const char *dumpDir = getenv("MOCK_DUMP_DIR");
-  FILE *dump = NULL;
-  if (dumpDir && mrt_world_rank(ctx) == 0) {
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/step%d.txt", dumpDir, calls);
-    dump = fopen(path, "w");
-    if (!dump) {
-      perror(path);
-      exit(4);
+  const long cols = a->ndim == 2 ? a->global[1] : 1;
+  const long rows = a->global[0];
+  const long lrows = localDim(a, 0), lcols = a->ndim == 2 ? localDim(a, 1) : 1;
+  float *g = calloc((size_t)(rows * cols), sizeof(float));
+  const float *local = (const float *)args[i];
+  if (a->split_dim < 0) {
+    /* Replicated: every rank must hold the same values (max == -max(-x)). */
+    float *hi = malloc((size_t)(rows * cols) * sizeof(float));
+    float *lo = malloc((size_t)(rows * cols) * sizeof(float));
+    for (long k = 0; k < rows * cols; ++k) {
+      hi[k] = local[k];
+      lo[k] = -local[k];
     }
+    mrt_all_reduce_f32(ctx, MRT_AXIS_TP, hi, rows * cols, MRT_REDUCE_MAX);
+    mrt_all_reduce_f32(ctx, MRT_AXIS_TP, lo, rows * cols, MRT_REDUCE_MAX);
+    for (long k = 0; k < rows * cols; ++k)
+      if (hi[k] != -lo[k]) {
+        fprintf(stderr, "mock_step: replicas of %s differ\n", a->name);
+        *ok = 0;
+        break;
+      }
+    memcpy(g, hi, (size_t)(rows * cols) * sizeof(float));
+    free(hi);
+    free(lo);
+  } else {
+    for (long r = 0; r < lrows; ++r)
+      for (long c = 0; c < lcols; ++c)
+        g[toGlobal(a, 0, r, rank) * cols +
+          (a->ndim == 2 ? toGlobal(a, 1, c, rank) : 0)] = local[r * lcols + c];
+    mrt_all_reduce_f32(ctx, MRT_AXIS_TP, g, rows * cols, MRT_REDUCE_SUM);
   }
-  ++calls;
+  return g;
+}
+
+/* Writes "name n v..." for global tensor g of arg a (checkpoint part) and
+ * checks its padding is zero. */
+static void dumpGlobal(FILE *dump, const char *name, const MockArg *a,
+                       const float *g, int *ok) {
+  const long cols = a->ndim == 2 ? a->global[1] : 1;
+  const long ccols = a->ndim == 2 ? a->ckpt[1] : 1;
+  if (dump)
+    fprintf(dump, "%s %ld", name, a->ckpt[0] * ccols);
+  for (long r = 0; r < a->global[0]; ++r)
+    for (long c = 0; c < cols; ++c) {
+      const float v = g[r * cols + c];
+      if (r >= a->ckpt[0] || c >= ccols) {
+        if (v != 0.0f) {
+          fprintf(stderr, "mock_step: %s[%ld,%ld] = %g is padding but not 0\n",
+                  name, r, c, v);
+          *ok = 0;
+        }
+      } else if (dump) {
+        fprintf(dump, " %.9g", v);
+      }
+    }
+  if (dump)
+    fprintf(dump, "\n");
+}
+
+static FILE *openDump(mrt_context *ctx, const char *kind, int call) {
+  const char *dumpDir = getenv("MOCK_DUMP_DIR");
+  if (!dumpDir || mrt_world_rank(ctx) != 0)
+    return NULL;
+  char path[4096];
+  snprintf(path, sizeof(path), "%s/%s%d.txt", dumpDir, kind, call);
+  FILE *dump = fopen(path, "w");
+  if (!dump) {
+    perror(path);
+    exit(4);
+  }
+  return dump;
+}
+
+/* The checksum of params and batch (NAN on bad padding or replicas); dumps
+ * every arg when dump != NULL. */
+static float checksum(mrt_context *ctx, void **args, FILE *dump) {
   double sum = 0.0;
   int paddingOk = 1; /* padding zero and replicas equal */
   for (int i = 0; i < NARGS; ++i) {
     const MockArg *a = &kArgs[i];
-    const long cols = a->ndim == 2 ? a->global[1] : 1;
-    const long rows = a->global[0];
-    const long lrows = localDim(a, 0), lcols = a->ndim == 2 ? localDim(a, 1) : 1;
-    const long ccols = a->ndim == 2 ? a->ckpt[1] : 1;
-    if (strcmp(a->role, "param") != 0) {
+    if (i == 10 || i == 11) {
       const int *ids = (const int *)args[i];
       if (dump)
         fprintf(dump, "%s %d", a->name, BATCH * SEQ);
@@ -168,57 +305,116 @@ MOCK_EXPORT float mgt_forward(mrt_context *ctx, void **args) {
         fprintf(dump, "\n");
       continue;
     }
-    float *g = calloc((size_t)(rows * cols), sizeof(float));
-    const float *local = (const float *)args[i];
-    if (a->split_dim < 0) {
-      /* Replicated: every rank must hold the same values (max == -max(-x)). */
-      float *hi = malloc((size_t)(rows * cols) * sizeof(float));
-      float *lo = malloc((size_t)(rows * cols) * sizeof(float));
-      for (long k = 0; k < rows * cols; ++k) {
-        hi[k] = local[k];
-        lo[k] = -local[k];
-      }
-      mrt_all_reduce_f32(ctx, MRT_AXIS_TP, hi, rows * cols, MRT_REDUCE_MAX);
-      mrt_all_reduce_f32(ctx, MRT_AXIS_TP, lo, rows * cols, MRT_REDUCE_MAX);
-      for (long k = 0; k < rows * cols; ++k)
-        if (hi[k] != -lo[k]) {
-          fprintf(stderr, "mock_step: replicas of %s differ\n", a->name);
-          paddingOk = 0;
-          break;
+    /* The forward pass reads params and the batch only; the other args are
+     * gathered just for the dump (on every rank: gathering is collective). */
+    if (i >= NBASE && !getenv("MOCK_DUMP_DIR"))
+      continue;
+    float *g = globalOf(ctx, i, args, &paddingOk);
+    dumpGlobal(dump, a->name, a, g, &paddingOk);
+    if (i < NBASE) {
+      const long cols = a->ndim == 2 ? a->global[1] : 1;
+      const long ccols = a->ndim == 2 ? a->ckpt[1] : 1;
+      for (long r = 0; r < a->ckpt[0]; ++r)
+        for (long c = 0; c < ccols; ++c) {
+          const long k = r * ccols + c; /* checkpoint flat index */
+          sum += (double)g[r * cols + c] * (double)(1 + (k + 3 * i) % 7);
         }
-      memcpy(g, hi, (size_t)(rows * cols) * sizeof(float));
-      free(hi);
-      free(lo);
-    } else {
-      for (long r = 0; r < lrows; ++r)
-        for (long c = 0; c < lcols; ++c)
-          g[toGlobal(a, 0, r, rank) * cols +
-            (a->ndim == 2 ? toGlobal(a, 1, c, rank) : 0)] = local[r * lcols + c];
-      mrt_all_reduce_f32(ctx, MRT_AXIS_TP, g, rows * cols, MRT_REDUCE_SUM);
     }
-    if (dump)
-      fprintf(dump, "%s %ld", a->name, a->ckpt[0] * ccols);
-    for (long r = 0; r < rows; ++r)
-      for (long c = 0; c < cols; ++c) {
-        const float v = g[r * cols + c];
-        if (r >= a->ckpt[0] || c >= ccols) {
-          if (v != 0.0f) {
-            fprintf(stderr, "mock_step: %s[%ld,%ld] = %g is padding but not 0\n",
-                    a->name, r, c, v);
-            paddingOk = 0;
-          }
-          continue;
-        }
-        const long k = r * ccols + c; /* checkpoint flat index */
-        sum += (double)v * (double)(1 + (k + 3 * i) % 7);
-        if (dump)
-          fprintf(dump, " %.9g", v);
-      }
-    if (dump)
-      fprintf(dump, "\n");
     free(g);
   }
-  if (dump)
-    fclose(dump);
   return paddingOk ? (float)sum : NAN;
 }
+
+MOCK_EXPORT float mgt_forward(mrt_context *ctx, void **args) {
+  static int calls = 0;
+  initArgs();
+  if (mrt_world_rank(ctx) == envInt("MOCK_EXIT_RANK")) {
+    fprintf(stderr, "mock_step: rank %ld exits in mgt_forward\n",
+            (long)mrt_axis_rank(ctx, MRT_AXIS_TP));
+    exit(3);
+  }
+  FILE *dump = openDump(ctx, "step", calls++);
+  const float sum = checksum(ctx, args, dump);
+  if (dump)
+    fclose(dump);
+  return sum;
+}
+
+#if MOCK_TRAIN
+MOCK_EXPORT void mgt_train_step(mrt_context *ctx, void **args,
+                                float *results) {
+  static int calls = 0;
+  initArgs();
+  const long rank = (long)mrt_axis_rank(ctx, MRT_AXIS_TP);
+  if (mrt_world_rank(ctx) == envInt("MOCK_EXIT_RANK")) {
+    fprintf(stderr, "mock_step: rank %ld exits in mgt_train_step\n", rank);
+    exit(3);
+  }
+  FILE *dump = openDump(ctx, "train", calls++);
+  const float loss = checksum(ctx, args, dump);
+  const float *hp = (const float *)args[kHyper];
+  const int *ids = (const int *)args[10], *tgt = (const int *)args[11];
+  long h = 0;
+  for (long j = 0; j < BATCH * SEQ; ++j)
+    h += (j + 1) * ids[j] + 3 * tgt[j];
+  /* Global gradients in the padded global layout; the norm in global order. */
+  float *grads[NPARAMS];
+  double norm2 = 0.0;
+  int ok = 1;
+  for (int i = 0; i < NPARAMS; ++i) {
+    const MockArg *a = &kArgs[i];
+    const long cols = a->ndim == 2 ? a->global[1] : 1;
+    const long ccols = a->ndim == 2 ? a->ckpt[1] : 1;
+    float *w = globalOf(ctx, i, args, &ok);
+    grads[i] = calloc((size_t)(a->global[0] * cols), sizeof(float));
+    for (long r = 0; r < a->ckpt[0]; ++r)
+      for (long c = 0; c < ccols; ++c) {
+        const long k = r * ccols + c;
+        const float g = 0.05f * w[r * cols + c] +
+                        0.01f * (float)((k + 3 * i) % 7 - 3) +
+                        0.001f * (float)(h % 11);
+        grads[i][r * cols + c] = g;
+        norm2 += (double)g * (double)g;
+      }
+    free(w);
+    char name[128];
+    snprintf(name, sizeof(name), "mock.grad.%s", a->name);
+    dumpGlobal(dump, name, a, grads[i], &ok);
+  }
+  const double norm = sqrt(norm2);
+  float coef = 1.0f;
+  if (hp[5] > 0.0f) {
+    const double c = (double)hp[5] / (norm + 1e-6);
+    if (c < 1.0)
+      coef = (float)c;
+  }
+  for (int i = 0; i < NPARAMS; ++i) {
+    const MockArg *a = &kArgs[i];
+    const long cols = a->ndim == 2 ? a->global[1] : 1;
+    const long lrows = localDim(a, 0), lcols = a->ndim == 2 ? localDim(a, 1) : 1;
+    const long n = lrows * lcols;
+    float *lg = malloc((size_t)n * sizeof(float));
+    for (long r = 0; r < lrows; ++r)
+      for (long c = 0; c < lcols; ++c)
+        lg[r * lcols + c] = grads[i][toGlobal(a, 0, r, rank) * cols +
+                                     (a->ndim == 2 ? toGlobal(a, 1, c, rank) : 0)];
+    if (MOCK_GRADS)
+      memcpy(args[kGrad[i]], lg, (size_t)n * sizeof(float));
+    if (coef != 1.0f)
+      for (long k = 0; k < n; ++k)
+        lg[k] *= coef;
+    mrt_adamw_f32((float *)args[i], lg, (float *)args[kAdamM[i]],
+                  (float *)args[kAdamV[i]], n, hp[0], hp[1], hp[2], hp[3],
+                  hp[4], (int64_t)hp[6]);
+    free(lg);
+    free(grads[i]);
+  }
+  if (dump) {
+    fprintf(dump, "mock.loss 1 %.9g\nmock.grad_norm 1 %.9g\n", loss,
+            (float)norm);
+    fclose(dump);
+  }
+  results[0] = ok ? loss : NAN;
+  results[1] = (float)norm;
+}
+#endif

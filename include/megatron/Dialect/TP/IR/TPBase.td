@@ -33,6 +33,7 @@ def TP_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kUnpaddedShapeAttrName = "tp.unpadded_shape";
     static constexpr ::llvm::StringLiteral kBackwardAttrName = "tp.backward";
     static constexpr ::llvm::StringLiteral kGradOfAttrName = "tp.grad_of";
+    static constexpr ::llvm::StringLiteral kUpdatesAttrName = "tp.updates";
 
   private:
     void registerAttributes();

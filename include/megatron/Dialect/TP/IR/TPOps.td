@@ -263,6 +263,43 @@ def TP_XentGradOp : TP_Op<"xent_grad", [Pure,
 }
 
 //===----------------------------------------------------------------------===//
+// Optimizer ops (built by tp-optimizer)
+//===----------------------------------------------------------------------===//
+
+def TP_SumSquaresOp : TP_Op<"sum_squares", [Pure]> {
+  let summary = "Sum of the squares of a tensor's elements (for the global norm)";
+  let arguments = (ins TP_FloatTensor:$input);
+  let results = (outs F32:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def TP_AdamWOp : TP_Op<"adamw", [Pure,
+    AllTypesMatch<["param", "grad", "exp_avg", "exp_avg_sq", "new_param",
+                   "new_exp_avg", "new_exp_avg_sq"]>]> {
+  let summary = "One AdamW update with PyTorch's semantics";
+  let description = [{
+    With g = grad * grad_scale (the clipping factor) and t = step:
+      param *= 1 - lr * weight_decay          (only with `decay`)
+      exp_avg += (1 - beta1) * (g - exp_avg)
+      exp_avg_sq = beta2 * exp_avg_sq + (1 - beta2) * g * g
+      param -= lr / (1 - beta1^t) * exp_avg
+               / (sqrt(exp_avg_sq) / sqrt(1 - beta2^t) + eps)
+    in torch.optim.AdamW's order. `hyperparameters` is
+    [lr, beta1, beta2, eps, weight_decay, grad_clip, step, 0].
+  }];
+  let arguments = (ins TP_FloatTensor:$param, TP_FloatTensor:$grad,
+                       TP_FloatTensor:$exp_avg, TP_FloatTensor:$exp_avg_sq,
+                       StaticShapeTensorOf<[F32]>:$hyperparameters,
+                       F32:$grad_scale, UnitAttr:$decay);
+  let results = (outs TP_FloatTensor:$new_param, TP_FloatTensor:$new_exp_avg,
+                      TP_FloatTensor:$new_exp_avg_sq);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $hyperparameters `,`
+    $grad_scale attr-dict `:` type($param) `,` type($hyperparameters)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
 // Vocabulary-parallel cross-entropy, in the pieces between its all-reduces
 //===----------------------------------------------------------------------===//
 

@@ -1,0 +1,195 @@
+//===- Optimizer.cpp - AdamW with TP-aware clipping: the train step -------===//
+#include "megatron/Dialect/TP/IR/ShardingUtils.h"
+#include "megatron/Transforms/Passes.h"
+
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir::megatron {
+#define GEN_PASS_DEF_OPTIMIZER
+#include "megatron/Transforms/Passes.h.inc"
+} // namespace mlir::megatron
+
+using namespace mlir;
+using namespace mlir::tp;
+
+namespace {
+
+/// Position of each value in the hyperparameters argument.
+enum Hyper : int64_t { kLr, kBeta1, kBeta2, kEps, kWeightDecay, kGradClip,
+                       kStep, kHyperCount = 8 };
+
+struct Parameter {
+  BlockArgument arg;
+  StringAttr name;
+  Value grad;
+  /// Mesh axes the parameter is split over (its gradient's squares are
+  /// all-reduced over them).
+  SmallVector<StringRef> splitAxes;
+};
+
+class TrainStepBuilder {
+public:
+  TrainStepBuilder(func::FuncOp function, bool exportGrads)
+      : function(function), exportGrads(exportGrads),
+        b(function.getContext()) {}
+
+  LogicalResult build() {
+    auto ret = cast<func::ReturnOp>(function.front().getTerminator());
+    if (failed(collectParameters(ret)))
+      return failure();
+    Location loc = function.getLoc();
+    SmallVector<std::pair<BlockArgument, BlockArgument>> state;
+    for (Parameter &param : params)
+      state.push_back({addArgument(param.arg.getType(), param.name.str() +
+                                                            ".exp_avg"),
+                       addArgument(param.arg.getType(), param.name.str() +
+                                                            ".exp_avg_sq")});
+    SmallVector<BlockArgument> gradOutputs;
+    if (exportGrads)
+      for (Parameter &param : params)
+        gradOutputs.push_back(
+            addArgument(param.arg.getType(), param.name.str() + ".grad"));
+    BlockArgument hyper = addArgument(
+        RankedTensorType::get({kHyperCount}, b.getF32Type()), "hyperparameters");
+
+    b.setInsertionPoint(ret);
+    Value norm = globalNorm(loc);
+    Value scale = clipScale(loc, norm, hyper);
+    SmallVector<Value> results = {ret.getOperand(0),
+                                  tensor::FromElementsOp::create(
+                                      b, loc, RankedTensorType::get({}, b.getF32Type()),
+                                      norm)};
+    SmallVector<std::pair<unsigned, BlockArgument>> updates;
+    for (auto [param, moments] : llvm::zip(params, state)) {
+      auto adamw = AdamWOp::create(
+          b, loc, param.arg, param.grad, moments.first, moments.second, hyper,
+          scale, /*decay=*/cast<RankedTensorType>(param.arg.getType()).getRank() == 2);
+      for (auto [value, arg] :
+           llvm::zip(adamw.getResults(),
+                     std::array<BlockArgument, 3>{param.arg, moments.first,
+                                                  moments.second})) {
+        updates.push_back({results.size(), arg});
+        results.push_back(value);
+      }
+    }
+    for (auto [param, output] : llvm::zip(
+             exportGrads ? ArrayRef<Parameter>(params) : ArrayRef<Parameter>(),
+             gradOutputs)) {
+      updates.push_back({results.size(), output});
+      results.push_back(bufferization::MaterializeInDestinationOp::create(
+                            b, loc, param.grad, output)
+                            .getResult());
+    }
+    ret->setOperands(results);
+    function.setType(b.getFunctionType(function.front().getArgumentTypes(),
+                                       TypeRange(ValueRange(results))));
+    for (auto [index, arg] : updates)
+      function.setResultAttr(index, TPDialect::kUpdatesAttrName,
+                             b.getI64IntegerAttr(arg.getArgNumber()));
+    return success();
+  }
+
+private:
+  /// The parameters and their gradients, as tp-autodiff returned them.
+  LogicalResult collectParameters(func::ReturnOp ret) {
+    DenseMap<StringAttr, Value> gradOf;
+    for (unsigned i = 1; i < ret.getNumOperands(); ++i)
+      if (auto name = function.getResultAttrOfType<StringAttr>(
+              i, TPDialect::kGradOfAttrName))
+        gradOf[name] = ret.getOperand(i);
+    if (gradOf.empty())
+      return function.emitError("tp-optimizer needs the gradients tp-autodiff "
+                                "returns (results with tp.grad_of)");
+    SymbolTableCollection symbols;
+    for (BlockArgument arg : function.getArguments()) {
+      auto name = function.getArgAttrOfType<StringAttr>(
+          arg.getArgNumber(), TPDialect::kNameAttrName);
+      Value grad = name ? gradOf.lookup(name) : Value();
+      if (!grad)
+        continue;
+      Parameter param{arg, name, grad, {}};
+      if (ShardingAttr sharding = getSharding(arg))
+        if (auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(
+                function, sharding.getMesh()))
+          for (unsigned dim = 0; dim < sharding.getDims().size(); ++dim)
+            for (StringRef axis : sharding.getDimAxes(dim))
+              if (mesh.getAxisSize(axis).value_or(1) > 1) {
+                param.splitAxes.push_back(axis);
+                meshRef = sharding.getMesh();
+              }
+      params.push_back(param);
+    }
+    // Only the loss stays; the optimizer's results follow it.
+    ret->setOperands(ret.getOperand(0));
+    return success();
+  }
+
+  BlockArgument addArgument(Type type, StringRef name) {
+    unsigned index = function.getNumArguments();
+    (void)function.insertArgument(index, type, {}, function.getLoc());
+    function.setArgAttr(index, TPDialect::kNameAttrName, b.getStringAttr(name));
+    return function.getArgument(index);
+  }
+
+  Value f32(Location loc, double value) {
+    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(value));
+  }
+
+  /// Each parameter counts once: a sharded gradient's squares are summed
+  /// across its ranks, a replicated one's are the same on every rank.
+  Value globalNorm(Location loc) {
+    Value sharded = f32(loc, 0.0), replicated = f32(loc, 0.0);
+    SmallVector<StringRef> axes;
+    for (Parameter &param : params) {
+      Value squares = SumSquaresOp::create(b, loc, param.grad);
+      Value &sum = param.splitAxes.empty() ? replicated : sharded;
+      sum = arith::AddFOp::create(b, loc, sum, squares);
+      for (StringRef axis : param.splitAxes)
+        if (!llvm::is_contained(axes, axis))
+          axes.push_back(axis);
+    }
+    for (StringRef axis : axes) {
+      auto vector = RankedTensorType::get({1}, b.getF32Type());
+      Value packed = tensor::FromElementsOp::create(b, loc, vector, sharded);
+      Value reduced = AllReduceOp::create(
+          b, loc, packed, ReductionKindAttr::get(b.getContext(), ReductionKind::sum),
+          meshRef, b.getStringAttr(axis));
+      Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+      sharded = tensor::ExtractOp::create(b, loc, reduced, zero);
+    }
+    return math::SqrtOp::create(b, loc,
+                                arith::AddFOp::create(b, loc, sharded, replicated));
+  }
+
+  /// clip_grad_norm_: min(1, clip / (norm + 1e-6)) when clip > 0, else 1.
+  Value clipScale(Location loc, Value norm, Value hyper) {
+    Value index = arith::ConstantIndexOp::create(b, loc, kGradClip);
+    Value clip = tensor::ExtractOp::create(b, loc, hyper, index);
+    Value coefficient = arith::DivFOp::create(
+        b, loc, clip, arith::AddFOp::create(b, loc, norm, f32(loc, 1e-6)));
+    Value clamped = arith::MinimumFOp::create(b, loc, coefficient, f32(loc, 1.0));
+    Value enabled = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT,
+                                          clip, f32(loc, 0.0));
+    return arith::SelectOp::create(b, loc, enabled, clamped, f32(loc, 1.0));
+  }
+
+  func::FuncOp function;
+  bool exportGrads;
+  OpBuilder b;
+  SmallVector<Parameter> params;
+  FlatSymbolRefAttr meshRef;
+};
+
+struct OptimizerPass : public megatron::impl::OptimizerBase<OptimizerPass> {
+  using OptimizerBase::OptimizerBase;
+  void runOnOperation() override {
+    for (auto function : getOperation().getOps<func::FuncOp>())
+      if (!function.isExternal() &&
+          failed(TrainStepBuilder(function, exportGrads).build()))
+        return signalPassFailure();
+  }
+};
+
+} // namespace
