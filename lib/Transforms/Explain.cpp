@@ -32,7 +32,7 @@ struct Gemm {
 struct Report {
   int64_t tp = 1;
   int64_t paramsTotal = 0, paramsPerRank = 0;
-  int64_t forwardFlops = 0;
+  int64_t forwardFlops = 0, backwardFlops = 0;
   int64_t fCount = 0, gCount = 0;
   /// (kind, direction, elements) -> count
   std::map<std::tuple<std::string, std::string, int64_t>, int64_t> collectives;
@@ -75,23 +75,42 @@ Gemm describeGemm(MatmulOp matmul) {
           result.back(), k};
 }
 
+bool isBackward(Operation *op) {
+  return op->hasAttr(TPDialect::kBackwardAttrName);
+}
+
+/// Scores q k^T and their product with v, counted without the causal half,
+/// as Megatron's and llm.c's FLOP formulas do.
+int64_t attentionFlops(RankedTensorType out) {
+  auto shape = out.getShape();
+  return 4 * shape[0] * shape[1] * shape[1] * shape[2];
+}
+
 void countCompute(Operation *op, Report &report) {
+  int64_t &flops = isBackward(op) ? report.backwardFlops : report.forwardFlops;
   if (auto matmul = dyn_cast<MatmulOp>(op)) {
     Gemm gemm = describeGemm(matmul);
-    report.forwardFlops += 2 * gemm.batch * gemm.m * gemm.n * gemm.k;
-    if (std::optional<int64_t> layer = getLayer(gemm.name))
+    flops += 2 * gemm.batch * gemm.m * gemm.n * gemm.k;
+    if (std::optional<int64_t> layer = getLayer(gemm.name);
+        layer && !isBackward(op))
       report.layers[*layer].push_back(gemm);
+  } else if (auto weightGrad = dyn_cast<WeightGradOp>(op)) {
+    int64_t rows = numElements(weightGrad.getLhs().getType()) /
+                   weightGrad.getType().getDimSize(0);
+    flops += 2 * rows * numElements(weightGrad.getType());
   } else if (auto attention = dyn_cast<AttentionOp>(op)) {
-    // Scores q k^T and their product with v, counted without the causal
-    // half, as Megatron's and llm.c's FLOP formulas do.
-    auto out = attention.getType().getShape();
-    report.forwardFlops += 4 * out[0] * out[1] * out[1] * out[2];
+    flops += attentionFlops(attention.getType());
+  } else if (auto grad = dyn_cast<AttentionGradOp>(op)) {
+    // The forward is recomputed (1x), then four products of the same size
+    // give dq, dk, dv and the score gradients (2x).
+    flops += 3 * attentionFlops(grad.getGrad().getType());
   }
 }
 
 void countCommunication(Operation *op, Report &report) {
+  std::string direction = isBackward(op) ? "backward" : "forward";
   auto add = [&](StringRef kind, Value value) {
-    ++report.collectives[{kind.str(), "forward", numElements(value.getType())}];
+    ++report.collectives[{kind.str(), direction, numElements(value.getType())}];
   };
   if (auto g = dyn_cast<GOp>(op)) {
     ++report.gCount;
@@ -131,6 +150,7 @@ void writeJson(raw_ostream &os, const Report &report) {
     json.attribute("params_per_rank", report.paramsPerRank);
     json.attributeObject("flops_per_rank_per_step", [&] {
       json.attribute("forward", report.forwardFlops);
+      json.attribute("backward", report.backwardFlops);
     });
     json.attribute("comm_elements_per_rank_per_step", report.commElements());
     json.attributeObject("conjugates", [&] {
@@ -169,7 +189,8 @@ void writeText(raw_ostream &os, const Report &report) {
   os << "tensor parallel: tp=" << report.tp << "\n"
      << "parameters: " << report.paramsTotal << " total, "
      << report.paramsPerRank << " per rank\n"
-     << "forward FLOPs per rank per step: " << report.forwardFlops << "\n"
+     << "FLOPs per rank per step: " << report.forwardFlops << " forward, "
+     << report.backwardFlops << " backward\n"
      << "conjugates: " << report.fCount << " f, " << report.gCount << " g\n"
      << "communication per rank per step: " << report.commElements()
      << " elements\n";

@@ -42,15 +42,11 @@ public:
     Location loc = function.getLoc();
     SmallVector<std::pair<BlockArgument, BlockArgument>> state;
     for (Parameter &param : params)
-      state.push_back({addArgument(param.arg.getType(), param.name.str() +
-                                                            ".exp_avg"),
-                       addArgument(param.arg.getType(), param.name.str() +
-                                                            ".exp_avg_sq")});
+      state.push_back({addLike(param, ".exp_avg"), addLike(param, ".exp_avg_sq")});
     SmallVector<BlockArgument> gradOutputs;
     if (exportGrads)
       for (Parameter &param : params)
-        gradOutputs.push_back(
-            addArgument(param.arg.getType(), param.name.str() + ".grad"));
+        gradOutputs.push_back(addLike(param, ".grad"));
     BlockArgument hyper = addArgument(
         RankedTensorType::get({kHyperCount}, b.getF32Type()), "hyperparameters");
 
@@ -85,6 +81,9 @@ public:
     ret->setOperands(results);
     function.setType(b.getFunctionType(function.front().getArgumentTypes(),
                                        TypeRange(ValueRange(results))));
+    // The gradients' tp.grad_of described the results this step replaced.
+    function.setAllResultAttrs(ArrayRef<DictionaryAttr>(
+        SmallVector<DictionaryAttr>(results.size(), b.getDictionaryAttr({}))));
     for (auto [index, arg] : updates)
       function.setResultAttr(index, TPDialect::kUpdatesAttrName,
                              b.getI64IntegerAttr(arg.getArgNumber()));
@@ -131,6 +130,18 @@ private:
     (void)function.insertArgument(index, type, {}, function.getLoc());
     function.setArgAttr(index, TPDialect::kNameAttrName, b.getStringAttr(name));
     return function.getArgument(index);
+  }
+
+  /// Optimizer state and gradients are laid out like their parameter.
+  BlockArgument addLike(const Parameter &param, StringRef suffix) {
+    BlockArgument arg =
+        addArgument(param.arg.getType(), (param.name.getValue() + suffix).str());
+    for (StringRef attr : {TPDialect::kShardingAttrName,
+                           TPDialect::kGlobalShapeAttrName,
+                           TPDialect::kUnpaddedShapeAttrName})
+      if (Attribute value = function.getArgAttr(param.arg.getArgNumber(), attr))
+        function.setArgAttr(arg.getArgNumber(), attr, value);
+    return arg;
   }
 
   Value f32(Location loc, double value) {

@@ -3,7 +3,7 @@
 // A GEMM against a weight is one runtime GEMM over the folded batch rows;
 // the kernel writes a fresh buffer that returns to the tensor program.
 
-// CHECK-LABEL: func.func @gemm(
+// CHECK-LABEL: func.func private @gemm(
 // CHECK-SAME: %[[CTX:.*]]: !llvm.ptr, %[[X:.*]]: tensor<2x3x4xf32>, %[[W:.*]]: tensor<5x4xf32>) -> tensor<2x3x5xf32>
 // CHECK-DAG: %[[XB:.*]] = bufferization.to_buffer %[[X]] read_only : tensor<2x3x4xf32> to memref<2x3x4xf32>
 // CHECK-DAG: %[[XF:.*]] = memref.collapse_shape %[[XB]] {{\[\[}}0, 1, 2]] : memref<2x3x4xf32> into memref<24xf32>
@@ -29,7 +29,7 @@ func.func @gemm(%x: tensor<2x3x4xf32>, %w: tensor<5x4xf32>) -> tensor<2x3x5xf32>
 
 // CHECK-DAG: #[[ID:.*]] = affine_map<(d0, d1) -> (d0, d1)>
 // CHECK-DAG: #[[ROW:.*]] = affine_map<(d0, d1) -> (d1)>
-// CHECK-LABEL: func.func @bias_gelu(
+// CHECK-LABEL: func.func private @bias_gelu(
 // CHECK: linalg.generic {indexing_maps = [#[[ID]], #[[ROW]], #[[ID]]], iterator_types = ["parallel", "parallel"]}
 // CHECK: arith.addf
 // CHECK: linalg.generic
@@ -44,7 +44,7 @@ func.func @bias_gelu(%x: tensor<3x4xf32>, %b: tensor<4xf32>) -> tensor<3x4xf32> 
 
 // g all-reduces a copy on the tp communicator; f is the identity forward.
 
-// CHECK-LABEL: func.func @conjugates(
+// CHECK-LABEL: func.func private @conjugates(
 // CHECK-SAME: %[[CTX:.*]]: !llvm.ptr, %[[X:.*]]: tensor<2x4xf32>
 // CHECK-NOT: tp.f
 // CHECK: %[[COPY:.*]] = memref.alloc() : memref<2x4xf32>
@@ -62,7 +62,7 @@ func.func @conjugates(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
 // Unsplit cross-entropy is the vocabulary-parallel recipe on one rank; the
 // scalar loss leaves the function as an f32.
 
-// CHECK-LABEL: func.func @loss(
+// CHECK-LABEL: func.func private @loss(
 // CHECK-SAME: -> f32
 // CHECK: call @mrt_vocab_ce_local_max_f32
 // CHECK: call @mrt_vocab_ce_local_sumexp_f32
@@ -79,7 +79,7 @@ func.func @loss(%logits: tensor<2x3x8xf32>, %t: tensor<2x3xi32>) -> tensor<f32> 
 
 // The embedding's vocabulary offset comes from the rank along tp.
 
-// CHECK-LABEL: func.func @embedding(
+// CHECK-LABEL: func.func private @embedding(
 // CHECK-SAME: %[[CTX:.*]]: !llvm.ptr
 // CHECK: %[[RANK:.*]] = call @mrt_axis_rank(%[[CTX]], %{{.*}}) : (!llvm.ptr, i32) -> i64
 // CHECK: %[[IDX:.*]] = arith.index_cast %[[RANK]] : i64 to index

@@ -1,0 +1,78 @@
+// RUN: megatron-opt %s -split-input-file -tp-autodiff -verify-diagnostics | FileCheck %s
+
+// Megatron's MLP on one rank of two: the gradient of g is the identity, the
+// gradient of f an all-reduce; the weights' gradients are local.
+
+// CHECK-LABEL: func.func @mlp(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<8x16xf32> {tp.name = "x"}
+// CHECK-SAME: %[[A:[a-z0-9]+]]: tensor<16x32xf32> {tp.name = "a"}
+// CHECK-SAME: %[[B:[a-z0-9]+]]: tensor<32x16xf32> {tp.name = "b"}
+// CHECK-SAME: -> (tensor<f32>, tensor<8x16xf32> {tp.grad_of = "x"}, tensor<16x32xf32> {tp.grad_of = "a"}, tensor<32x16xf32> {tp.grad_of = "b"})
+// CHECK: %[[F:.*]] = tp.f %[[X]]
+// CHECK: %[[H:.*]] = tp.matmul %[[F]], %[[A]]
+// CHECK: %[[ACT:.*]] = tp.gelu %[[H]]
+// CHECK: %[[Y:.*]] = tp.matmul %[[ACT]], %[[B]]
+// CHECK: %[[G:.*]] = tp.g %[[Y]]
+// CHECK: %[[LOSS:.*]] = tp.xent_loss
+// CHECK: %[[SEED:.*]] = arith.constant {tp.backward} dense<1.000000e+00> : tensor<f32>
+// CHECK: %[[DG:.*]] = tp.xent_grad %[[G]], {{.*}}, %[[SEED]] {{.*}}{tp.backward}
+// CHECK: %[[DACT:.*]] = tp.matmul %[[DG]], %[[B]] {tp.backward, transpose_rhs}
+// CHECK: %[[DB:.*]] = tp.weight_grad %[[ACT]], %[[DG]] {tp.backward}
+// CHECK: %[[DH:.*]] = tp.gelu_grad %[[H]], %[[DACT]] {tp.backward}
+// CHECK: %[[DF:.*]] = tp.matmul %[[DH]], %[[A]] {tp.backward, transpose_rhs}
+// CHECK: %[[DA:.*]] = tp.weight_grad %[[F]], %[[DH]] {tp.backward}
+// CHECK: %[[DX:.*]] = tp.all_reduce sum %[[DF]] over @m["tp"] {tp.backward}
+// CHECK: return %[[LOSS]], %[[DX]], %[[DA]], %[[DB]]
+tp.mesh @m axes = ["tp" = 2]
+func.func @mlp(%x: tensor<8x16xf32> {tp.name = "x"}, %a: tensor<16x32xf32> {tp.name = "a"},
+               %b: tensor<32x16xf32> {tp.name = "b"}, %t: tensor<8xi32>) -> tensor<f32> {
+  %f = tp.f %x over @m["tp"] : tensor<8x16xf32>
+  %h = tp.matmul %f, %a : tensor<8x16xf32>, tensor<16x32xf32> -> tensor<8x32xf32>
+  %act = tp.gelu %h : tensor<8x32xf32>
+  %y = tp.matmul %act, %b : tensor<8x32xf32>, tensor<32x16xf32> -> tensor<8x16xf32>
+  %g = tp.g %y over @m["tp"] : tensor<8x16xf32>
+  %c0 = arith.constant 0 : index
+  %max = tp.xent_max %g offset %c0 valid_vocab = 16 : tensor<8x16xf32> -> tensor<8xf32>
+  %se, %tl = tp.xent_sum_exp %g, %max, %t offset %c0 valid_vocab = 16 : tensor<8x16xf32>, tensor<8xi32> -> tensor<8xf32>
+  %loss = tp.xent_loss %se, %max, %tl : tensor<8xf32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// A value used twice gets the sum of its gradients; the bias's gradient
+// sums over the rows it was broadcast to.
+
+// CHECK-LABEL: func.func @residual(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<4x8xf32> {tp.name = "x"}
+// CHECK: %[[DX:.*]] = tp.add %{{.*}}, %{{.*}} {tp.backward}
+// CHECK: %[[DBIAS:.*]] = tp.sum_to %{{.*}} {tp.backward} : tensor<4x8xf32> -> tensor<8xf32>
+// CHECK: return %{{.*}}, %[[DX]], %[[DBIAS]]
+func.func @residual(%x: tensor<4x8xf32> {tp.name = "x"}, %bias: tensor<8xf32> {tp.name = "bias"}, %t: tensor<4xi32>) -> tensor<f32> {
+  %b = tp.bias_add %x, %bias : tensor<4x8xf32>, tensor<8xf32>
+  %r = tp.add %x, %b : tensor<4x8xf32>
+  %c0 = arith.constant 0 : index
+  %max = tp.xent_max %r offset %c0 valid_vocab = 8 : tensor<4x8xf32> -> tensor<4xf32>
+  %se, %tl = tp.xent_sum_exp %r, %max, %t offset %c0 valid_vocab = 8 : tensor<4x8xf32>, tensor<4xi32> -> tensor<4xf32>
+  %loss = tp.xent_loss %se, %max, %tl : tensor<4xf32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+func.func @no_rule(%x: tensor<4x8xf32> {tp.name = "x"}, %t: tensor<4xi32>) -> tensor<f32> {
+  // expected-error @+1 {{'tp.softmax' op has no gradient rule (VJPOpInterface)}}
+  %s = tp.softmax %x dim = 1 : tensor<4x8xf32>
+  %c0 = arith.constant 0 : index
+  %max = tp.xent_max %s offset %c0 valid_vocab = 8 : tensor<4x8xf32> -> tensor<4xf32>
+  %se, %tl = tp.xent_sum_exp %s, %max, %t offset %c0 valid_vocab = 8 : tensor<4x8xf32>, tensor<4xi32> -> tensor<4xf32>
+  %loss = tp.xent_loss %se, %max, %tl : tensor<4xf32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{tp-autodiff needs a function returning one scalar loss}}
+func.func @not_a_loss(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  return %x : tensor<4x8xf32>
+}

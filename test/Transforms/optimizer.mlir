@@ -1,0 +1,46 @@
+// RUN: megatron-opt %s -split-input-file -tp-optimizer -verify-diagnostics | FileCheck %s
+// RUN: megatron-opt %s -split-input-file -tp-optimizer=export-grads=true -verify-diagnostics | FileCheck %s --check-prefix=GRADS
+
+// One sharded weight and one replicated bias: AdamW state sharded like each
+// parameter, the sharded squares all-reduced before the replicated ones are
+// added, decay on the 2-D weight only, updates written over their argument.
+
+// CHECK-LABEL: func.func @step(
+// CHECK-SAME: %[[W:[a-z0-9]+]]: tensor<8x4xf32> {tp.global_shape = array<i64: 8, 8>, tp.name = "w", tp.sharding = #tp.sharding<@m, {{\[\[}}], ["tp"]]>}
+// CHECK-SAME: %[[B:[a-z0-9]+]]: tensor<8xf32> {tp.name = "b"}
+// CHECK-SAME: %[[WM:[a-z0-9]+]]: tensor<8x4xf32> {tp.global_shape = array<i64: 8, 8>, tp.name = "w.exp_avg", tp.sharding = #tp.sharding<@m, {{\[\[}}], ["tp"]]>}
+// CHECK-SAME: %[[WV:[a-z0-9]+]]: tensor<8x4xf32> {{{.*}}tp.name = "w.exp_avg_sq"
+// CHECK-SAME: %[[BM:[a-z0-9]+]]: tensor<8xf32> {tp.name = "b.exp_avg"}
+// CHECK-SAME: %[[BV:[a-z0-9]+]]: tensor<8xf32> {tp.name = "b.exp_avg_sq"}
+// CHECK-SAME: %[[H:[a-z0-9]+]]: tensor<8xf32> {tp.name = "hyperparameters"})
+// CHECK-SAME: -> (tensor<f32>, tensor<f32>, tensor<8x4xf32> {tp.updates = 0 : i64}, tensor<8x4xf32> {tp.updates = 2 : i64}, tensor<8x4xf32> {tp.updates = 3 : i64}, tensor<8xf32> {tp.updates = 1 : i64}, tensor<8xf32> {tp.updates = 4 : i64}, tensor<8xf32> {tp.updates = 5 : i64})
+// CHECK: %[[SQW:.*]] = tp.sum_squares %{{.*}} : tensor<8x4xf32>
+// CHECK: %[[SHARDED:.*]] = arith.addf %{{.*}}, %[[SQW]]
+// CHECK: %[[SQB:.*]] = tp.sum_squares %{{.*}} : tensor<8xf32>
+// CHECK: %[[REPL:.*]] = arith.addf %{{.*}}, %[[SQB]]
+// CHECK: %[[PACK:.*]] = tensor.from_elements %[[SHARDED]] : tensor<1xf32>
+// CHECK: %[[SUM:.*]] = tp.all_reduce sum %[[PACK]] over @m["tp"]
+// CHECK: %[[ALL:.*]] = tensor.extract %[[SUM]]
+// CHECK: %[[TOTAL:.*]] = arith.addf %[[ALL]], %[[REPL]]
+// CHECK: %[[NORM:.*]] = math.sqrt %[[TOTAL]]
+// CHECK: %[[SCALE:.*]] = arith.select
+// CHECK: tp.adamw %[[W]], %{{.*}}, %[[WM]], %[[WV]], %[[H]], %[[SCALE]] {decay}
+// CHECK: tp.adamw %[[B]], %{{.*}}, %[[BM]], %[[BV]], %[[H]], %[[SCALE]] :
+
+// GRADS-LABEL: func.func @step(
+// GRADS-SAME: %{{[a-z0-9]+}}: tensor<8x4xf32> {{{.*}}tp.name = "w.grad"
+// GRADS: bufferization.materialize_in_destination
+tp.mesh @m axes = ["tp" = 2]
+func.func @step(%w: tensor<8x4xf32> {tp.global_shape = array<i64: 8, 8>, tp.name = "w", tp.sharding = #tp.sharding<@m, [[], ["tp"]]>},
+                %b: tensor<8xf32> {tp.name = "b"}) -> (tensor<f32>, tensor<8x4xf32> {tp.grad_of = "w"}, tensor<8xf32> {tp.grad_of = "b"}) {
+  %loss = arith.constant dense<1.0> : tensor<f32>
+  return %loss, %w, %b : tensor<f32>, tensor<8x4xf32>, tensor<8xf32>
+}
+
+// -----
+
+// expected-error @+1 {{tp-optimizer needs the gradients tp-autodiff returns (results with tp.grad_of)}}
+func.func @forward_only(%x: tensor<4xf32> {tp.name = "x"}) -> tensor<f32> {
+  %loss = arith.constant dense<1.0> : tensor<f32>
+  return %loss : tensor<f32>
+}
