@@ -14,7 +14,8 @@ namespace {
 /// The role of an argument and, for optimizer state and gradients, the
 /// parameter it belongs to; tp-optimizer names them "<param>.<suffix>".
 std::pair<StringRef, StringRef> roleOf(StringRef name) {
-  if (name == "input_ids" || name == "targets" || name == "hyperparameters")
+  if (name == "input_ids" || name == "targets" || name == "hyperparameters" ||
+      name == "logits")
     return {name, ""};
   for (auto [suffix, role] : {std::pair{".exp_avg_sq", "adam_v"},
                               {".exp_avg", "adam_m"}, {".grad", "grad"}})

@@ -11,6 +11,8 @@ void megatron::buildMegatronPipeline(OpPassManager &pm,
   pm.addPass(createMegatronAnnotate(MegatronAnnotateOptions{options.tp}));
   pm.addPass(createPropagate());
   pm.addPass(createInsertConjugates());
+  if (options.exportLogits)
+    pm.addPass(createExportLogits());
   pm.addPass(createPartition());
 }
 

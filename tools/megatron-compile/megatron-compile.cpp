@@ -43,6 +43,11 @@ static cl::opt<bool> exportGrads(
     "export-grads",
     cl::desc("with --train, also write every gradient into an argument"),
     cl::cat(category));
+static cl::opt<bool> exportLogits(
+    "export-logits",
+    cl::desc("the forward entry also writes the logits into a `logits` "
+             "argument (for checking against a reference)"),
+    cl::cat(category));
 enum class Emit { SharedLibrary, Object, PartitionedMLIR, Manifest, LoweredMLIR };
 static cl::opt<Emit> emit(
     "emit", cl::desc("what to write"), cl::init(Emit::SharedLibrary),
@@ -142,6 +147,11 @@ buildTrainStep(MLIRContext &context, ModuleOp module) {
 }
 
 static LogicalResult compile(MLIRContext &context) {
+  if (exportLogits && train) {
+    WithColor::error(errs(), "megatron-compile")
+        << "--export-logits is for the forward entry; drop --train\n";
+    return failure();
+  }
   if (exportGrads && !train) {
     WithColor::error(errs(), "megatron-compile")
         << "--export-grads needs --train\n";
@@ -168,6 +178,7 @@ static LogicalResult compile(MLIRContext &context) {
   PassManager partition(&context);
   megatron::PipelineOptions options;
   options.tp = tpSize;
+  options.exportLogits = exportLogits;
   megatron::buildMegatronPipeline(partition, options);
   if (failed(run(context, partition, *module)))
     return failure();

@@ -22,9 +22,14 @@ namespace mlir::megatron {
 struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
   Option<int64_t> tp{*this, "tp", llvm::cl::desc("tensor-parallel size"),
                      llvm::cl::init(1)};
+  Option<bool> exportLogits{
+      *this, "export-logits",
+      llvm::cl::desc("also write the logits into a `logits` argument"),
+      llvm::cl::init(false)};
 };
 
-/// tp-megatron-annotate, tp-propagate, tp-insert-conjugates, tp-partition.
+/// tp-megatron-annotate, tp-propagate, tp-insert-conjugates,
+/// (tp-export-logits,) tp-partition.
 void buildMegatronPipeline(OpPassManager &pm, const PipelineOptions &options);
 
 /// Registers every pass of the project and the `megatron-pipeline`.

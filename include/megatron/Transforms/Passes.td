@@ -48,6 +48,19 @@ def InsertConjugates : Pass<"tp-insert-conjugates", "ModuleOp"> {
   }];
 }
 
+def ExportLogits : Pass<"tp-export-logits", "ModuleOp"> {
+  let summary = "Also write the loss's logits into a `logits` argument";
+  let description = [{
+    For checking a compiled model against a reference: the logits entering
+    the cross-entropy are written into a new argument named `logits`, laid
+    out as the logits are (split by vocabulary under Megatron's plan); with a
+    padded vocabulary `tp.unpadded_shape` records the real columns. Runs on
+    the global program after tp-insert-conjugates, so tp-partition gives the
+    argument its per-rank shape.
+  }];
+  let dependentDialects = ["::mlir::bufferization::BufferizationDialect"];
+}
+
 def Partition : Pass<"tp-partition", "ModuleOp"> {
   let summary = "Rewrite the global program into the per-rank SPMD program";
   let description = [{
