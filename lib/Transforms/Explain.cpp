@@ -1,9 +1,11 @@
 //===- Explain.cpp - parameters, FLOPs and communication per rank ---------===//
 #include "LayerLocations.h"
 #include "megatron/Transforms/Passes.h"
+#include "megatron/Transforms/PerformanceModel.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/ToolOutputFile.h"
 
@@ -37,6 +39,8 @@ struct Report {
   /// (kind, direction, elements) -> count
   std::map<std::tuple<std::string, std::string, int64_t>, int64_t> collectives;
   std::map<int64_t, std::vector<Gemm>> layers;
+  std::optional<Hardware> hardware;
+  StepTime predicted;
 
   int64_t commElements() const {
     int64_t total = 0;
@@ -79,31 +83,14 @@ bool isBackward(Operation *op) {
   return op->hasAttr(TPDialect::kBackwardAttrName);
 }
 
-/// Scores q k^T and their product with v, counted without the causal half,
-/// as Megatron's and llm.c's FLOP formulas do.
-int64_t attentionFlops(RankedTensorType out) {
-  auto shape = out.getShape();
-  return 4 * shape[0] * shape[1] * shape[1] * shape[2];
-}
-
 void countCompute(Operation *op, Report &report) {
-  int64_t &flops = isBackward(op) ? report.backwardFlops : report.forwardFlops;
+  (isBackward(op) ? report.backwardFlops : report.forwardFlops) +=
+      countFlops(op);
   if (auto matmul = dyn_cast<MatmulOp>(op)) {
     Gemm gemm = describeGemm(matmul);
-    flops += 2 * gemm.batch * gemm.m * gemm.n * gemm.k;
     if (std::optional<int64_t> layer = getLayer(gemm.name);
         layer && !isBackward(op))
       report.layers[*layer].push_back(gemm);
-  } else if (auto weightGrad = dyn_cast<WeightGradOp>(op)) {
-    int64_t rows = numElements(weightGrad.getLhs().getType()) /
-                   weightGrad.getType().getDimSize(0);
-    flops += 2 * rows * numElements(weightGrad.getType());
-  } else if (auto attention = dyn_cast<AttentionOp>(op)) {
-    flops += attentionFlops(attention.getType());
-  } else if (auto grad = dyn_cast<AttentionGradOp>(op)) {
-    // The forward is recomputed (1x), then four products of the same size
-    // give dq, dk, dv and the score gradients (2x).
-    flops += 3 * attentionFlops(grad.getGrad().getType());
   }
 }
 
@@ -166,6 +153,14 @@ void writeJson(raw_ostream &os, const Report &report) {
           json.attribute("count", count);
         });
     });
+    if (report.hardware)
+      json.attributeObject("predicted", [&] {
+        json.attribute("hardware", report.hardware->name);
+        json.attribute("step_seconds", report.predicted.total());
+        json.attribute("compute_seconds", report.predicted.compute);
+        json.attribute("memory_seconds", report.predicted.memory);
+        json.attribute("communication_seconds", report.predicted.communication);
+      });
     json.attributeArray("layers", [&] {
       for (const auto &[layer, gemms] : report.layers)
         json.object([&] {
@@ -197,6 +192,12 @@ void writeText(raw_ostream &os, const Report &report) {
   for (const auto &[key, count] : report.collectives)
     os << "  " << std::get<0>(key) << " " << std::get<1>(key) << ": " << count
        << " x " << std::get<2>(key) << " elements\n";
+  if (report.hardware)
+    os << llvm::formatv("predicted step time on {0}: {1:f4} s ({2:f4} compute, "
+                        "{3:f4} memory, {4:f4} communication)\n",
+                        report.hardware->name, report.predicted.total(),
+                        report.predicted.compute, report.predicted.memory,
+                        report.predicted.communication);
   if (!report.layers.empty()) {
     const auto &[layer, gemms] = *report.layers.begin();
     os << "layer " << layer << " local GEMMs (M x N x K):\n";
@@ -211,6 +212,16 @@ struct ExplainPass : public megatron::impl::ExplainBase<ExplainPass> {
 
   void runOnOperation() override {
     Report report = analyze(getOperation());
+    if (!hardware.empty()) {
+      std::string error;
+      FailureOr<Hardware> found = lookupHardware(hardware, error);
+      if (failed(found)) {
+        getOperation().emitError("tp-explain: hardware ") << error;
+        return signalPassFailure();
+      }
+      report.hardware = *found;
+      report.predicted = predictStepTime(getOperation(), *found);
+    }
     if (text)
       writeText(llvm::outs(), report);
     if (json.empty())

@@ -124,10 +124,15 @@ def Explain : Pass<"tp-explain", "ModuleOp"> {
     params_total, params_per_rank, flops_per_rank_per_step, the
     collectives by kind and direction with their element counts, and the
     local GEMM shapes of each layer. `text=true` prints a summary to stdout.
+    With `hardware=`, it adds the step time the performance model predicts
+    (include/megatron/Transforms/PerformanceModel.h).
   }];
   let options = [
     Option<"json", "json", "std::string", "\"\"", "write the JSON report to this file ('-' for stdout)">,
     Option<"text", "text", "bool", "false", "print a readable summary to stdout">,
+    Option<"hardware", "hardware", "std::string", "\"\"",
+           "predict the step time on this hardware: v100-dgx2, h100-sxm, "
+           "h200-sxm or a JSON file of measured rates">,
   ];
 }
 

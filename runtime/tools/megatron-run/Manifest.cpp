@@ -111,11 +111,11 @@ Arg parseArg(const json &j, size_t index, int64_t tp) {
     if (a.dtype != "f32")
       fail(where + ": dtype \"" + a.dtype + "\" (params must be f32)");
   } else if (a.role == "adam_m" || a.role == "adam_v" || a.role == "grad" ||
-             a.role == "hyperparameters") {
+             a.role == "hyperparameters" || a.role == "logits") {
     if (a.dtype != "f32")
       fail(where + ": dtype \"" + a.dtype + "\" (" + a.role +
            " must be f32)");
-    if (a.role != "hyperparameters")
+    if (a.role != "hyperparameters" && a.role != "logits")
       a.param = getString(j, "param", where);
   } else if (a.role == "input_ids" || a.role == "targets") {
     if (a.dtype != "i32")
@@ -214,6 +214,23 @@ Manifest parseManifest(const std::string &text) {
         fail("\"" + a.name + "\" must have global and local shape [8] and "
              "no split");
       m.hyperparameters = static_cast<int>(i);
+    }
+    if (a.role == "logits") {
+      if (m.logits >= 0)
+        fail("more than one arg with role \"logits\"");
+      const std::vector<int64_t> ckpt{m.batch, m.seq, m.validVocab};
+      bool ok = a.globalShape.size() == 3 && a.checkpointShape == ckpt &&
+                a.globalShape[0] == m.batch && a.globalShape[1] == m.seq;
+      for (const Split &sp : a.splits)
+        ok &= sp.dim == 2;
+      if (!ok)
+        fail("\"" + a.name + "\" (logits) must have global_shape [" +
+             std::to_string(m.batch) + ", " + std::to_string(m.seq) +
+             ", V], checkpoint_shape " + shapeString(ckpt) +
+             " and no split but of dim 2 (got global_shape " +
+             shapeString(a.globalShape) + ", checkpoint_shape " +
+             shapeString(a.checkpointShape) + ")");
+      m.logits = static_cast<int>(i);
     }
     int *slot = a.role == "input_ids" ? &m.inputIds
                 : a.role == "targets" ? &m.targets

@@ -18,7 +18,10 @@ struct Split {
 
 // Roles: "param"; "input_ids", "targets" (i32 [batch, seq]); the AdamW state
 // "adam_m", "adam_v" and the gradient "grad" of a parameter (f32, sharded like
-// it, `param` names it); "hyperparameters" (f32 [8], replicated).
+// it, `param` names it); "hyperparameters" (f32 [8], replicated); "logits"
+// (f32 [batch, seq, padded vocab], checkpoint_shape [batch, seq, valid_vocab],
+// only the vocabulary dim may be split): written by mgt_forward (compiled
+// with --export-logits).
 struct Arg {
   std::string name;
   std::string role;
@@ -42,6 +45,7 @@ struct Manifest {
   std::vector<Arg> args;
   int inputIds = -1, targets = -1; // indices into args
   int hyperparameters = -1;        // index of the "hyperparameters" arg
+  int logits = -1;                 // index of the "logits" arg (-1: none)
   std::vector<std::string> entries; // "forward" and maybe "train_step"
   bool hasEntry(const std::string &e) const;
   // Every param has a "grad" arg (compiled with --export-grads).
@@ -55,7 +59,8 @@ struct Manifest {
 // adam_m / adam_v / grad args must name a param and have its shapes and
 // split; grads are given for every param or none; with the "train_step"
 // entry every param needs adam_m and adam_v and there must be a
-// "hyperparameters" arg. "entries" defaults to ["forward"].
+// "hyperparameters" arg; at most one "logits" arg, shaped as above.
+// "entries" defaults to ["forward"].
 // Throws std::runtime_error with a message naming the offending arg.
 Manifest parseManifest(const std::string &json);
 

@@ -30,6 +30,10 @@ const char *const kUsage =
     "  --log FILE         write one JSON line per step to FILE (rank 0)\n"
     "                     {\"step\", \"loss\", \"ms\", \"tokens_per_s\"} (training\n"
     "                     adds \"grad_norm\", \"lr\"; validation {\"step\", \"val_loss\"})\n"
+    "  --dump-logits FILE with --eval-only: write the global logits of step s\n"
+    "                     as tensor \"logits.<s>\" [batch, seq, valid_vocab] of\n"
+    "                     one safetensors file (STEP.so compiled with\n"
+    "                     --export-logits)\n"
     "\n"
     "training (without --eval-only; STEP.so compiled with --train):\n"
     "  --lr LR            peak learning rate (default 3e-4)\n"
@@ -204,6 +208,8 @@ Options parseOptions(const std::vector<std::string> &args) {
       o.resume = fileName(arg, takeValue());
     } else if (arg == "--dump-grads") {
       o.dumpGrads = fileName(arg, takeValue());
+    } else if (arg == "--dump-logits") {
+      o.dumpLogits = fileName(arg, takeValue());
     } else {
       throw std::invalid_argument("unknown option " + arg);
     }
@@ -228,6 +234,9 @@ Options parseOptions(const std::vector<std::string> &args) {
         throw std::invalid_argument(std::string(opt) +
                                     " is for training, not --eval-only");
   }
+  if (!o.evalOnly && !o.dumpLogits.empty())
+    throw std::invalid_argument("--dump-logits needs --eval-only (it writes "
+                                "the logits of mgt_forward)");
   if (!o.resume.empty() && !o.initFrom.empty())
     throw std::invalid_argument("--resume and --init-from exclude each other "
                                 "(--resume loads the weights too)");

@@ -16,6 +16,7 @@ struct Options {
   bool evalOnly = false;
   int64_t steps = 1;
   std::string log;
+  std::string dumpLogits; // --eval-only: the global logits of every step
   bool help = false;
   // Training (without --eval-only).
   double lr = 3e-4, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.0,

@@ -103,10 +103,107 @@ std::string number(double v) {
   return buf;
 }
 
-// Gathers the GLOBAL (checkpoint-shaped) tensors of the given args to rank 0
-// and writes them there as one safetensors file (atomically: PATH.tmp, then
-// rename). Collective: every rank calls it with the same list; returns true
-// on every rank iff the file was written.
+// Gathers the GLOBAL (checkpoint-shaped) tensors of manifest args to rank 0
+// and streams them there into one safetensors file (atomically: PATH.tmp,
+// then rename; the .tmp is removed on failure). Every method is collective:
+// all ranks call them in the same order with the same arguments.
+class GlobalWriter {
+public:
+  GlobalWriter(mrt_context *ctx, const Manifest &m, const Buffers &buffers)
+      : ctx_(ctx), m_(m), buffers_(buffers),
+        tp_(mrt_axis_size(ctx, MRT_AXIS_TP)),
+        rank0_(mrt_world_rank(ctx) == 0) {}
+
+  // Creates PATH.tmp with the header of `tensors` (name, checkpoint shape) on
+  // rank 0. True on every rank iff it worked.
+  bool open(const std::string &path,
+            const std::vector<SafetensorsWriter::Tensor> &tensors,
+            const std::map<std::string, std::string> &metadata) {
+    if (rank0_) {
+      try {
+        writer_ = std::make_unique<SafetensorsWriter>(path, tensors, metadata);
+      } catch (const std::exception &e) {
+        failure_ = e.what();
+      }
+    }
+    return agree(ctx_, failure_);
+  }
+
+  // Gathers arg `arg` (its local buffers, all-gathered over TP for split
+  // args) and writes it on rank 0, un-sliced with padding dropped, as the
+  // next tensor of the file. A failure on rank 0 drops the file but the
+  // gathering goes on; it is reported by agreeOk() / commit().
+  void write(int arg) {
+    const Arg &a = m_.args[arg];
+    const int64_t n = a.localElements();
+    const auto *local = static_cast<const float *>(buffers_.ptrs[arg]);
+    const float *all = local; // rank r's slice at all + r*n
+    int64_t ranks = 1;
+    if (!a.splits.empty() && tp_ > 1) {
+      // Flat local buffers, gathered in pieces whose counts fit in an int.
+      ranks = tp_;
+      gathered_.resize(static_cast<size_t>(tp_ * n));
+      const int64_t piece = int64_t(1) << 26;
+      for (int64_t off = 0; off < n; off += piece) {
+        const int64_t c = std::min(piece, n - off);
+        if (c == n) {
+          mrt_all_gather_f32(ctx_, MRT_AXIS_TP, local, gathered_.data(), n);
+          break;
+        }
+        chunk_.resize(static_cast<size_t>(tp_ * c));
+        mrt_all_gather_f32(ctx_, MRT_AXIS_TP, local + off, chunk_.data(), c);
+        for (int64_t r = 0; r < tp_; ++r)
+          std::memcpy(gathered_.data() + r * n + off, chunk_.data() + r * c,
+                      c * sizeof(float));
+      }
+      all = gathered_.data();
+    }
+    if (!rank0_ || !writer_)
+      return;
+    int64_t count = 1;
+    for (int64_t d : a.checkpointShape)
+      count *= d;
+    full_.assign(static_cast<size_t>(count), 0.0f);
+    for (int64_t r = 0; r < ranks; ++r)
+      unsliceTensor(a.slice(tp_, r), all + r * n, full_.data());
+    try {
+      writer_->write(full_.data(), count);
+    } catch (const std::exception &e) {
+      failure_ = e.what();
+      writer_.reset(); // removes PATH.tmp; keep gathering with the others
+    }
+  }
+
+  // True on every rank iff no rank failed so far.
+  bool agreeOk() { return agree(ctx_, failure_); }
+
+  // Finishes the file (fsync, rename). True on every rank iff it was
+  // written completely.
+  bool commit() {
+    if (rank0_ && writer_) {
+      try {
+        writer_->commit();
+      } catch (const std::exception &e) {
+        failure_ = e.what();
+      }
+      writer_.reset();
+    }
+    return agree(ctx_, failure_);
+  }
+
+private:
+  mrt_context *ctx_;
+  const Manifest &m_;
+  const Buffers &buffers_;
+  const int64_t tp_;
+  const bool rank0_;
+  std::unique_ptr<SafetensorsWriter> writer_; // rank 0 only
+  std::string failure_;
+  std::vector<float> gathered_, chunk_, full_;
+};
+
+// Writes the given args' global tensors as one safetensors file (collective;
+// true on every rank iff the file was written).
 struct SavedTensor {
   std::string name; // in the file
   int arg;          // index into the manifest's args
@@ -115,72 +212,15 @@ struct SavedTensor {
 bool saveGlobal(mrt_context *ctx, const Manifest &m, const Buffers &buffers,
                 const std::string &path, const std::vector<SavedTensor> &list,
                 const std::map<std::string, std::string> &metadata) {
-  const int64_t tp = mrt_axis_size(ctx, MRT_AXIS_TP);
-  const bool rank0 = mrt_world_rank(ctx) == 0;
-  std::unique_ptr<SafetensorsWriter> writer;
-  std::string failure;
-  if (rank0) {
-    try {
-      std::vector<SafetensorsWriter::Tensor> tensors;
-      for (const SavedTensor &t : list)
-        tensors.push_back({t.name, m.args[t.arg].checkpointShape});
-      writer = std::make_unique<SafetensorsWriter>(path, tensors, metadata);
-    } catch (const std::exception &e) {
-      failure = e.what();
-    }
-  }
-  if (!agree(ctx, failure))
+  GlobalWriter out(ctx, m, buffers);
+  std::vector<SafetensorsWriter::Tensor> tensors;
+  for (const SavedTensor &t : list)
+    tensors.push_back({t.name, m.args[t.arg].checkpointShape});
+  if (!out.open(path, tensors, metadata))
     return false;
-  std::vector<float> gathered, chunk, full;
-  for (const SavedTensor &t : list) {
-    const Arg &a = m.args[t.arg];
-    const int64_t n = a.localElements();
-    const auto *local = static_cast<const float *>(buffers.ptrs[t.arg]);
-    const float *all = local; // rank r's slice at all + r*n
-    int64_t ranks = 1;
-    if (!a.splits.empty() && tp > 1) {
-      // Flat local buffers, gathered in pieces whose counts fit in an int.
-      ranks = tp;
-      gathered.resize(static_cast<size_t>(tp * n));
-      const int64_t piece = int64_t(1) << 26;
-      for (int64_t off = 0; off < n; off += piece) {
-        const int64_t c = std::min(piece, n - off);
-        if (c == n) {
-          mrt_all_gather_f32(ctx, MRT_AXIS_TP, local, gathered.data(), n);
-          break;
-        }
-        chunk.resize(static_cast<size_t>(tp * c));
-        mrt_all_gather_f32(ctx, MRT_AXIS_TP, local + off, chunk.data(), c);
-        for (int64_t r = 0; r < tp; ++r)
-          std::memcpy(gathered.data() + r * n + off, chunk.data() + r * c,
-                      c * sizeof(float));
-      }
-      all = gathered.data();
-    }
-    if (!rank0 || !writer)
-      continue;
-    int64_t count = 1;
-    for (int64_t d : a.checkpointShape)
-      count *= d;
-    full.assign(static_cast<size_t>(count), 0.0f);
-    for (int64_t r = 0; r < ranks; ++r)
-      unsliceTensor(a.slice(tp, r), all + r * n, full.data());
-    try {
-      writer->write(full.data(), count);
-    } catch (const std::exception &e) {
-      failure = e.what();
-      writer.reset(); // removes PATH.tmp; keep gathering with the others
-    }
-  }
-  if (rank0 && writer) {
-    try {
-      writer->commit();
-    } catch (const std::exception &e) {
-      failure = e.what();
-    }
-    writer.reset();
-  }
-  return agree(ctx, failure);
+  for (const SavedTensor &t : list)
+    out.write(t.arg);
+  return out.commit();
 }
 
 int run(const Options &opt) {
@@ -226,6 +266,11 @@ int run(const Options &opt) {
             " has no gradient outputs; compile with --export-grads");
       return 1;
     }
+  }
+  if (!opt.dumpLogits.empty() && m.logits < 0) {
+    error("--dump-logits: " + opt.stepLibrary +
+          " has no logits output; compile with --export-logits");
+    return 1;
   }
 
   // --- the MPI context (every rank sees the same world size)
@@ -373,7 +418,25 @@ int run(const Options &opt) {
   int status = 0;
 
   if (!train) {
-    for (int64_t step = 0; step < opt.steps; ++step) {
+    // --dump-logits: one file, tensor "logits.<s>" = the global logits of
+    // step s (checkpoint shape: padding columns dropped), streamed step by
+    // step and renamed into place after the last one.
+    std::unique_ptr<GlobalWriter> logitsOut;
+    if (!opt.dumpLogits.empty()) {
+      logitsOut = std::make_unique<GlobalWriter>(ctx, m, buffers);
+      std::vector<SafetensorsWriter::Tensor> tensors;
+      for (int64_t step = 0; step < opt.steps; ++step)
+        tensors.push_back({"logits." + std::to_string(step),
+                           m.args[m.logits].checkpointShape});
+      if (!logitsOut->open(opt.dumpLogits, tensors,
+                           {{"format", "megatron-mlir"},
+                            {"content", "logits of mgt_forward; logits.<s> "
+                                        "is step s (batch s)"},
+                            {"model", m.model},
+                            {"steps", std::to_string(opt.steps)}}))
+        status = 1;
+    }
+    for (int64_t step = 0; status == 0 && step < opt.steps; ++step) {
       if (!loadBatch(*data, step)) {
         status = 1;
         break;
@@ -381,13 +444,28 @@ int run(const Options &opt) {
       const auto t0 = std::chrono::steady_clock::now();
       const float loss = forwardFn(ctx, buffers.ptrs.data());
       const auto t1 = std::chrono::steady_clock::now();
-      if (!rank0)
-        continue;
-      const double ms =
-          std::chrono::duration<double, std::milli>(t1 - t0).count();
-      std::printf("step %lld loss %.9g\n", static_cast<long long>(step), loss);
-      std::fflush(stdout);
-      logLine(stepLine(step, loss, ms) + "}\n");
+      if (rank0) {
+        const double ms =
+            std::chrono::duration<double, std::milli>(t1 - t0).count();
+        std::printf("step %lld loss %.9g\n", static_cast<long long>(step),
+                    loss);
+        std::fflush(stdout);
+        logLine(stepLine(step, loss, ms) + "}\n");
+      }
+      if (logitsOut) {
+        logitsOut->write(m.logits);
+        if (!logitsOut->agreeOk()) {
+          status = 1;
+          break;
+        }
+      }
+    }
+    if (status == 0 && logitsOut) {
+      if (!logitsOut->commit())
+        status = 1;
+      else if (rank0)
+        error("wrote the logits of " + std::to_string(opt.steps) +
+              " step(s) to " + opt.dumpLogits);
     }
   } else {
     // Validation: the mean mgt_forward loss over batches 0..M-1 of the

@@ -410,6 +410,54 @@ TEST(Manifest, TrainArgErrors) {
             "");
 }
 
+TEST(Manifest, Logits) {
+  // batch 2, seq 3, valid_vocab 10; padded vocabulary 16 split over tp=2.
+  const std::string logits =
+      R"({"name":"logits","role":"logits","dtype":"f32",
+          "global_shape":[2,3,16],"local_shape":[2,3,8],
+          "checkpoint_shape":[2,3,10],
+          "split":[{"dim":2,"axis":"tp","sections":1}]})";
+  Manifest m = parseManifest(manifestWith(logits));
+  EXPECT_EQ(m.logits, 0);
+  EXPECT_EQ(m.args[0].param, "");
+  EXPECT_EQ(m.args[0].localElements(), 2 * 3 * 8);
+  EXPECT_EQ(parseManifest(manifestWith("")).logits, -1);
+  // TP=1: no split.
+  EXPECT_EQ(parseManifest(manifestWith(
+                              R"({"name":"logits","role":"logits","dtype":"f32",
+                                  "global_shape":[2,3,12],"local_shape":[2,3,12],
+                                  "checkpoint_shape":[2,3,10],"split":[]})",
+                              1))
+                .logits,
+            0);
+  auto err = [](const std::string &text, const std::string &what) {
+    const std::string e = manifestError(text);
+    EXPECT_NE(e.find(what), std::string::npos) << e;
+  };
+  err(manifestWith(logits + "," + replaceFirst(logits, R"("name":"logits")",
+                                               R"("name":"logits2")")),
+      "more than one arg with role \"logits\"");
+  err(manifestWith(replaceFirst(logits, R"("dtype":"f32")", R"("dtype":"i32")")),
+      "logits must be f32");
+  err(manifestWith(replaceFirst(logits, R"("checkpoint_shape":[2,3,10])",
+                                R"("checkpoint_shape":[2,3,9])")),
+      "must have global_shape [2, 3, V], checkpoint_shape [2, 3, 10]");
+  err(manifestWith(replaceFirst(logits, R"("checkpoint_shape":[2,3,10],)", "")),
+      "checkpoint_shape [2, 3, 10]");
+  err(manifestWith(
+          R"({"name":"logits","role":"logits","dtype":"f32",
+              "global_shape":[2,3,16],"local_shape":[1,3,16],
+              "checkpoint_shape":[2,3,10],
+              "split":[{"dim":0,"axis":"tp","sections":1}]})"),
+      "no split but of dim 2");
+  err(manifestWith(
+          R"({"name":"logits","role":"logits","dtype":"f32",
+              "global_shape":[6,16],"local_shape":[6,8],
+              "checkpoint_shape":[6,10],
+              "split":[{"dim":1,"axis":"tp","sections":1}]})"),
+      "must have global_shape [2, 3, V]");
+}
+
 namespace {
 
 Arg param(const std::string &name, std::vector<int64_t> global,
@@ -543,6 +591,16 @@ TEST(Options, Parsing) {
   EXPECT_EQ(o.seed, 7u);
   EXPECT_EQ(o.log, "l.jsonl");
   EXPECT_EQ(o.initFrom, "m.safetensors");
+  EXPECT_EQ(o.dumpLogits, "");
+  EXPECT_EQ(parseOptions({"s.so", "--data", "t", "--eval-only",
+                          "--dump-logits", "l.st"})
+                .dumpLogits,
+            "l.st");
+  EXPECT_THROW(parseOptions({"s.so", "--data", "t", "--dump-logits", "l.st"}),
+               std::invalid_argument);
+  EXPECT_THROW(
+      parseOptions({"s.so", "--data", "t", "--eval-only", "--dump-logits="}),
+      std::invalid_argument);
   EXPECT_EQ(parseOptions({"s.so", "--data", "t"}).seed, 1337u);
   EXPECT_TRUE(parseOptions({"--help"}).help);
   EXPECT_THROW(parseOptions({"s.so", "--data", "t", "--bogus"}),

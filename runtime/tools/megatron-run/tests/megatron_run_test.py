@@ -8,7 +8,8 @@ Each CASE runs megatron-run (under `mpirun -np 2` for the TP=2 mock) and
 checks exit codes, messages, that nothing hangs, and the values the mock's
 mgt_forward / mgt_train_step saw (MOCK_DUMP_DIR: the GLOBAL tensors,
 gathered over TP). Mock variants: train step (default), train step with
-"grad" args (--mock-tpN-grads) and forward only (--mock-tpN-eval).
+"grad" args (--mock-tpN-grads), forward only (--mock-tpN-eval) and forward
+only with a "logits" output (--mock-tpN-logits).
 Exit 0 = pass, 1 = fail, 77 = skipped (numpy missing).
 """
 import argparse
@@ -62,7 +63,7 @@ def mock_for(tp, variant=""):
 def command(tp, args, env=None, variant=""):
     """megatron-run with the mock for `tp` ranks (mpirun for tp > 1, or when
     tp is given as ("mpi", n) to force mpirun with n ranks); variant "",
-    "grads" or "eval" picks the mock library."""
+    "grads", "eval" or "logits" picks the mock library."""
     if isinstance(tp, tuple):
         ranks, mock = tp[1], mock_for(tp[2], variant)
     else:
@@ -326,7 +327,8 @@ def case_help():
                 "--log", "--help", "--lr", "--beta1", "--beta2", "--eps",
                 "--weight-decay", "--grad-clip", "--lr-schedule",
                 "--warmup-steps", "--min-lr", "--val-data", "--val-every",
-                "--val-steps", "--save", "--resume", "--dump-grads"):
+                "--val-steps", "--save", "--resume", "--dump-grads",
+                "--dump-logits"):
         check(opt in out, f"--help lists {opt}")
 
 
@@ -352,6 +354,10 @@ def case_usage():
          r"--save is for training, not --eval-only"),
         ([m, "--data", t, "--resume", "x", "--init-from", "y"],
          r"--resume and --init-from exclude each other"),
+        ([m, "--data", t, "--dump-logits", "x"],
+         r"--dump-logits needs --eval-only"),
+        ([m, "--data", t, "--eval-only", "--dump-logits", ""],
+         r"--dump-logits: empty file name"),
     ]:
         expect_fail([A.megatron_run] + args, pat, what=" ".join(args[-2:]),
                     code=2)
@@ -933,6 +939,110 @@ def case_train_errors():
                 what="rank 1 dies in mgt_train_step")
 
 
+def logits_reference(tokens, step):
+    """The logits the mock's mgt_forward writes for batch `step`, restricted
+    to the valid vocabulary: (float)(b*1000 + t + 100*input_ids[b,t] +
+    0.001*v) in double, as in mock_step.c."""
+    inp, _ = tokens_io().batch(tokens, step, B, T)
+    ref = np.empty((B, T, VOCAB), np.float32)
+    for b in range(B):
+        for t in range(T):
+            for v in range(VOCAB):
+                ref[b, t, v] = np.float32(b * 1000.0 + t + 100.0 * int(inp[b, t])
+                                          + 0.001 * v)
+    return ref
+
+
+def st_header(path):
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        return json.loads(f.read(n))
+
+
+def case_dump_logits():
+    tokens = np.random.default_rng(5).integers(0, VOCAB, 50)
+    t = token_file(tokens)
+    steps = 3
+    want = [logits_reference(tokens, s) for s in range(steps)]
+    files = {}
+    for tp in (1, 2):
+        path = os.path.join(TMP, f"logits_tp{tp}.safetensors")
+        rc, out, err, _ = run(command(tp, ["--data", t, "--eval-only", "--steps",
+                                           str(steps), "--dump-logits", path],
+                                      variant="logits"))
+        if not check(rc == 0, f"tp{tp}: --eval-only --dump-logits exits 0"):
+            print("    " + (out + err).replace("\n", "\n    "))
+            continue
+        check(len(steps_printed(out)) == steps, f"tp{tp}: {steps} losses printed")
+        plain = expect_ok(command(tp, ["--data", t, "--eval-only", "--steps",
+                                       str(steps)], variant="eval"),
+                          what=f"tp{tp}: same run without logits")
+        check(steps_printed(out) == steps_printed(plain),
+              f"tp{tp}: the logits output does not change the losses")
+        check(re.search(r"wrote the logits of 3 step\(s\) to .*logits_tp\d", err)
+              is not None, f"tp{tp}: reports the file")
+        if not check(os.path.exists(path) and not os.path.exists(path + ".tmp"),
+                     f"tp{tp}: file written, no .tmp left"):
+            continue
+        files[tp] = path
+        header = st_header(path)
+        meta = header.pop("__metadata__", {})
+        names = [f"logits.{s}" for s in range(steps)]
+        check(list(header) == names and
+              all(h["dtype"] == "F32" and h["shape"] == [B, T, VOCAB]
+                  for h in header.values()),
+              f"tp{tp}: tensors logits.0..{steps - 1}, F32 [{B}, {T}, {VOCAB}] "
+              "(padding columns dropped)")
+        check(meta.get("steps") == str(steps) and meta.get("model") == "mock",
+              f"tp{tp}: metadata ({meta})")
+        got = saved(path)[0]
+        check(all(n in got and got[n].dtype == np.float32 and
+                  got[n].shape == want[s].shape and
+                  np.array_equal(got[n].view(np.uint32), want[s].view(np.uint32))
+                  for s, n in enumerate(names)),
+              f"tp{tp}: logits.<s> == the global logits of batch s (bitwise)")
+    if len(files) == 2:
+        check(open(files[1], "rb").read() == open(files[2], "rb").read(),
+              "tp1 and tp2 logits files byte-identical")
+    # Weights from a checkpoint: the logits arg is not read from it.
+    ck = write_st(os.path.join(TMP, "w.safetensors"),
+                  hf_checkpoint(random_params(4)))
+    p = os.path.join(TMP, "logits_init.safetensors")
+    expect_ok(command(2, ["--data", t, "--eval-only", "--init-from", ck,
+                          "--dump-logits", p], variant="logits"),
+              what="tp2: --init-from a checkpoint without logits")
+    check(os.path.exists(p) and
+          np.array_equal(saved(p)[0].get("logits.0"), want[0]),
+          "... writes the logits")
+    # Errors.
+    for tp in (1, 2):
+        expect_fail(command(tp, ["--data", t, "--eval-only", "--dump-logits",
+                                 os.path.join(TMP, "l.st")], variant="eval"),
+                    r"--dump-logits: .*mock_step_tp\d_eval\.so has no logits "
+                    r"output; compile with --export-logits",
+                    what=f"tp{tp}: --dump-logits without a logits arg", code=1)
+        expect_fail(command(tp, ["--data", t, "--dump-logits",
+                                 os.path.join(TMP, "l.st")], variant="logits"),
+                    r"--dump-logits needs --eval-only",
+                    what=f"tp{tp}: --dump-logits without --eval-only",
+                    code=2 if tp == 1 else None)
+    check(not os.path.exists(os.path.join(TMP, "l.st")), "... no file")
+    bad = os.path.join(TMP, "no", "such", "dir", "l.safetensors")
+    expect_fail(command(2, ["--data", t, "--eval-only", "--dump-logits", bad],
+                        variant="logits"),
+                r"rank 0: cannot write .*l\.safetensors\.tmp: No such file",
+                what="tp2: --dump-logits into a missing directory", code=1)
+    d = os.path.join(TMP, "ldir")
+    os.mkdir(d)
+    out = expect_fail(command(2, ["--data", t, "--eval-only", "--steps", "2",
+                                  "--dump-logits", d], variant="logits"),
+                      r"cannot rename .*ldir\.tmp to .*ldir: ",
+                      what="tp2: --dump-logits onto a directory", code=1)
+    check(len(steps_printed(out)) == 2 and os.path.isdir(d) and
+          not os.path.exists(d + ".tmp"),
+          "... after the steps; no .tmp left, the directory untouched")
+
+
 CASES = {name[5:]: fn for name, fn in globals().items()
          if name.startswith("case_")}
 
@@ -945,7 +1055,7 @@ def main():
     ap.add_argument("--mock-tp1", required=True)
     ap.add_argument("--mock-tp2", required=True)
     for tp in (1, 2):
-        for variant in ("grads", "eval"):
+        for variant in ("grads", "eval", "logits"):
             ap.add_argument(f"--mock-tp{tp}-{variant}", required=True)
     ap.add_argument("--rt-lib", required=True)
     ap.add_argument("--mpirun", required=True)

@@ -1,8 +1,9 @@
 /* A stand-in for a compiled step.so, for megatron-run's tests.
  *
  * Compiled with -DMOCK_TP=1 or 2, -DMOCK_TRAIN=0/1 (export mgt_train_step,
- * the "train_step" entry, AdamW state and hyperparameters args; default 1)
- * and -DMOCK_GRADS=0/1 ("grad" args, as --export-grads; default 0). Its
+ * the "train_step" entry, AdamW state and hyperparameters args; default 1),
+ * -DMOCK_GRADS=0/1 ("grad" args, as --export-grads; default 0) and
+ * -DMOCK_LOGITS=0/1 (a "logits" arg, as --export-logits; default 0). Its
  * manifest describes a tiny GPT-2-like model (padded vocabulary, fused QKV
  * split in 3 sections, row- and column-split weights, replicated layer norms)
  * plus input_ids/targets. mgt_forward gathers every parameter into its GLOBAL
@@ -20,6 +21,14 @@
  * (coef = clip/(norm+1e-6) when < 1, as torch's clip_grad_norm_); "grad" args
  * get the unclipped gradient. Everything is computed on global tensors, so
  * TP=1 and TP=2 train bit-identically.
+ *
+ * logits (MOCK_LOGITS, the last arg): f32 global [BATCH, SEQ, VPAD], local
+ * [BATCH, SEQ, VPAD/TP], checkpoint [BATCH, SEQ, VOCAB], split on dim 2 at
+ * TP > 1. mgt_forward writes this rank's columns: global column v < VOCAB of
+ * row (b, t) holds
+ *   (float)(b*1000.0 + t + 100.0*input_ids[b, t] + 0.001*v)   (double math)
+ * and padding columns (v >= VOCAB) hold -12345 (garbage megatron-run must
+ * drop).
  *
  * Environment:
  *   MOCK_DUMP_DIR=D    rank 0 writes D/step<k>.txt at its k-th mgt_forward
@@ -52,14 +61,18 @@
 #ifndef MOCK_GRADS
 #define MOCK_GRADS 0
 #endif
+#ifndef MOCK_LOGITS
+#define MOCK_LOGITS 0
+#endif
 
 #define MOCK_EXPORT __attribute__((visibility("default")))
 
-enum { MAXDIM = 2, NBASE = 12, NPARAMS = 10, BATCH = 2, SEQ = 3, VOCAB = 10 };
+enum { MAXDIM = 3, NBASE = 12, NPARAMS = 10, BATCH = 2, SEQ = 3, VOCAB = 10 };
 /* Base args (params, input_ids, targets), then per param its exp_avg and
- * exp_avg_sq, then the grads, then hyperparameters. */
-#define NARGS \
-  (NBASE + (MOCK_TRAIN ? 2 * NPARAMS + (MOCK_GRADS ? NPARAMS : 0) + 1 : 0))
+ * exp_avg_sq, then the grads, then hyperparameters, then logits. */
+#define NARGS                                                                \
+  (NBASE + (MOCK_TRAIN ? 2 * NPARAMS + (MOCK_GRADS ? NPARAMS : 0) + 1 : 0) + \
+   (MOCK_LOGITS ? 1 : 0))
 /* The padded vocabulary depends on TP (as in the compiler: a multiple of a
  * TP-dependent size); the checkpoint holds only VOCAB rows. */
 #define VPAD (MOCK_TP == 1 ? 12 : 16)
@@ -91,6 +104,7 @@ static const MockArg kBase[NBASE] = {
 static MockArg kArgs[NARGS];
 static char kNames[NARGS][64];
 static int kHyper = -1;                /* index of hyperparameters */
+static int kLogits = -1;               /* index of logits */
 static int kAdamM[NPARAMS], kAdamV[NPARAMS], kGrad[NPARAMS];
 
 static void initArgs(void) {
@@ -105,6 +119,12 @@ static void initArgs(void) {
   int n = NBASE;
   for (int p = 0; p < NPARAMS; ++p)
     kAdamM[p] = kAdamV[p] = kGrad[p] = -1;
+  if (MOCK_LOGITS) {
+    MockArg l = {"logits", "logits", 3, {BATCH, SEQ, VPAD},
+                 {BATCH, SEQ, VOCAB}, MOCK_TP > 1 ? 2 : -1, 1, -1};
+    kLogits = NARGS - 1;
+    kArgs[kLogits] = l;
+  }
   if (!MOCK_TRAIN)
     return;
   for (int k = 0; k < (MOCK_GRADS ? 3 : 2); ++k)
@@ -307,7 +327,7 @@ static float checksum(mrt_context *ctx, void **args, FILE *dump) {
     }
     /* The forward pass reads params and the batch only; the other args are
      * gathered just for the dump (on every rank: gathering is collective). */
-    if (i >= NBASE && !getenv("MOCK_DUMP_DIR"))
+    if ((i >= NBASE && !getenv("MOCK_DUMP_DIR")) || i == kLogits)
       continue;
     float *g = globalOf(ctx, i, args, &paddingOk);
     dumpGlobal(dump, a->name, a, g, &paddingOk);
@@ -337,6 +357,22 @@ MOCK_EXPORT float mgt_forward(mrt_context *ctx, void **args) {
   const float sum = checksum(ctx, args, dump);
   if (dump)
     fclose(dump);
+  if (kLogits >= 0) {
+    const MockArg *a = &kArgs[kLogits];
+    const long rank = (long)mrt_axis_rank(ctx, MRT_AXIS_TP);
+    const long lv = localDim(a, 2);
+    const int *ids = (const int *)args[10];
+    float *out = (float *)args[kLogits];
+    for (long b = 0; b < BATCH; ++b)
+      for (long t = 0; t < SEQ; ++t)
+        for (long c = 0; c < lv; ++c) {
+          const long v = toGlobal(a, 2, c, rank);
+          out[(b * SEQ + t) * lv + c] =
+              v < VOCAB ? (float)(b * 1000.0 + t + 100.0 * ids[b * SEQ + t] +
+                                  0.001 * v)
+                        : -12345.0f;
+        }
+  }
   return sum;
 }
 

@@ -1,0 +1,49 @@
+//===- PerformanceModel.h - predicted step time of a per-rank program -*- C++ -*-===//
+//
+// A roofline for compute and an alpha-beta model for collectives: GEMMs and
+// attention cost their FLOPs at the device's peak rate, every other op the
+// bytes it reads and writes at its memory bandwidth, and collectives the
+// ring algorithm's steps as nccl-tests defines them (an all-reduce of S bytes
+// over N ranks: 2(N-1) latencies and 2(N-1)/N * S bytes over the link). Ops
+// run one after another: no overlap of communication with compute.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MEGATRON_TRANSFORMS_PERFORMANCEMODEL_H
+#define MEGATRON_TRANSFORMS_PERFORMANCEMODEL_H
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+
+namespace mlir::megatron {
+
+struct Hardware {
+  std::string name;
+  double flopsPerSecond;
+  double bytesPerSecond;
+  /// Per-rank bandwidth of the links a ring collective uses, one direction.
+  double linkBytesPerSecond;
+  /// Latency of one step of a ring collective.
+  double latencySeconds;
+  /// Bytes per activation element (2 for bf16/fp16 training, 4 for fp32).
+  int64_t activationBytes;
+};
+
+/// A preset from public specifications (v100-dgx2, h100-sxm, h200-sxm) or a
+/// JSON file with the same fields, as the CPU microbenchmark writes.
+FailureOr<Hardware> lookupHardware(StringRef nameOrPath, std::string &error);
+
+struct StepTime {
+  double compute = 0, memory = 0, communication = 0;
+  double total() const { return compute + memory + communication; }
+};
+
+StepTime predictStepTime(ModuleOp partitioned, const Hardware &hardware);
+
+/// FLOPs of a GEMM-like op (matmul, weight_grad, attention and its
+/// gradient); 0 for the others. The explain report counts with it too.
+int64_t countFlops(Operation *op);
+
+} // namespace mlir::megatron
+
+#endif // MEGATRON_TRANSFORMS_PERFORMANCEMODEL_H

@@ -1,0 +1,161 @@
+//===- PerformanceModel.cpp - predicted step time of a per-rank program ---===//
+#include "megatron/Transforms/PerformanceModel.h"
+#include "megatron/Dialect/TP/IR/TP.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+using namespace mlir;
+using namespace mlir::megatron;
+using namespace mlir::tp;
+
+namespace {
+
+int64_t numElements(Type type) {
+  auto shaped = dyn_cast<ShapedType>(type);
+  return shaped && shaped.hasStaticShape() ? shaped.getNumElements() : 0;
+}
+
+/// Scores q k^T and their product with v, counted without the causal half,
+/// as Megatron's and llm.c's FLOP formulas do.
+int64_t attentionFlops(RankedTensorType out) {
+  auto shape = out.getShape();
+  return 4 * shape[0] * shape[1] * shape[1] * shape[2];
+}
+
+/// Public specifications; the ring latency is an assumption of 2 us a step.
+const Hardware kPresets[] = {
+    // V100 SXM3 in a DGX-2: fp16 tensor-core peak, HBM2, NVSwitch at six
+    // NVLink2 links of 25 GB/s per direction.
+    {"v100-dgx2", 125e12, 900e9, 150e9, 2e-6, 2},
+    // H100 / H200 SXM: dense bf16 peak, HBM3 / HBM3e, NVLink4 450 GB/s per
+    // direction.
+    {"h100-sxm", 989e12, 3.35e12, 450e9, 2e-6, 2},
+    {"h200-sxm", 989e12, 4.8e12, 450e9, 2e-6, 2},
+};
+
+/// Ranks in the collective's mesh axis.
+int64_t axisSize(Operation *op, StringRef axis, FlatSymbolRefAttr mesh) {
+  auto meshOp = SymbolTable::lookupNearestSymbolFrom<MeshOp>(op, mesh);
+  return meshOp ? meshOp.getAxisSize(axis).value_or(1) : 1;
+}
+
+/// Ring algorithms (nccl-tests' bus bandwidth definitions).
+double collectiveSeconds(Operation *op, const Hardware &hw) {
+  auto ring = [&](int64_t ranks, double bytes, double passes) {
+    if (ranks <= 1)
+      return 0.0;
+    double steps = passes * (ranks - 1);
+    return steps * hw.latencySeconds +
+           passes * (ranks - 1) / double(ranks) * bytes / hw.linkBytesPerSecond;
+  };
+  double elementBytes = hw.activationBytes;
+  if (auto g = dyn_cast<GOp>(op))
+    return ring(axisSize(op, g.getAxis(), g.getMeshAttr()),
+                numElements(g.getType()) * elementBytes, 2);
+  if (auto allReduce = dyn_cast<AllReduceOp>(op))
+    return ring(axisSize(op, allReduce.getAxis(), allReduce.getMeshAttr()),
+                numElements(allReduce.getType()) * elementBytes, 2);
+  if (auto gather = dyn_cast<AllGatherOp>(op))
+    return ring(axisSize(op, gather.getAxis(), gather.getMeshAttr()),
+                numElements(gather.getType()) * elementBytes, 1);
+  if (auto scatter = dyn_cast<ReduceScatterOp>(op))
+    return ring(axisSize(op, scatter.getAxis(), scatter.getMeshAttr()),
+                numElements(scatter.getInput().getType()) * elementBytes, 1);
+  return 0;
+}
+
+bool isCollective(Operation *op) {
+  return isa<GOp, AllReduceOp, AllGatherOp, ReduceScatterOp>(op);
+}
+
+/// Bytes an op reads and writes once.
+double trafficBytes(Operation *op, const Hardware &hw) {
+  int64_t elements = 0;
+  for (Value value : llvm::concat<Value>(op->getOperands(), op->getResults()))
+    elements += numElements(value.getType());
+  return double(elements) * hw.activationBytes;
+}
+
+} // namespace
+
+int64_t megatron::countFlops(Operation *op) {
+  if (auto matmul = dyn_cast<MatmulOp>(op)) {
+    auto lhs = matmul.getLhs().getType();
+    int64_t k = matmul.getTransposeLhs() ? lhs.getShape().end()[-2]
+                                         : lhs.getShape().back();
+    return 2 * numElements(matmul.getType()) * k;
+  }
+  if (auto weightGrad = dyn_cast<WeightGradOp>(op)) {
+    int64_t rows = numElements(weightGrad.getLhs().getType()) /
+                   weightGrad.getType().getDimSize(0);
+    return 2 * rows * numElements(weightGrad.getType());
+  }
+  if (auto attention = dyn_cast<AttentionOp>(op))
+    return attentionFlops(attention.getType());
+  // The forward is recomputed (1x), then four products of the same size give
+  // dq, dk, dv and the score gradients (2x).
+  if (auto grad = dyn_cast<AttentionGradOp>(op))
+    return 3 * attentionFlops(grad.getGrad().getType());
+  return 0;
+}
+
+FailureOr<Hardware> megatron::lookupHardware(StringRef nameOrPath,
+                                             std::string &error) {
+  for (const Hardware &preset : kPresets)
+    if (preset.name == nameOrPath)
+      return preset;
+  auto file = llvm::MemoryBuffer::getFile(nameOrPath);
+  if (!file) {
+    error = "'" + nameOrPath.str() + "' is neither v100-dgx2, h100-sxm, " +
+            "h200-sxm nor a readable hardware JSON file";
+    return failure();
+  }
+  llvm::Expected<llvm::json::Value> json =
+      llvm::json::parse((*file)->getBuffer());
+  if (!json) {
+    error = "'" + nameOrPath.str() + "': " + llvm::toString(json.takeError());
+    return failure();
+  }
+  const llvm::json::Object *object = json->getAsObject();
+  Hardware hardware;
+  auto number = [&](StringRef key, double &out) {
+    std::optional<double> value = object ? object->getNumber(key) : std::nullopt;
+    if (value && *value > 0)
+      out = *value;
+    return value && *value > 0;
+  };
+  double bytes = 0;
+  if (!number("flops_per_second", hardware.flopsPerSecond) ||
+      !number("bytes_per_second", hardware.bytesPerSecond) ||
+      !number("link_bytes_per_second", hardware.linkBytesPerSecond) ||
+      !number("latency_seconds", hardware.latencySeconds) ||
+      !number("activation_bytes", bytes)) {
+    error = "'" + nameOrPath.str() +
+            "' needs positive flops_per_second, bytes_per_second, "
+            "link_bytes_per_second, latency_seconds and activation_bytes";
+    return failure();
+  }
+  hardware.activationBytes = static_cast<int64_t>(bytes);
+  std::optional<StringRef> name = object->getString("name");
+  hardware.name = name ? name->str() : nameOrPath.str();
+  return hardware;
+}
+
+StepTime megatron::predictStepTime(ModuleOp partitioned,
+                                   const Hardware &hardware) {
+  StepTime time;
+  partitioned.walk([&](Operation *op) {
+    if (!isa<TPDialect>(op->getDialect()) || isa<MeshOp, FOp, AxisIndexOp>(op))
+      return;
+    if (isCollective(op)) {
+      time.communication += collectiveSeconds(op, hardware);
+    } else if (int64_t flops = countFlops(op)) {
+      time.compute += double(flops) / hardware.flopsPerSecond;
+    } else {
+      time.memory += trafficBytes(op, hardware) / hardware.bytesPerSecond;
+    }
+  });
+  return time;
+}
