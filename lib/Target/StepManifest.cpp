@@ -11,19 +11,6 @@ using namespace mlir::tp;
 
 namespace {
 
-/// The role of an argument and, for optimizer state and gradients, the
-/// parameter it belongs to; tp-optimizer names them "<param>.<suffix>".
-std::pair<StringRef, StringRef> roleOf(StringRef name) {
-  if (name == "input_ids" || name == "targets" || name == "hyperparameters" ||
-      name == "logits")
-    return {name, ""};
-  for (auto [suffix, role] : {std::pair{".exp_avg_sq", "adam_v"},
-                              {".exp_avg", "adam_m"}, {".grad", "grad"}})
-    if (name.ends_with(suffix))
-      return {role, name.drop_back(StringRef(suffix).size())};
-  return {"param", ""};
-}
-
 std::string dtypeOf(Type type) {
   if (type.isF32())
     return "f32";
@@ -89,18 +76,18 @@ megatron::buildStepManifest(ModuleOp module, func::FuncOp function,
       batch = global[0];
       seq = global[1];
     }
-    auto [role, param] = roleOf(name.getValue());
+    ArgumentKind kind = classifyArgument(name.getValue());
     llvm::json::Object entry{
         {"name", name.getValue()},
-        {"role", role},
+        {"role", stringifyArgumentRole(kind.role)},
         {"dtype", dtypeOf(type.getElementType())},
         {"global_shape", shapeJson(global)},
         {"local_shape", shapeJson(local)},
         {"checkpoint_shape",
          shapeJson(unpadded ? unpadded.asArrayRef() : global)},
         {"split", splitJson(getSharding(arg))}};
-    if (!param.empty())
-      entry["param"] = param;
+    if (!kind.parameter.empty())
+      entry["param"] = kind.parameter;
     args.push_back(std::move(entry));
   }
   llvm::json::Array entryKinds;

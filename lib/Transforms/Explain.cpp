@@ -52,8 +52,10 @@ struct Report {
 
 void countParameters(func::FuncOp function, Report &report) {
   for (BlockArgument arg : function.getArguments()) {
-    if (!function.getArgAttr(arg.getArgNumber(), TPDialect::kNameAttrName) ||
-        !isa<FloatType>(getElementTypeOrSelf(arg.getType())))
+    auto name = function.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                      TPDialect::kNameAttrName);
+    if (!name || classifyArgument(name.getValue()).role !=
+                     ArgumentRole::Parameter)
       continue;
     int64_t local = numElements(arg.getType());
     int64_t global = local;

@@ -116,3 +116,41 @@ LogicalResult TPDialect::verifyRegionResultAttribute(Operation *op,
                              << "' on a missing result #" << resultIndex;
   return verifyShardingAttr(op, attr, function.getResultTypes()[resultIndex]);
 }
+
+ArgumentKind tp::classifyArgument(StringRef name) {
+  for (auto [fixed, role] :
+       {std::pair{"input_ids", ArgumentRole::InputIds},
+        {"targets", ArgumentRole::Targets},
+        {"hyperparameters", ArgumentRole::Hyperparameters},
+        {"logits", ArgumentRole::Logits}})
+    if (name == fixed)
+      return {role, ""};
+  for (auto [suffix, role] : {std::pair{".exp_avg_sq", ArgumentRole::AdamV},
+                              {".exp_avg", ArgumentRole::AdamM},
+                              {".grad", ArgumentRole::Grad}})
+    if (name.ends_with(suffix))
+      return {role, name.drop_back(StringRef(suffix).size())};
+  return {ArgumentRole::Parameter, ""};
+}
+
+StringRef tp::stringifyArgumentRole(ArgumentRole role) {
+  switch (role) {
+  case ArgumentRole::Parameter:
+    return "param";
+  case ArgumentRole::InputIds:
+    return "input_ids";
+  case ArgumentRole::Targets:
+    return "targets";
+  case ArgumentRole::Hyperparameters:
+    return "hyperparameters";
+  case ArgumentRole::Logits:
+    return "logits";
+  case ArgumentRole::AdamM:
+    return "adam_m";
+  case ArgumentRole::AdamV:
+    return "adam_v";
+  case ArgumentRole::Grad:
+    return "grad";
+  }
+  llvm_unreachable("unknown argument role");
+}

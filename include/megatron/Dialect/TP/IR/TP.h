@@ -38,6 +38,20 @@ LogicalResult verifyShardingForType(Operation *anchor, ShardingAttr sharding,
 SmallVector<int64_t> getLocalShape(ArrayRef<int64_t> globalShape,
                                    ShardingAttr sharding, MeshOp mesh);
 
+/// What a step argument named `tp.name` is. tp-optimizer names optimizer
+/// state and exported gradients "<param>.exp_avg", "<param>.exp_avg_sq" and
+/// "<param>.grad"; the model's inputs and outputs have fixed names.
+enum class ArgumentRole {
+  Parameter, InputIds, Targets, Hyperparameters, Logits, AdamM, AdamV, Grad
+};
+struct ArgumentKind {
+  ArgumentRole role;
+  /// The parameter optimizer state or a gradient belongs to.
+  StringRef parameter;
+};
+ArgumentKind classifyArgument(StringRef name);
+StringRef stringifyArgumentRole(ArgumentRole role);
+
 } // namespace mlir::tp
 
 #endif // MEGATRON_DIALECT_TP_IR_TP_H
