@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   cmake ninja-build ccache g++ libgtest-dev
-  libopenblas-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev graphviz
+  libopenblas-dev libopenblas-openmp-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev graphviz
 )
 
 missing=()
