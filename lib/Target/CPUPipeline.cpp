@@ -30,7 +30,11 @@ void megatron::buildCPULoweringPipeline(OpPassManager &pm) {
   pm.addPass(math::createMathExpandOpsPass());
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(memref::createExpandStridedMetadataPass());
-  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  FinalizeMemRefToLLVMConversionPassOptions memref;
+  // Buffers come from the runtime's cache (megatron_rt/allocator.h), so each
+  // step reuses the last one's memory.
+  memref.useGenericFunctions = true;
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass(memref));
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createArithToLLVMConversionPass());
   ConvertFuncToLLVMPassOptions func;

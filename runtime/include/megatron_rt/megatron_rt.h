@@ -2,6 +2,7 @@
 #ifndef MEGATRON_RT_MEGATRON_RT_H
 #define MEGATRON_RT_MEGATRON_RT_H
 
+#include "megatron_rt/allocator.h"
 #include "megatron_rt/attention.h"
 #include "megatron_rt/comm.h"
 #include "megatron_rt/cross_entropy.h"

@@ -11,8 +11,6 @@
 
 #include "megatron_rt/comm.h"
 
-#include <malloc.h>
-
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -588,16 +586,7 @@ int run(const Options &opt) {
 
 } // namespace
 
-/// The step allocates the same activation buffers every step, some of tens
-/// of MB (the logits). Served from the heap rather than fresh mmaps, they
-/// are reused without a page fault per page per step.
-static void keepActivationsOnTheHeap() {
-  mallopt(M_MMAP_THRESHOLD, 1 << 30);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
-}
-
 int main(int argc, char **argv) {
-  keepActivationsOnTheHeap();
   Options opt;
   try {
     opt = parseOptions(std::vector<std::string>(argv + 1, argv + argc));
