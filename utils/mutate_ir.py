@@ -62,6 +62,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("input")
     parser.add_argument("--tool", required=True)
+    parser.add_argument("--tool-args", default="",
+                        help="arguments after the input ('-'), space separated")
     parser.add_argument("--count", type=int, default=300)
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--keep-failures", default="mutation-failure")
@@ -73,7 +75,8 @@ def main():
     for n in range(args.count):
         mutated = mutate(rng, text)
         try:
-            result = subprocess.run([args.tool, "-"], input=mutated.encode(),
+            result = subprocess.run([args.tool, "-"] + args.tool_args.split(),
+                                    input=mutated.encode(),
                                     capture_output=True, timeout=20)
             code = result.returncode
         except subprocess.TimeoutExpired:

@@ -174,8 +174,10 @@ private:
   LogicalResult verifyDivisibility() {
     SymbolTableCollection symbols;
     for (auto [value, sharding] : annotated) {
-      Operation *user = *value.getUsers().begin();
-      if (failed(verifyShardingForType(user, sharding, value.getType(),
+      // Located at the parameter's first use; an unused one at the function.
+      Operation *anchor = value.use_empty() ? function.getOperation()
+                                            : *value.getUsers().begin();
+      if (failed(verifyShardingForType(anchor, sharding, value.getType(),
                                        symbols)))
         return failure();
     }
@@ -211,6 +213,9 @@ struct MegatronAnnotatePass
   LogicalResult createMesh(ModuleOp module) {
     SymbolTable symbols(module);
     if (auto existing = symbols.lookup<MeshOp>(kMeshName)) {
+      if (!existing.getAxisSize(kAxis))
+        return existing.emitError("mesh @")
+               << kMeshName << " exists without a \"" << kAxis << "\" axis";
       if (existing.getAxisSize(kAxis) != tp)
         return existing.emitError("mesh @")
                << kMeshName << " exists with another \"" << kAxis

@@ -36,6 +36,11 @@ void remarkConflicts(Operation *op, const FactorShardings &factors) {
 /// Returns failure on two conflicting user annotations.
 FailureOr<bool> propagateThrough(ShardingRuleOpInterface op,
                                  PropagationState &state, bool remark) {
+  // A reshard between two annotated layouts is the user asking for the
+  // change: there is nothing to infer and no conflict.
+  if (isa<ReshardOp>(op) && state.fixed.contains(op->getOperand(0)) &&
+      state.fixed.contains(op->getResult(0)))
+    return false;
   ShardingRule rule = op.getShardingRule();
   FactorShardings factors(rule);
   bool anyKnown = false;

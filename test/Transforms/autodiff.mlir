@@ -76,3 +76,38 @@ func.func @no_rule(%x: tensor<4x8xf32> {tp.name = "x"}, %t: tensor<4xi32>) -> te
 func.func @not_a_loss(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   return %x : tensor<4x8xf32>
 }
+
+// -----
+
+func.func @transpose_lhs(%x: tensor<8x4xf32> {tp.name = "x"}, %w: tensor<8x16xf32> {tp.name = "w"}, %t: tensor<4xi32>) -> tensor<f32> {
+  // expected-error @+1 {{'tp.matmul' op has no gradient rule with transpose_lhs or a batched rhs; GPT-2's GEMMs multiply by [K, N] weights}}
+  %h = tp.matmul %x, %w {transpose_lhs} : tensor<8x4xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %c0 = arith.constant 0 : index
+  %max = tp.xent_max %h offset %c0 valid_vocab = 16 : tensor<4x16xf32> -> tensor<4xf32>
+  %se, %tl = tp.xent_sum_exp %h, %max, %t offset %c0 valid_vocab = 16 : tensor<4x16xf32>, tensor<4xi32> -> tensor<4xf32>
+  %loss = tp.xent_loss %se, %max, %tl : tensor<4xf32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+func.func @batched_rhs(%x: tensor<2x4x8xf32> {tp.name = "x"}, %w: tensor<2x8x16xf32> {tp.name = "w"}, %t: tensor<2x4xi32>) -> tensor<f32> {
+  // expected-error @+1 {{'tp.matmul' op has no gradient rule with transpose_lhs or a batched rhs; GPT-2's GEMMs multiply by [K, N] weights}}
+  %h = tp.matmul %x, %w : tensor<2x4x8xf32>, tensor<2x8x16xf32> -> tensor<2x4x16xf32>
+  %c0 = arith.constant 0 : index
+  %max = tp.xent_max %h offset %c0 valid_vocab = 16 : tensor<2x4x16xf32> -> tensor<2x4xf32>
+  %se, %tl = tp.xent_sum_exp %h, %max, %t offset %c0 valid_vocab = 16 : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<2x4xf32>
+  %loss = tp.xent_loss %se, %max, %tl : tensor<2x4xf32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// The loss's gradient rule reads the logits off the tp.xent_sum_exp (through
+// an all-reduce) that produced its sum of exponentials.
+
+func.func @loss_without_sum_exp(%se: tensor<4xf32> {tp.name = "se"}, %max: tensor<4xf32>, %tl: tensor<4xf32>) -> tensor<f32> {
+  // expected-error @+1 {{'tp.xent_loss' op has no gradient rule unless its sum of exponentials comes from tp.xent_sum_exp}}
+  %loss = tp.xent_loss %se, %max, %tl : tensor<4xf32> -> tensor<f32>
+  return %loss : tensor<f32>
+}

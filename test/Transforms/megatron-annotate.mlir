@@ -81,3 +81,31 @@ func.func @width(%x: tensor<2x8xf32>, %w: tensor<8x3xf32>) -> tensor<2x3xf32> {
   %g = tp.gelu %h : tensor<2x3xf32>
   return %g : tensor<2x3xf32>
 }
+
+// -----
+
+// Padding the table grows every use; logits that leave the function instead
+// of feeding the loss would expose the padded rows.
+
+func.func @pad_escapes(%wte: tensor<15x8xf32>, %ids: tensor<2x4xi32>) -> tensor<2x4x15xf32> {
+  %x = tp.embedding %wte[%ids] : tensor<15x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
+  // expected-error @+1 {{cannot pad the vocabulary from 15 to 256 rows: the table is used other than by the embedding and a tied LM head feeding the loss}}
+  %l = tp.matmul %x, %wte {transpose_rhs} : tensor<2x4x8xf32>, tensor<15x8xf32> -> tensor<2x4x15xf32>
+  return %l : tensor<2x4x15xf32>
+}
+
+// -----
+
+// expected-error @+1 {{mesh @mesh exists with another "tp" size than tp=2}}
+tp.mesh @mesh axes = ["tp" = 4]
+func.func @other_mesh(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  return %x : tensor<2x8xf32>
+}
+
+// -----
+
+// expected-error @+1 {{mesh @mesh exists without a "tp" axis}}
+tp.mesh @mesh axes = ["dp" = 2]
+func.func @no_tp_axis(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  return %x : tensor<2x8xf32>
+}

@@ -1,4 +1,4 @@
-// RUN: megatron-opt %s -split-input-file -tp-propagate -tp-insert-conjugates -tp-partition | FileCheck %s
+// RUN: megatron-opt %s -split-input-file -verify-diagnostics -tp-propagate -tp-insert-conjugates -tp-partition | FileCheck %s
 
 // The MLP at local shapes: A by columns, B by rows, one all-reduce (g).
 
@@ -89,8 +89,22 @@ func.func @reshards(%x: tensor<8x16xf32>,
                     %a: tensor<16x64xf32> {tp.sharding = #tp.sharding<@m, [[], ["tp"]]>},
                     %b: tensor<64x16xf32> {tp.sharding = #tp.sharding<@m, [[], []]>}) -> (tensor<8x16xf32>, tensor<8x64xf32>) {
   %h = tp.matmul %x, %a : tensor<8x16xf32>, tensor<16x64xf32> -> tensor<8x64xf32>
+  // expected-remark @+1 {{conflicting shardings of factor #2: kept ["tp"] over []; tensors that disagree are resharded}}
   %y = tp.matmul %h, %b : tensor<8x64xf32>, tensor<64x16xf32> -> tensor<8x16xf32>
   %whole = tp.reshard %h {tp.sharding = #tp.sharding<@m, [[], []]>} : tensor<8x64xf32>
   %act = tp.gelu %whole : tensor<8x64xf32>
   return %y, %act : tensor<8x16xf32>, tensor<8x64xf32>
+}
+
+// -----
+
+// Sections (the q, k and v thirds of a fused weight) each split over the
+// ranks cannot be gathered back by one all-gather.
+
+tp.mesh @m axes = ["tp" = 2]
+func.func @sections(%w: tensor<8x24xf32> {tp.sharding = #tp.sharding<@m, [[], ["tp"]], sections = [1, 3]>}) -> tensor<8x24xf32> {
+  %g = tp.gelu %w : tensor<8x24xf32>
+  // expected-error @+1 {{'tp.reshard' op cannot reshard a dimension split into sections}}
+  %r = tp.reshard %g {tp.sharding = #tp.sharding<@m, [[], []]>} : tensor<8x24xf32>
+  return %r : tensor<8x24xf32>
 }

@@ -76,3 +76,14 @@ func.func @user_conflict(%x: tensor<8x16xf32> {tp.sharding = #tp.sharding<@m, [[
   %h = tp.matmul %x, %a : tensor<8x16xf32>, tensor<16x64xf32> -> tensor<8x64xf32>
   return %h : tensor<8x64xf32>
 }
+
+// -----
+
+// A reshard between two annotated layouts is no conflict: it is the change.
+// CHECK-LABEL: func.func @explicit_reshard(
+// CHECK: tp.reshard %{{.*}} {tp.sharding = #tp.sharding<@m, {{\[\[}}], []]>}
+tp.mesh @m axes = ["tp" = 2]
+func.func @explicit_reshard(%x: tensor<4x8xf32> {tp.sharding = #tp.sharding<@m, [[], ["tp"]]>}) -> tensor<4x8xf32> {
+  %r = tp.reshard %x {tp.sharding = #tp.sharding<@m, [[], []]>} : tensor<4x8xf32>
+  return %r : tensor<4x8xf32>
+}

@@ -105,11 +105,14 @@ static SmallVector<unsigned> manifestIndices(func::FuncOp function,
     if (auto name = manifest.getArgAttrOfType<StringAttr>(
             i, tp::TPDialect::kNameAttrName))
       position[name.getValue()] = i;
+  // An unnamed argument maps nowhere here; buildStepManifest rejects it with
+  // a located error before any index is used.
   SmallVector<unsigned> indices;
-  for (unsigned i = 0; i < function.getNumArguments(); ++i)
-    indices.push_back(position.lookup(
-        function.getArgAttrOfType<StringAttr>(i, tp::TPDialect::kNameAttrName)
-            .getValue()));
+  for (unsigned i = 0; i < function.getNumArguments(); ++i) {
+    auto name =
+        function.getArgAttrOfType<StringAttr>(i, tp::TPDialect::kNameAttrName);
+    indices.push_back(name ? position.lookup(name.getValue()) : 0);
+  }
   return indices;
 }
 
