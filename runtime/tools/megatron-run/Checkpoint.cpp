@@ -8,7 +8,6 @@
 #include <stdexcept>
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 namespace mrun {
@@ -74,34 +73,17 @@ void convert(const std::string &dtype, const unsigned char *src, int64_t n,
   }
 }
 
-int64_t elements(const std::vector<int64_t> &shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
-
 } // namespace
 
-Checkpoint::Checkpoint(const std::string &path) : path_(path) {
-  auto fail = [&](const std::string &msg) {
-    throw std::runtime_error("checkpoint " + path_ + ": " + msg);
-  };
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0)
-    fail(std::string("cannot open: ") + std::strerror(errno));
-  struct stat st;
-  if (fstat(fd_, &st) != 0)
-    fail(std::string("cannot stat: ") + std::strerror(errno));
-  if (!S_ISREG(st.st_mode))
-    fail("not a regular file");
-  const uint64_t fileSize = static_cast<uint64_t>(st.st_size);
+Checkpoint::Checkpoint(const std::string &path) : file_("checkpoint", path) {
+  auto fail = [&](const std::string &msg) { file_.fail(msg); };
+  const uint64_t fileSize = file_.size();
   if (fileSize < 8)
     fail("truncated header: the file has " + std::to_string(fileSize) +
          " bytes, too short for a safetensors file");
   uint64_t headerLen = 0;
   unsigned char lenBytes[8];
-  preadAll(lenBytes, 8, 0, "");
+  file_.readExactly(lenBytes, 8, 0);
   for (int i = 7; i >= 0; --i)
     headerLen = (headerLen << 8) | lenBytes[i];
   if (headerLen > kMaxHeader)
@@ -111,7 +93,7 @@ Checkpoint::Checkpoint(const std::string &path) : path_(path) {
     fail("truncated header: header length " + std::to_string(headerLen) +
          " exceeds the file size " + std::to_string(fileSize));
   std::string text(headerLen, '\0');
-  preadAll(text.data(), headerLen, 8, "");
+  file_.readExactly(text.data(), headerLen, 8);
   dataStart_ = 8 + headerLen;
   dataSize_ = fileSize - dataStart_;
 
@@ -176,20 +158,13 @@ Checkpoint::Checkpoint(const std::string &path) : path_(path) {
   }
 }
 
-Checkpoint::~Checkpoint() {
-  if (fd_ >= 0)
-    ::close(fd_);
-}
-
 std::string Checkpoint::optimizerName(const std::string &param,
                                       const std::string &role) {
   return "optimizer." + param + (role == "adam_m" ? ".exp_avg" : ".exp_avg_sq");
 }
 
 void Checkpoint::checkAgainst(const Manifest &manifest, bool optimizer) const {
-  auto fail = [&](const std::string &msg) {
-    throw std::runtime_error("checkpoint " + path_ + ": " + msg);
-  };
+  auto fail = [&](const std::string &msg) { file_.fail(msg); };
   std::map<std::string, const Arg *> params;
   for (const Arg &a : manifest.args) {
     if (a.role == "param")
@@ -216,7 +191,7 @@ void Checkpoint::checkAgainst(const Manifest &manifest, bool optimizer) const {
     if (e.shape != arg->checkpointShape)
       fail(where + "shape " + shapeString(e.shape) + " but the model expects " +
            shapeString(arg->checkpointShape));
-    const uint64_t want = static_cast<uint64_t>(elements(e.shape)) * bytes;
+    const uint64_t want = static_cast<uint64_t>(numElements(e.shape)) * bytes;
     if (e.end - e.begin != want)
       fail(where + "data_offsets span " + std::to_string(e.end - e.begin) +
            " bytes, but " + e.dtype + " " + shapeString(e.shape) + " needs " +
@@ -238,29 +213,11 @@ void Checkpoint::checkAgainst(const Manifest &manifest, bool optimizer) const {
   }
 }
 
-void Checkpoint::preadAll(void *buf, uint64_t bytes, uint64_t offset,
-                          const std::string &tensor) const {
-  auto *p = static_cast<char *>(buf);
-  while (bytes > 0) {
-    ssize_t n = ::pread(fd_, p, bytes, static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      throw std::runtime_error(
-          "checkpoint " + path_ + ": " +
-          (tensor.empty() ? "" : "tensor \"" + tensor + "\": ") +
-          (n < 0 ? std::string("read failed: ") + std::strerror(errno)
-                 : std::string("unexpected end of file")));
-    p += n;
-    bytes -= static_cast<uint64_t>(n);
-    offset += static_cast<uint64_t>(n);
-  }
-}
-
 void Checkpoint::readSlice(const std::string &name, const TensorSlice &slice,
                            float *out) const {
   const Entry &e = entries_.at(name);
   const size_t bytes = dtypeBytes(e.dtype);
+  const std::string where = "tensor \"" + e.fileName + "\": ";
   std::vector<unsigned char> tmp;
   forEachRun(slice, [&](int64_t local, int64_t ckpt, int64_t count) {
     float *dst = out + local;
@@ -270,10 +227,10 @@ void Checkpoint::readSlice(const std::string &name, const TensorSlice &slice,
     }
     const uint64_t offset = dataStart_ + e.begin + ckpt * bytes;
     if (e.dtype == "F32") {
-      preadAll(dst, count * 4, offset, e.fileName);
+      file_.readExactly(dst, count * 4, offset, where);
     } else {
       tmp.resize(count * bytes);
-      preadAll(tmp.data(), tmp.size(), offset, e.fileName);
+      file_.readExactly(tmp.data(), tmp.size(), offset, where);
       convert(e.dtype, tmp.data(), count, dst);
     }
   });
@@ -292,7 +249,7 @@ SafetensorsWriter::SafetensorsWriter(
   }
   uint64_t offset = 0;
   for (const Tensor &t : tensors_) {
-    const uint64_t bytes = static_cast<uint64_t>(elements(t.shape)) * 4;
+    const uint64_t bytes = static_cast<uint64_t>(numElements(t.shape)) * 4;
     header[t.name] = {{"dtype", "F32"},
                       {"shape", t.shape},
                       {"data_offsets", {offset, offset + bytes}}};
@@ -333,7 +290,7 @@ void SafetensorsWriter::writeAll(const void *buf, size_t bytes) {
 }
 
 void SafetensorsWriter::write(const float *data, int64_t count) {
-  if (next_ >= tensors_.size() || count != elements(tensors_[next_].shape))
+  if (next_ >= tensors_.size() || count != numElements(tensors_[next_].shape))
     throw std::logic_error("SafetensorsWriter: tensor data out of order");
   ++next_;
   writeAll(data, static_cast<size_t>(count) * sizeof(float));

@@ -2,6 +2,7 @@
 #ifndef MEGATRON_RUN_CHECKPOINT_H
 #define MEGATRON_RUN_CHECKPOINT_H
 
+#include "InputFile.h"
 #include "Manifest.h"
 
 #include <cstdint>
@@ -26,7 +27,6 @@ public:
   // skipped. "optimizer.*" tensors (AdamW state written by --save) keep their
   // full name. Throws std::runtime_error naming the file.
   explicit Checkpoint(const std::string &path);
-  ~Checkpoint();
   Checkpoint(const Checkpoint &) = delete;
   Checkpoint &operator=(const Checkpoint &) = delete;
 
@@ -51,7 +51,7 @@ public:
   const std::map<std::string, std::string> &metadata() const {
     return metadata_;
   }
-  const std::string &path() const { return path_; }
+  const std::string &path() const { return file_.path(); }
 
   // The file name of the AdamW state of parameter `param` (role adam_m or
   // adam_v): "optimizer.<param>.exp_avg" / "optimizer.<param>.exp_avg_sq".
@@ -59,13 +59,10 @@ public:
                                    const std::string &role);
 
 private:
-  std::string path_;
-  int fd_ = -1;
+  InputFile file_; // errors: "checkpoint PATH: ..."
   uint64_t dataStart_ = 0, dataSize_ = 0;
   std::map<std::string, Entry> entries_; // canonical name -> entry
   std::map<std::string, std::string> metadata_;
-  void preadAll(void *buf, uint64_t bytes, uint64_t offset,
-                const std::string &tensor) const;
 };
 
 // Writes a safetensors file of F32 tensors, atomically: the data goes to

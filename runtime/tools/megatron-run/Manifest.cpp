@@ -18,12 +18,7 @@ std::string shapeString(const std::vector<int64_t> &shape) {
   return s + "]";
 }
 
-int64_t Arg::localElements() const {
-  int64_t n = 1;
-  for (int64_t d : localShape)
-    n *= d;
-  return n;
-}
+int64_t Arg::localElements() const { return numElements(localShape); }
 
 TensorSlice Arg::slice(int64_t tpSize, int64_t tpRank) const {
   TensorSlice s;

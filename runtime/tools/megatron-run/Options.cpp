@@ -159,21 +159,15 @@ Options parseOptions(const std::vector<std::string> &args) {
       noValue();
       o.evalOnly = true;
     } else if (arg == "--init-from") {
-      o.initFrom = takeValue();
-      if (o.initFrom.empty())
-        throw std::invalid_argument("--init-from: empty file name");
+      o.initFrom = fileName(arg, takeValue());
     } else if (arg == "--seed") {
       o.seed = parseUnsigned(arg, takeValue());
     } else if (arg == "--data") {
-      o.data = takeValue();
-      if (o.data.empty())
-        throw std::invalid_argument("--data: empty file name");
+      o.data = fileName(arg, takeValue());
     } else if (arg == "--steps") {
       o.steps = parseInt(arg, takeValue(), 1);
     } else if (arg == "--log") {
-      o.log = takeValue();
-      if (o.log.empty())
-        throw std::invalid_argument("--log: empty file name");
+      o.log = fileName(arg, takeValue());
     } else if (arg == "--lr") {
       o.lr = parseDouble(arg, takeValue(), 0.0);
     } else if (arg == "--beta1") {

@@ -7,6 +7,13 @@
 
 namespace mrun {
 
+int64_t numElements(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
 std::vector<Interval> sliceDim(int64_t global, int64_t parts, int64_t sections,
                                int64_t rank) {
   if (parts < 1 || sections < 1 || rank < 0 || rank >= parts || global < 0)
@@ -47,10 +54,7 @@ std::vector<int64_t> TensorSlice::localShape() const {
 }
 
 int64_t TensorSlice::localElements() const {
-  int64_t n = 1;
-  for (int64_t d : localShape())
-    n *= d;
-  return n;
+  return numElements(localShape());
 }
 
 void forEachRun(const TensorSlice &slice,

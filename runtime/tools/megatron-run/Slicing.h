@@ -13,6 +13,9 @@
 
 namespace mrun {
 
+// The number of elements of a tensor of shape `shape` (1 for a scalar).
+int64_t numElements(const std::vector<int64_t> &shape);
+
 // Local indices [local, local + length) hold global indices
 // [global, global + length).
 struct Interval {

@@ -1,55 +1,16 @@
 #include "TokenData.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <stdexcept>
 #include <vector>
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace mrun {
 
-namespace {
-
-void preadAll(int fd, void *buf, uint64_t bytes, uint64_t offset,
-              const std::string &path) {
-  auto *p = static_cast<char *>(buf);
-  while (bytes > 0) {
-    ssize_t n = ::pread(fd, p, bytes, static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      throw std::runtime_error(
-          "data " + path + ": " +
-          (n < 0 ? std::string("read failed: ") + std::strerror(errno)
-                 : std::string("unexpected end of file")));
-    p += n;
-    bytes -= static_cast<uint64_t>(n);
-    offset += static_cast<uint64_t>(n);
-  }
-}
-
-} // namespace
-
-TokenFile::TokenFile(const std::string &path) : path_(path) {
-  auto fail = [&](const std::string &msg) {
-    throw std::runtime_error("data " + path_ + ": " + msg);
-  };
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0)
-    fail(std::string("cannot open: ") + std::strerror(errno));
-  struct stat st;
-  if (fstat(fd_, &st) != 0)
-    fail(std::string("cannot stat: ") + std::strerror(errno));
-  if (!S_ISREG(st.st_mode))
-    fail("not a regular file");
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
+TokenFile::TokenFile(const std::string &path) : file_("data", path) {
+  auto fail = [&](const std::string &msg) { file_.fail(msg); };
+  const uint64_t size = file_.size();
   int32_t magic = 0;
   if (size >= 4)
-    preadAll(fd_, &magic, 4, 0, path_);
+    file_.readExactly(&magic, 4, 0);
   if (magic == kMagic) {
     llmc_ = true;
     const uint64_t headerBytes = kHeaderInts * 4;
@@ -58,7 +19,7 @@ TokenFile::TokenFile(const std::string &path) : path_(path) {
            " bytes, less than the " + std::to_string(headerBytes) +
            "-byte header");
     int32_t header[kHeaderInts];
-    preadAll(fd_, header, headerBytes, 0, path_);
+    file_.readExactly(header, headerBytes, 0);
     if (header[1] != 1)
       fail("bad llm.c header: unsupported version " +
            std::to_string(header[1]) + " (expected 1)");
@@ -81,35 +42,26 @@ TokenFile::TokenFile(const std::string &path) : path_(path) {
   }
 }
 
-TokenFile::~TokenFile() {
-  if (fd_ >= 0)
-    ::close(fd_);
-}
-
 void TokenFile::read(int64_t first, int64_t n, uint16_t *out) const {
-  preadAll(fd_, out, static_cast<uint64_t>(n) * 2, dataStart_ + first * 2,
-           path_);
+  file_.readExactly(out, static_cast<uint64_t>(n) * 2, dataStart_ + first * 2);
 }
 
 void TokenFile::checkToken(uint16_t id, int64_t position,
                            int64_t validVocab) const {
   if (id >= validVocab)
-    throw std::runtime_error("data " + path_ + ": token at position " +
-                             std::to_string(position) + " has id " +
-                             std::to_string(id) +
-                             ", which is >= the model's valid_vocab " +
-                             std::to_string(validVocab));
+    file_.fail("token at position " + std::to_string(position) + " has id " +
+               std::to_string(id) + ", which is >= the model's valid_vocab " +
+               std::to_string(validVocab));
 }
 
 void TokenFile::validate(int64_t batch, int64_t seq, int64_t validVocab,
                          int64_t uses) const {
   const int64_t window = batch * seq + 1;
   if (count_ < window)
-    throw std::runtime_error(
-        "data " + path_ + ": " + std::to_string(count_) +
-        " tokens, fewer than the " + std::to_string(window) +
-        " one batch needs (batch " + std::to_string(batch) + " x seq " +
-        std::to_string(seq) + " + 1)");
+    file_.fail(std::to_string(count_) + " tokens, fewer than the " +
+               std::to_string(window) + " one batch needs (batch " +
+               std::to_string(batch) + " x seq " + std::to_string(seq) +
+               " + 1)");
   const int64_t end = std::min(count_, uses);
   std::vector<uint16_t> buf;
   const int64_t chunk = 1 << 20;
@@ -127,7 +79,7 @@ void TokenFile::batch(int64_t step, int64_t batch, int64_t seq,
                       int32_t *targets) const {
   const int64_t bt = batch * seq, window = bt + 1;
   if (count_ < window)
-    throw std::runtime_error("data " + path_ + ": too few tokens for a batch");
+    file_.fail("too few tokens for a batch");
   std::vector<uint16_t> buf(window);
   // First index (step*B*T) mod count without overflowing for large steps.
   int64_t pos = static_cast<int64_t>(

@@ -8,6 +8,8 @@
 #ifndef MEGATRON_RUN_TOKEN_DATA_H
 #define MEGATRON_RUN_TOKEN_DATA_H
 
+#include "InputFile.h"
+
 #include <cstdint>
 #include <string>
 
@@ -21,13 +23,12 @@ public:
   // Opens and checks the header against the file size. Throws
   // std::runtime_error naming the file.
   explicit TokenFile(const std::string &path);
-  ~TokenFile();
   TokenFile(const TokenFile &) = delete;
   TokenFile &operator=(const TokenFile &) = delete;
 
   int64_t count() const { return count_; }
   bool isLlmc() const { return llmc_; }
-  const std::string &path() const { return path_; }
+  const std::string &path() const { return file_.path(); }
 
   // Checks that the file has at least B*T+1 tokens and that the tokens at
   // indices [0, min(count, uses)) are < validVocab (streamed, bounded memory).
@@ -40,8 +41,7 @@ public:
              int32_t *inputs, int32_t *targets) const;
 
 private:
-  std::string path_;
-  int fd_ = -1;
+  InputFile file_; // errors: "data PATH: ..."
   bool llmc_ = false;
   int64_t count_ = 0;
   uint64_t dataStart_ = 0;

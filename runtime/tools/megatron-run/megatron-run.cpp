@@ -160,9 +160,7 @@ public:
     }
     if (!rank0_ || !writer_)
       return;
-    int64_t count = 1;
-    for (int64_t d : a.checkpointShape)
-      count *= d;
+    const int64_t count = numElements(a.checkpointShape);
     full_.assign(static_cast<size_t>(count), 0.0f);
     for (int64_t r = 0; r < ranks; ++r)
       unsliceTensor(a.slice(tp_, r), all + r * n, full_.data());
@@ -344,19 +342,18 @@ int run(const Options &opt) {
       if (isParam)
         localParams += a.localElements();
     }
-    data = std::make_unique<TokenFile>(opt.data);
-    // Tokens used by steps [0, steps): indices [0, steps*B*T + 1) mod count.
-    const int64_t uses = opt.steps > (INT64_MAX - 1) / bt
-                             ? INT64_MAX
-                             : opt.steps * bt + 1;
-    data->validate(m.batch, m.seq, m.validVocab, uses);
-    if (train && !opt.valData.empty()) {
-      valData = std::make_unique<TokenFile>(opt.valData);
-      const int64_t valUses = opt.valSteps > (INT64_MAX - 1) / bt
-                                  ? INT64_MAX
-                                  : opt.valSteps * bt + 1;
-      valData->validate(m.batch, m.seq, m.validVocab, valUses);
-    }
+    // Opens a token file and validates the tokens that batches [0, steps)
+    // use: indices [0, steps*B*T + 1) mod count.
+    auto openTokens = [&](const std::string &path, int64_t steps) {
+      auto file = std::make_unique<TokenFile>(path);
+      const int64_t uses =
+          steps > (INT64_MAX - 1) / bt ? INT64_MAX : steps * bt + 1;
+      file->validate(m.batch, m.seq, m.validVocab, uses);
+      return file;
+    };
+    data = openTokens(opt.data, opt.steps);
+    if (train && !opt.valData.empty())
+      valData = openTokens(opt.valData, opt.valSteps);
     if (rank0 && !opt.log.empty()) {
       log = std::fopen(opt.log.c_str(), "w");
       if (!log)

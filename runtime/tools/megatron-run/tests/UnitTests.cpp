@@ -1,7 +1,9 @@
 // Unit tests of megatron-run's pieces: the slicing rule, the run enumeration,
-// manifest validation, the seeded initialisation, options and token batching.
+// manifest validation, the seeded initialisation, options, token batching
+// and the files they read.
 #include "Checkpoint.h"
 #include "Init.h"
+#include "InputFile.h"
 #include "Manifest.h"
 #include "Options.h"
 #include "Slicing.h"
@@ -777,6 +779,36 @@ TEST(Tokens, Errors) {
                       "model's valid_vocab 100"),
             std::string::npos);
   EXPECT_NE(tokenError({'a', 'b', 'c'}).find("odd size"), std::string::npos);
+}
+
+TEST(InputFile, ReadsAndNamesTheFileInErrors) {
+  auto error = [](auto &&fn) {
+    try {
+      fn();
+    } catch (const std::runtime_error &e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  std::string path = writeTemp({'a', 'b', 'c', 'd', 'e'});
+  {
+    InputFile f("data", path);
+    EXPECT_EQ(f.path(), path);
+    EXPECT_EQ(f.size(), 5u);
+    char buf[3] = {};
+    f.readExactly(buf, 3, 2);
+    EXPECT_EQ(std::string(buf, 3), "cde");
+    f.readExactly(buf, 0, 5);
+    EXPECT_EQ(error([&] { f.readExactly(buf, 2, 4, "tensor \"x\": "); }),
+              "data " + path + ": tensor \"x\": unexpected end of file");
+    EXPECT_EQ(error([&] { f.fail("bad"); }), "data " + path + ": bad");
+  }
+  unlink(path.c_str());
+  EXPECT_EQ(error([&] { InputFile("checkpoint", path); })
+                .rfind("checkpoint " + path + ": cannot open: ", 0),
+            0u);
+  EXPECT_EQ(error([] { InputFile("data", "/tmp"); }),
+            "data /tmp: not a regular file");
 }
 
 TEST(Safetensors, WriteThenReadSlices) {
