@@ -85,10 +85,9 @@ private:
   /// Everything between the forward ops and the return is the backward
   /// pass.
   void markBackward(ArrayRef<Operation *> forward, func::ReturnOp ret) {
-    Operation *op = forward.empty() ? &function.front().front()
-                                    : forward.back()->getNextNode();
-    for (; op != ret.getOperation(); op = op->getNextNode())
-      op->setAttr(TPDialect::kBackwardAttrName, b.getUnitAttr());
+    Operation *first = forward.empty() ? &function.front().front()
+                                       : forward.back()->getNextNode();
+    markPhase(first, ret, "backward");
   }
 
   /// The loss, then the gradient of each named float argument.

@@ -81,9 +81,7 @@ Gemm describeGemm(MatmulOp matmul) {
           result.back(), k};
 }
 
-bool isBackward(Operation *op) {
-  return op->hasAttr(TPDialect::kBackwardAttrName);
-}
+bool isBackward(Operation *op) { return getPhase(op) == "backward"; }
 
 void countCompute(Operation *op, Report &report) {
   (isBackward(op) ? report.backwardFlops : report.forwardFlops) +=
@@ -97,7 +95,7 @@ void countCompute(Operation *op, Report &report) {
 }
 
 void countCommunication(Operation *op, Report &report) {
-  std::string direction = isBackward(op) ? "backward" : "forward";
+  std::string direction = getPhase(op).str();
   auto add = [&](StringRef kind, Value value) {
     ++report.collectives[{kind.str(), direction, numElements(value.getType())}];
   };

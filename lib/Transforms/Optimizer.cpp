@@ -51,6 +51,7 @@ public:
         RankedTensorType::get({kHyperCount}, b.getF32Type()), "hyperparameters");
 
     b.setInsertionPoint(ret);
+    Operation *last = ret->getPrevNode();
     Value norm = globalNorm(loc);
     Value scale = clipScale(loc, norm, hyper);
     SmallVector<Value> results = {ret.getOperand(0),
@@ -79,6 +80,8 @@ public:
                             .getResult());
     }
     ret->setOperands(results);
+    markPhase(last ? last->getNextNode() : &function.front().front(), ret,
+              "optimizer");
     function.setType(b.getFunctionType(function.front().getArgumentTypes(),
                                        TypeRange(ValueRange(results))));
     // The gradients' tp.grad_of described the results this step replaced.

@@ -14,14 +14,14 @@
 // CHECK: %[[Y:.*]] = tp.matmul %[[ACT]], %[[B]]
 // CHECK: %[[G:.*]] = tp.g %[[Y]]
 // CHECK: %[[LOSS:.*]] = tp.xent_loss
-// CHECK: %[[SEED:.*]] = arith.constant {tp.backward} dense<1.000000e+00> : tensor<f32>
-// CHECK: %[[DG:.*]] = tp.xent_grad %[[G]], {{.*}}, %[[SEED]] {{.*}}{tp.backward}
-// CHECK: %[[DACT:.*]] = tp.matmul %[[DG]], %[[B]] {tp.backward, transpose_rhs}
-// CHECK: %[[DB:.*]] = tp.weight_grad %[[ACT]], %[[DG]] {tp.backward}
-// CHECK: %[[DH:.*]] = tp.gelu_grad %[[H]], %[[DACT]] {tp.backward}
-// CHECK: %[[DF:.*]] = tp.matmul %[[DH]], %[[A]] {tp.backward, transpose_rhs}
-// CHECK: %[[DA:.*]] = tp.weight_grad %[[F]], %[[DH]] {tp.backward}
-// CHECK: %[[DX:.*]] = tp.all_reduce sum %[[DF]] over @m["tp"] {tp.backward}
+// CHECK: %[[SEED:.*]] = arith.constant {tp.phase = "backward"} dense<1.000000e+00> : tensor<f32>
+// CHECK: %[[DG:.*]] = tp.xent_grad %[[G]], {{.*}}, %[[SEED]] {{.*}}{tp.phase = "backward"}
+// CHECK: %[[DACT:.*]] = tp.matmul %[[DG]], %[[B]] {tp.phase = "backward", transpose_rhs}
+// CHECK: %[[DB:.*]] = tp.weight_grad %[[ACT]], %[[DG]] {tp.phase = "backward"}
+// CHECK: %[[DH:.*]] = tp.gelu_grad %[[H]], %[[DACT]] {tp.phase = "backward"}
+// CHECK: %[[DF:.*]] = tp.matmul %[[DH]], %[[A]] {tp.phase = "backward", transpose_rhs}
+// CHECK: %[[DA:.*]] = tp.weight_grad %[[F]], %[[DH]] {tp.phase = "backward"}
+// CHECK: %[[DX:.*]] = tp.all_reduce sum %[[DF]] over @m["tp"] {tp.phase = "backward"}
 // CHECK: return %[[LOSS]], %[[DX]], %[[DA]], %[[DB]]
 tp.mesh @m axes = ["tp" = 2]
 func.func @mlp(%x: tensor<8x16xf32> {tp.name = "x"}, %a: tensor<16x32xf32> {tp.name = "a"},
@@ -45,8 +45,8 @@ func.func @mlp(%x: tensor<8x16xf32> {tp.name = "x"}, %a: tensor<16x32xf32> {tp.n
 
 // CHECK-LABEL: func.func @residual(
 // CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<4x8xf32> {tp.name = "x"}
-// CHECK: %[[DX:.*]] = tp.add %{{.*}}, %{{.*}} {tp.backward}
-// CHECK: %[[DBIAS:.*]] = tp.sum_to %{{.*}} {tp.backward} : tensor<4x8xf32> -> tensor<8xf32>
+// CHECK: %[[DX:.*]] = tp.add %{{.*}}, %{{.*}} {tp.phase = "backward"}
+// CHECK: %[[DBIAS:.*]] = tp.sum_to %{{.*}} {tp.phase = "backward"} : tensor<4x8xf32> -> tensor<8xf32>
 // CHECK: return %{{.*}}, %[[DX]], %[[DBIAS]]
 func.func @residual(%x: tensor<4x8xf32> {tp.name = "x"}, %bias: tensor<8xf32> {tp.name = "bias"}, %t: tensor<4xi32>) -> tensor<f32> {
   %b = tp.bias_add %x, %bias : tensor<4x8xf32>, tensor<8xf32>

@@ -14,18 +14,18 @@
 // CHECK-SAME: %[[BV:[a-z0-9]+]]: tensor<8xf32> {tp.name = "b.exp_avg_sq"}
 // CHECK-SAME: %[[H:[a-z0-9]+]]: tensor<8xf32> {tp.name = "hyperparameters"})
 // CHECK-SAME: -> (tensor<f32>, tensor<f32>, tensor<8x4xf32> {tp.updates = 0 : i64}, tensor<8x4xf32> {tp.updates = 2 : i64}, tensor<8x4xf32> {tp.updates = 3 : i64}, tensor<8xf32> {tp.updates = 1 : i64}, tensor<8xf32> {tp.updates = 4 : i64}, tensor<8xf32> {tp.updates = 5 : i64})
-// CHECK: %[[SQW:.*]] = tp.sum_squares %{{.*}} : tensor<8x4xf32>
+// CHECK: %[[SQW:.*]] = tp.sum_squares %{{[a-z0-9]+}} {tp.phase = "optimizer"} : tensor<8x4xf32>
 // CHECK: %[[SHARDED:.*]] = arith.addf %{{.*}}, %[[SQW]]
-// CHECK: %[[SQB:.*]] = tp.sum_squares %{{.*}} : tensor<8xf32>
+// CHECK: %[[SQB:.*]] = tp.sum_squares %{{[a-z0-9]+}} {tp.phase = "optimizer"} : tensor<8xf32>
 // CHECK: %[[REPL:.*]] = arith.addf %{{.*}}, %[[SQB]]
-// CHECK: %[[PACK:.*]] = tensor.from_elements %[[SHARDED]] : tensor<1xf32>
+// CHECK: %[[PACK:.*]] = tensor.from_elements %[[SHARDED]] {tp.phase = "optimizer"} : tensor<1xf32>
 // CHECK: %[[SUM:.*]] = tp.all_reduce sum %[[PACK]] over @m["tp"]
 // CHECK: %[[ALL:.*]] = tensor.extract %[[SUM]]
 // CHECK: %[[TOTAL:.*]] = arith.addf %[[ALL]], %[[REPL]]
 // CHECK: %[[NORM:.*]] = math.sqrt %[[TOTAL]]
 // CHECK: %[[SCALE:.*]] = arith.select
-// CHECK: tp.adamw %[[W]], %{{.*}}, %[[WM]], %[[WV]], %[[H]], %[[SCALE]] {decay}
-// CHECK: tp.adamw %[[B]], %{{.*}}, %[[BM]], %[[BV]], %[[H]], %[[SCALE]] :
+// CHECK: tp.adamw %[[W]], %{{.*}}, %[[WM]], %[[WV]], %[[H]], %[[SCALE]] {decay, tp.phase = "optimizer"}
+// CHECK: tp.adamw %[[B]], %{{.*}}, %[[BM]], %[[BV]], %[[H]], %[[SCALE]] {tp.phase = "optimizer"} :
 
 // GRADS-LABEL: func.func @step(
 // GRADS-SAME: %{{[a-z0-9]+}}: tensor<8x4xf32> {{{.*}}tp.name = "w.grad"

@@ -31,10 +31,12 @@ static LogicalResult verifyShardingAttr(Operation *anchor, NamedAttribute attr,
 
 LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
                                                   NamedAttribute attr) {
-  if (attr.getName() == kBackwardAttrName) {
-    if (!isa<UnitAttr>(attr.getValue()))
-      return op->emitOpError() << "'" << kBackwardAttrName
-                               << "' must be a unit attribute";
+  if (attr.getName() == kPhaseAttrName) {
+    auto phase = dyn_cast<StringAttr>(attr.getValue());
+    if (!phase || (phase.getValue() != "backward" &&
+                   phase.getValue() != "optimizer"))
+      return op->emitOpError() << "'" << kPhaseAttrName
+                               << "' must be \"backward\" or \"optimizer\"";
     return success();
   }
   if (attr.getName() != kShardingAttrName)
@@ -153,4 +155,16 @@ StringRef tp::stringifyArgumentRole(ArgumentRole role) {
     return "grad";
   }
   llvm_unreachable("unknown argument role");
+}
+
+StringRef tp::getPhase(Operation *op) {
+  if (auto phase = op->getAttrOfType<StringAttr>(TPDialect::kPhaseAttrName))
+    return phase.getValue();
+  return "forward";
+}
+
+void tp::markPhase(Operation *first, Operation *end, StringRef phase) {
+  auto attr = StringAttr::get(first->getContext(), phase);
+  for (Operation *op = first; op && op != end; op = op->getNextNode())
+    op->setAttr(TPDialect::kPhaseAttrName, attr);
 }

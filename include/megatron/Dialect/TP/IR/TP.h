@@ -38,6 +38,12 @@ LogicalResult verifyShardingForType(Operation *anchor, ShardingAttr sharding,
 SmallVector<int64_t> getLocalShape(ArrayRef<int64_t> globalShape,
                                    ShardingAttr sharding, MeshOp mesh);
 
+/// The training-step phase `op` belongs to: "forward", "backward" or
+/// "optimizer" (tp.phase).
+StringRef getPhase(Operation *op);
+/// Marks the ops from `first` up to (not including) `end` with `phase`.
+void markPhase(Operation *first, Operation *end, StringRef phase);
+
 /// What a step argument named `tp.name` is. tp-optimizer names optimizer
 /// state and exported gradients "<param>.exp_avg", "<param>.exp_avg_sq" and
 /// "<param>.grad"; the model's inputs and outputs have fixed names.

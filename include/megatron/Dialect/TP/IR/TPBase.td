@@ -31,7 +31,9 @@ def TP_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kNameAttrName = "tp.name";
     static constexpr ::llvm::StringLiteral kGlobalShapeAttrName = "tp.global_shape";
     static constexpr ::llvm::StringLiteral kUnpaddedShapeAttrName = "tp.unpadded_shape";
-    static constexpr ::llvm::StringLiteral kBackwardAttrName = "tp.backward";
+    /// "backward" or "optimizer" on ops of the training step's later
+    /// phases; the forward pass carries none.
+    static constexpr ::llvm::StringLiteral kPhaseAttrName = "tp.phase";
     static constexpr ::llvm::StringLiteral kGradOfAttrName = "tp.grad_of";
     static constexpr ::llvm::StringLiteral kUpdatesAttrName = "tp.updates";
 
