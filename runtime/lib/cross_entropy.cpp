@@ -49,7 +49,7 @@ extern "C" void mrt_vocab_ce_local_sumexp_f32(const float *logits,
     double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
     for (int64_t j = 0; j < real; ++j)
-      sum += std::exp(row[j] - gmax[i]);
+      sum += mrt::expNonPositive(row[j] - gmax[i]);
     sumexp[i] = static_cast<float>(sum);
     int64_t col = localTarget(targets[i], vocab_start, real, valid_vocab);
     tlogit[i] = col >= 0 ? row[col] : 0.0f;
@@ -79,7 +79,7 @@ extern "C" void mrt_vocab_ce_bwd_f32(const float *logits,
     float probScale = rowScale / sumexp[i];
 #pragma omp simd
     for (int64_t j = 0; j < real; ++j)
-      grad[j] = std::exp(row[j] - gmax[i]) * probScale;
+      grad[j] = mrt::expNonPositive(row[j] - gmax[i]) * probScale;
     std::fill(grad + real, grad + Vl, 0.0f);
     int64_t col = localTarget(targets[i], vocab_start, real, valid_vocab);
     if (col >= 0)

@@ -37,6 +37,32 @@ inline float maxOf(const float *x, int64_t n) {
   return m;
 }
 
+/// exp(x) for x <= 0 (a logit minus its row's maximum), as a polynomial
+/// that `omp simd` loops vectorise: libm's expf is a call per element, and
+/// the cross-entropy evaluates it for every vocabulary column of every token.
+/// Cephes' expf: x = n ln2 + r with |r| <= ln2/2, a degree-7 polynomial for
+/// e^r, 2^n by the exponent bits; relative error below 2e-7. Inputs below
+/// -87 (e^x under FLT_MIN) give 0.
+inline float expNonPositive(float x) {
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+  // Selects and conversions only, no branch or call: the loop vectorises.
+  float clamped = x < -87.0f ? -87.0f : x;
+  float t = clamped * kLog2e + 0.5f;
+  float n = static_cast<float>(static_cast<int32_t>(t)); // truncation
+  n = n > t ? n - 1.0f : n;                              // floor
+  float r = clamped - n * kLn2Hi - n * kLn2Lo;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  float er = p * r * r + r + 1.0f;
+  float twoN = __builtin_bit_cast(float, (static_cast<int32_t>(n) + 127) << 23);
+  return x < -87.0f ? 0.0f : er * twoN;
+}
+
 } // namespace mrt
 
 #endif // MEGATRON_RT_LIB_VEC_H
