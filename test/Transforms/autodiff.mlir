@@ -61,8 +61,8 @@ func.func @residual(%x: tensor<4x8xf32> {tp.name = "x"}, %bias: tensor<8xf32> {t
 // -----
 
 func.func @no_rule(%x: tensor<4x8xf32> {tp.name = "x"}, %t: tensor<4xi32>) -> tensor<f32> {
-  // expected-error @+1 {{'tp.softmax' op has no gradient rule (VJPOpInterface)}}
-  %s = tp.softmax %x dim = 1 : tensor<4x8xf32>
+  // expected-error @+1 {{'tp.reshard' op has no gradient rule (VJPOpInterface)}}
+  %s = tp.reshard %x : tensor<4x8xf32>
   %c0 = arith.constant 0 : index
   %max = tp.xent_max %s offset %c0 valid_vocab = 8 : tensor<4x8xf32> -> tensor<4xf32>
   %se, %tl = tp.xent_sum_exp %s, %max, %t offset %c0 valid_vocab = 8 : tensor<4x8xf32>, tensor<4xi32> -> tensor<4xf32>
@@ -108,6 +108,21 @@ func.func @batched_rhs(%x: tensor<2x4x8xf32> {tp.name = "x"}, %w: tensor<2x8x16x
 
 func.func @loss_without_sum_exp(%se: tensor<4xf32> {tp.name = "se"}, %max: tensor<4xf32>, %tl: tensor<4xf32>) -> tensor<f32> {
   // expected-error @+1 {{'tp.xent_loss' op has no gradient rule unless its sum of exponentials comes from tp.xent_sum_exp}}
+  %loss = tp.xent_loss %se, %max, %tl : tensor<4xf32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// Softmax's gradient uses its output: y * (dy - sum(dy * y)).
+// CHECK-LABEL: func.func @softmax(
+// CHECK: %[[Y:.*]] = tp.softmax %{{.*}} dim = 1
+// CHECK: tp.softmax_grad %[[Y]], %{{.*}} dim = 1 {tp.phase = "backward"}
+func.func @softmax(%x: tensor<4x8xf32> {tp.name = "x"}, %t: tensor<4xi32>) -> tensor<f32> {
+  %y = tp.softmax %x dim = 1 : tensor<4x8xf32>
+  %c0 = arith.constant 0 : index
+  %max = tp.xent_max %y offset %c0 valid_vocab = 8 : tensor<4x8xf32> -> tensor<4xf32>
+  %se, %tl = tp.xent_sum_exp %y, %max, %t offset %c0 valid_vocab = 8 : tensor<4x8xf32>, tensor<4xi32> -> tensor<4xf32>
   %loss = tp.xent_loss %se, %max, %tl : tensor<4xf32> -> tensor<f32>
   return %loss : tensor<f32>
 }

@@ -16,6 +16,8 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <limits>
+
 namespace mlir::megatron {
 #define GEN_PASS_DEF_CONVERTTPTORUNTIME
 #include "megatron/Conversion/Passes.h.inc"
@@ -452,9 +454,122 @@ private:
   }
 
 
+  /// Reduces `input` along `dim` with `combine`, starting from `init`; the
+  /// result keeps the dimension (size 1) so it broadcasts back.
+  Value reduceAlong(Location loc, Value input, int64_t dim, double init,
+                    function_ref<Value(OpBuilder &, Location, Value, Value)>
+                        combine) {
+    auto type = cast<RankedTensorType>(input.getType());
+    SmallVector<int64_t> shape(type.getShape());
+    shape[dim] = 1;
+    auto resultType = type.clone(shape);
+    Value empty = tensor::EmptyOp::create(b, loc, shape, type.getElementType());
+    Value initValue = arith::ConstantOp::create(
+        b, loc, b.getFloatAttr(type.getElementType(), init));
+    Value start = linalg::FillOp::create(b, loc, initValue, empty).getResult(0);
+    int64_t rank = type.getRank();
+    SmallVector<AffineExpr> outputDims;
+    for (int64_t d = 0; d < rank; ++d)
+      outputDims.push_back(d == dim ? b.getAffineConstantExpr(0)
+                                    : b.getAffineDimExpr(d));
+    SmallVector<AffineMap> maps = {
+        b.getMultiDimIdentityMap(rank),
+        AffineMap::get(rank, 0, outputDims, b.getContext())};
+    SmallVector<utils::IteratorType> iterators(rank,
+                                               utils::IteratorType::parallel);
+    iterators[dim] = utils::IteratorType::reduction;
+    return linalg::GenericOp::create(
+               b, loc, resultType, input, start, maps, iterators,
+               [&](OpBuilder &nb, Location nl, ValueRange args) {
+                 linalg::YieldOp::create(nb, nl,
+                                         combine(nb, nl, args[1], args[0]));
+               })
+        .getResult(0);
+  }
+
+  /// `a` combined elementwise with `row`, a reduction along `dim` of the
+  /// same shape but size 1 there.
+  Value withRow(Location loc, Value a, Value row, int64_t dim,
+                function_ref<Value(OpBuilder &, Location, Value, Value)> body) {
+    auto type = cast<RankedTensorType>(a.getType());
+    int64_t rank = type.getRank();
+    SmallVector<AffineExpr> rowDims;
+    for (int64_t d = 0; d < rank; ++d)
+      rowDims.push_back(d == dim ? b.getAffineConstantExpr(0)
+                                 : b.getAffineDimExpr(d));
+    SmallVector<AffineMap> maps = {
+        b.getMultiDimIdentityMap(rank),
+        AffineMap::get(rank, 0, rowDims, b.getContext()),
+        b.getMultiDimIdentityMap(rank)};
+    Value init = tensor::EmptyOp::create(b, loc, type.getShape(),
+                                         type.getElementType());
+    SmallVector<utils::IteratorType> iterators(rank,
+                                               utils::IteratorType::parallel);
+    return linalg::GenericOp::create(
+               b, loc, type, ValueRange{a, row}, init, maps, iterators,
+               [&](OpBuilder &nb, Location nl, ValueRange args) {
+                 linalg::YieldOp::create(nb, nl, body(nb, nl, args[0], args[1]));
+               })
+        .getResult(0);
+  }
+
+  /// exp(x - max) / sum: a chain of reductions and elementwise generics.
+  LogicalResult lowerSoftmax(SoftmaxOp op) {
+    Location loc = op.getLoc();
+    int64_t dim = op.getDim();
+    Value max = reduceAlong(
+        loc, op.getInput(), dim, -std::numeric_limits<double>::infinity(),
+        [](OpBuilder &nb, Location nl, Value acc, Value x) -> Value {
+          return arith::MaximumFOp::create(nb, nl, acc, x);
+        });
+    Value exps = withRow(loc, op.getInput(), max, dim,
+                         [](OpBuilder &nb, Location nl, Value x, Value m) -> Value {
+                           return math::ExpOp::create(
+                               nb, nl, arith::SubFOp::create(nb, nl, x, m));
+                         });
+    Value sum = reduceAlong(loc, exps, dim, 0.0,
+                            [](OpBuilder &nb, Location nl, Value acc,
+                               Value x) -> Value {
+                              return arith::AddFOp::create(nb, nl, acc, x);
+                            });
+    op.replaceAllUsesWith(
+        withRow(loc, exps, sum, dim,
+                [](OpBuilder &nb, Location nl, Value e, Value s) -> Value {
+                  return arith::DivFOp::create(nb, nl, e, s);
+                }));
+    return success();
+  }
+
   //===--------------------------------------------------------------------===//
   // Gradient ops
   //===--------------------------------------------------------------------===//
+
+  /// y * (dy - sum(dy * y)) along the softmax's dimension.
+  LogicalResult lowerSoftmaxGrad(SoftmaxGradOp op) {
+    Location loc = op.getLoc();
+    int64_t dim = op.getDim();
+    Value products = elementwise(
+        loc, op.getType(), {op.getOutput(), op.getGrad()},
+        [](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+          return arith::MulFOp::create(nb, nl, args[0], args[1]);
+        });
+    Value dot = reduceAlong(loc, products, dim, 0.0,
+                            [](OpBuilder &nb, Location nl, Value acc,
+                               Value x) -> Value {
+                              return arith::AddFOp::create(nb, nl, acc, x);
+                            });
+    Value centred = withRow(loc, op.getGrad(), dot, dim,
+                            [](OpBuilder &nb, Location nl, Value g,
+                               Value d) -> Value {
+                              return arith::SubFOp::create(nb, nl, g, d);
+                            });
+    op.replaceAllUsesWith(elementwise(
+        loc, op.getType(), {op.getOutput(), centred},
+        [](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+          return arith::MulFOp::create(nb, nl, args[0], args[1]);
+        }));
+    return success();
+  }
 
   /// [K, N] = sum over rows of lhs^T rhs: one GEMM with A transposed.
   LogicalResult lowerWeightGrad(WeightGradOp op) {
@@ -739,6 +854,8 @@ LogicalResult RuntimeLowering::lower(Operation *op) {
           .Case([&](XentMaxOp op) { return lowerXentMax(op); })
           .Case([&](XentSumExpOp op) { return lowerXentSumExp(op); })
           .Case([&](XentLossOp op) { return lowerXentLoss(op); })
+          .Case([&](SoftmaxOp op) { return lowerSoftmax(op); })
+          .Case([&](SoftmaxGradOp op) { return lowerSoftmaxGrad(op); })
           .Case([&](WeightGradOp op) { return lowerWeightGrad(op); })
           .Case([&](SumToOp op) { return lowerSumTo(op); })
           .Case([&](GeluGradOp op) { return lowerGeluGrad(op); })

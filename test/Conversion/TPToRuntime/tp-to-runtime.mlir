@@ -151,8 +151,29 @@ func.func @scatter_max(%x: tensor<32x4xf32>) -> tensor<8x4xf32> {
 
 // -----
 
+func.func @reshard(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'tp.reshard' op has no CPU lowering}}
+  %s = tp.reshard %x : tensor<4x8xf32>
+  return %s : tensor<4x8xf32>
+}
+
+// -----
+
+// Softmax is a chain of linalg reductions and elementwise ops: the row max,
+// exp(x - max), the row sum, the quotient.
+// CHECK-DAG: #[[ID:.*]] = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-DAG: #[[ROW:.*]] = affine_map<(d0, d1) -> (d0, 0)>
+// CHECK-LABEL: func.func private @softmax(
+// CHECK: %[[NEGINF:.*]] = arith.constant 0xFF800000 : f32
+// CHECK: %[[MAXINIT:.*]] = linalg.fill ins(%[[NEGINF]] : f32) outs(%{{.*}} : tensor<4x1xf32>)
+// CHECK: %[[MAX:.*]] = linalg.generic {indexing_maps = [#[[ID]], #[[ROW]]], iterator_types = ["parallel", "reduction"]} {{.*}} outs(%[[MAXINIT]] : tensor<4x1xf32>)
+// CHECK: arith.maximumf
+// CHECK: %[[EXP:.*]] = linalg.generic {indexing_maps = [#[[ID]], #[[ROW]], #[[ID]]], iterator_types = ["parallel", "parallel"]} ins(%{{.*}}, %[[MAX]] :
+// CHECK: math.exp
+// CHECK: %[[SUM:.*]] = linalg.generic {indexing_maps = [#[[ID]], #[[ROW]]], iterator_types = ["parallel", "reduction"]} ins(%[[EXP]]
+// CHECK: linalg.generic {indexing_maps = [#[[ID]], #[[ROW]], #[[ID]]], iterator_types = ["parallel", "parallel"]} ins(%[[EXP]], %[[SUM]] :
+// CHECK: arith.divf
 func.func @softmax(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
-  // expected-error @+1 {{'tp.softmax' op has no CPU lowering}}
   %s = tp.softmax %x dim = 1 : tensor<4x8xf32>
   return %s : tensor<4x8xf32>
 }

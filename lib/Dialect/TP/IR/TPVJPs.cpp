@@ -56,6 +56,13 @@ LogicalResult GeluOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
   return success();
 }
 
+LogicalResult SoftmaxOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                  Accumulate accumulate) {
+  accumulate(getInput(), SoftmaxGradOp::create(b, getLoc(), getResult(),
+                                               resultGrads[0], getDimAttr()));
+  return success();
+}
+
 LogicalResult LayerNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
                                     Accumulate accumulate) {
   auto grads = LayerNormGradOp::create(b, getLoc(), getInput(), getWeight(),

@@ -135,7 +135,7 @@ def TP_AttentionOp : TP_Op<"attention", [Pure, DeclareOpInterfaceMethods<TP_VJPO
   let hasVerifier = 1;
 }
 
-def TP_SoftmaxOp : TP_Op<"softmax", [Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
+def TP_SoftmaxOp : TP_Op<"softmax", [Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, DeclareOpInterfaceMethods<TP_VJPOpInterface>, SameOperandsAndResultType]> {
   let summary = "Softmax along one dimension";
   let arguments = (ins TP_FloatTensor:$input, I64Attr:$dim);
   let results = (outs TP_FloatTensor:$result);
@@ -193,6 +193,14 @@ def TP_GeluGradOp : TP_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> {
   let arguments = (ins TP_FloatTensor:$input, TP_FloatTensor:$grad);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = "$input `,` $grad attr-dict `:` type($result)";
+}
+
+def TP_SoftmaxGradOp : TP_Op<"softmax_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "Gradient of tp.softmax from its output: y * (dy - sum(dy * y))";
+  let arguments = (ins TP_FloatTensor:$output, TP_FloatTensor:$grad,
+                       I64Attr:$dim);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = "$output `,` $grad `dim` `=` $dim attr-dict `:` type($result)";
 }
 
 def TP_LayerNormGradOp : TP_Op<"layer_norm_grad", [Pure,
