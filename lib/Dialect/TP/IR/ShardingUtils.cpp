@@ -129,10 +129,8 @@ void FactorShardings::merge(const ShardingRule::TensorDims &dims,
                             bool isResult) {
   for (auto [index, dim] : llvm::enumerate(dims)) {
     SmallVector<StringRef> axes = sharding.getDimAxes(index);
-    if (dim.factor == ShardingRule::kWhole) {
-      wholeDimSplit |= !axes.empty();
+    if (dim.factor == ShardingRule::kWhole)
       continue;
-    }
     Factor factor;
     factor.known = true;
     factor.fixed = fixed;
@@ -141,10 +139,8 @@ void FactorShardings::merge(const ShardingRule::TensorDims &dims,
     if (!axes.empty()) {
       // A section count the op does not expect (a block split of attention's
       // fused qkv) cannot be expressed per factor: the tensor is resharded.
-      if (sections % dim.sections != 0) {
-        wholeDimSplit = true;
+      if (sections % dim.sections != 0)
         continue;
-      }
       factor.sections = sections / dim.sections;
     }
     mergeFactor(dim.factor, factor);

@@ -48,7 +48,8 @@ public:
 
   /// Reads `sharding` of a tensor indexed by `dims`. Partial axes of a result
   /// belong to its reduction factor. A split of a dimension that must stay
-  /// whole is reported in `wholeDimSplit`.
+  /// whole, or in sections the op does not expect, says nothing about the
+  /// factors: the tensor is resharded to what they give.
   void merge(const ShardingRule::TensorDims &dims, ShardingAttr sharding,
              bool fixed, bool isResult);
 
@@ -60,8 +61,6 @@ public:
 
   ArrayRef<Conflict> getConflicts() const { return conflicts; }
   bool hasFixedConflict() const { return fixedConflict; }
-  bool hasWholeDimSplit() const { return wholeDimSplit; }
-  const Factor &getFactor(int64_t index) const { return factors[index]; }
 
 private:
   void mergeFactor(int64_t index, Factor incoming);
@@ -70,7 +69,6 @@ private:
   SmallVector<Factor> factors;
   SmallVector<Conflict> conflicts;
   bool fixedConflict = false;
-  bool wholeDimSplit = false;
 };
 
 /// Human-readable form of a factor's split, e.g. `["tp"]` or `[]`.
