@@ -136,6 +136,31 @@ def Explain : Pass<"tp-explain", "ModuleOp"> {
   ];
 }
 
+def Predict : Pass<"tp-predict", "ModuleOp"> {
+  let summary = "Predict the step time of a global program at several TP sizes";
+  let description = [{
+    For each TP size, runs the Megatron pipeline (and with `train`, the
+    backward pass and optimizer) on a copy of the global program and prints
+    the performance model's prediction on `hardware`: step time, its compute,
+    memory and communication parts, and the FLOP rate per rank. A size the
+    model cannot be split into is reported with the reason. The program
+    itself is left unchanged.
+  }];
+  let options = [
+    ListOption<"tpSizes", "tp", "int64_t", "tensor-parallel sizes to predict">,
+    Option<"hardware", "hardware", "std::string", "\"h100-sxm\"",
+           "v100-dgx2, h100-sxm, h200-sxm or a hardware JSON file">,
+    Option<"train", "train", "bool", "true",
+           "predict the training step (forward, backward, AdamW)">,
+  ];
+  // The pipelines it runs create ops of these dialects.
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::bufferization::BufferizationDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::tp::TPDialect"];
+}
+
 def View : Pass<"tp-view", "ModuleOp"> {
   let summary = "Draw one transformer layer as a Graphviz picture";
   let description = [{

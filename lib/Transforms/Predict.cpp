@@ -1,0 +1,85 @@
+//===- Predict.cpp - predicted step time at several TP sizes --------------===//
+#include "megatron/Transforms/Passes.h"
+#include "megatron/Transforms/PerformanceModel.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/FormatVariadic.h"
+
+namespace mlir::megatron {
+#define GEN_PASS_DEF_PREDICT
+#include "megatron/Transforms/Passes.h.inc"
+} // namespace mlir::megatron
+
+using namespace mlir;
+using namespace mlir::megatron;
+
+namespace {
+
+struct PredictPass : public megatron::impl::PredictBase<PredictPass> {
+  using PredictBase::PredictBase;
+
+  void runOnOperation() override {
+    std::string error;
+    FailureOr<Hardware> found = lookupHardware(hardware, error);
+    if (failed(found)) {
+      getOperation().emitError("tp-predict: hardware ") << error;
+      return signalPassFailure();
+    }
+    llvm::outs() << llvm::formatv("predicted {0} step on {1}\n",
+                                  train ? "training" : "forward", found->name)
+                 << llvm::formatv("{0,4} {1,10} {2,10} {3,10} {4,10} {5,14}\n",
+                                  "tp", "step s", "compute", "memory", "comm",
+                                  "TFLOP/s/rank");
+    for (int64_t tp : tpSizes)
+      predict(tp, *found);
+  }
+
+  /// Partitions a copy of the program for `tp` and prints one row.
+  void predict(int64_t tp, const Hardware &hw) {
+    ModuleOp module = getOperation();
+    // A copy nested in the module, so the pipeline may run on it.
+    OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+    auto copy = ModuleOp::create(b, module.getLoc());
+    IRMapping mapping;
+    for (Operation &op : llvm::make_early_inc_range(
+             module.getBody()->without_terminator()))
+      if (&op != copy.getOperation())
+        copy.getBody()->push_back(op.clone(mapping));
+
+    OpPassManager pm(ModuleOp::getOperationName());
+    PipelineOptions options;
+    options.tp = tp;
+    buildMegatronPipeline(pm, options);
+    if (train) {
+      pm.addPass(createAutodiff());
+      pm.addPass(createOptimizer());
+    }
+    std::string reason;
+    LogicalResult result = success();
+    {
+      // Why a size cannot be used is a row of the table, not an error.
+      ScopedDiagnosticHandler capture(&getContext(), [&](Diagnostic &diag) {
+        if (diag.getSeverity() == DiagnosticSeverity::Error && reason.empty())
+          reason = diag.str();
+        return success();
+      });
+      result = runPipeline(pm, copy);
+    }
+    if (failed(result)) {
+      llvm::outs() << llvm::formatv("{0,4} not possible: {1}\n", tp, reason);
+    } else {
+      StepTime time = predictStepTime(copy, hw);
+      int64_t flops = 0;
+      copy.walk([&](Operation *op) { flops += countFlops(op); });
+      llvm::outs() << llvm::formatv(
+          "{0,4} {1,10:f4} {2,10:f4} {3,10:f4} {4,10:f4} {5,14:f1}\n", tp,
+          time.total(), time.compute, time.memory, time.communication,
+          flops / time.total() / 1e12);
+    }
+    copy.erase();
+  }
+};
+
+} // namespace
