@@ -9,6 +9,7 @@ APT_PACKAGES=(
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   cmake ninja-build ccache g++ libgtest-dev
   libopenblas-dev libopenblas-openmp-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev graphviz
+  python3 python3-pip
 )
 
 missing=()
@@ -24,6 +25,7 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-if [ -f utils/gpt2_reference/requirements.txt ]; then
-  python3 -m pip install -q -r utils/gpt2_reference/requirements.txt
-fi
+# Debian 12 marks its system Python as externally managed (PEP 668); the
+# reference's packages go into it all the same, as the tests need them there.
+PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q \
+  -r utils/gpt2_reference/requirements.txt

@@ -41,6 +41,24 @@ protected:
   std::vector<float> w = randomVector(kCols, 12, 0.5f, 1.5f);
   std::vector<float> b = randomVector(kCols, 13);
   std::vector<float> dy = randomVector(kRows * kCols, 14);
+
+  /// The forward's statistics and the backward's gradients of x, w and b;
+  /// the parameter gradients start from garbage, which the kernel overwrites.
+  struct Gradients {
+    std::vector<float> mean, rstd, dx, dw, db;
+  };
+  Gradients forwardBackward() {
+    Gradients g{std::vector<float>(kRows), std::vector<float>(kRows),
+                std::vector<float>(x.size()), std::vector<float>(kCols, 123.0f),
+                std::vector<float>(kCols, -7.0f)};
+    std::vector<float> y(x.size());
+    mrt_layernorm_fwd_f32(x.data(), w.data(), b.data(), y.data(),
+                          g.mean.data(), g.rstd.data(), kRows, kCols, kEps);
+    mrt_layernorm_bwd_f32(dy.data(), x.data(), w.data(), g.mean.data(),
+                          g.rstd.data(), g.dx.data(), g.dw.data(), g.db.data(),
+                          kRows, kCols);
+    return g;
+  }
 };
 
 TEST_F(LayerNormTest, ForwardMatchesNaive) {
@@ -71,12 +89,7 @@ TEST_F(LayerNormTest, ForwardInPlace) {
 }
 
 TEST_F(LayerNormTest, BackwardMatchesNaiveAndOverwritesParamGrads) {
-  std::vector<float> y(x.size()), mean(kRows), rstd(kRows);
-  mrt_layernorm_fwd_f32(x.data(), w.data(), b.data(), y.data(), mean.data(),
-                        rstd.data(), kRows, kCols, kEps);
-  std::vector<float> dx(x.size()), dw(kCols, 123.0f), db(kCols, -7.0f);
-  mrt_layernorm_bwd_f32(dy.data(), x.data(), w.data(), mean.data(), rstd.data(),
-                        dx.data(), dw.data(), db.data(), kRows, kCols);
+  auto [mean, rstd, dx, dw, db] = forwardBackward();
 
   Reference ref = referenceForward(toDouble(x), toDouble(w), toDouble(b));
   std::vector<double> dxRef(x.size()), dwRef(kCols, 0.0), dbRef(kCols, 0.0);
@@ -104,12 +117,7 @@ TEST_F(LayerNormTest, BackwardMatchesNaiveAndOverwritesParamGrads) {
 // Checks dx against finite differences of the naive forward, independently
 // of the hand-derived formula above.
 TEST_F(LayerNormTest, BackwardAgreesWithFiniteDifferences) {
-  std::vector<float> y(x.size()), mean(kRows), rstd(kRows);
-  mrt_layernorm_fwd_f32(x.data(), w.data(), b.data(), y.data(), mean.data(),
-                        rstd.data(), kRows, kCols, kEps);
-  std::vector<float> dx(x.size()), dw(kCols), db(kCols);
-  mrt_layernorm_bwd_f32(dy.data(), x.data(), w.data(), mean.data(), rstd.data(),
-                        dx.data(), dw.data(), db.data(), kRows, kCols);
+  std::vector<float> dx = forwardBackward().dx;
   auto loss = [&](const std::vector<double> &xs) {
     std::vector<double> ys = referenceForward(xs, toDouble(w), toDouble(b)).y;
     double sum = 0.0;
@@ -123,12 +131,7 @@ TEST_F(LayerNormTest, BackwardAgreesWithFiniteDifferences) {
 }
 
 TEST_F(LayerNormTest, BackwardInPlaceOverDy) {
-  std::vector<float> y(x.size()), mean(kRows), rstd(kRows);
-  mrt_layernorm_fwd_f32(x.data(), w.data(), b.data(), y.data(), mean.data(),
-                        rstd.data(), kRows, kCols, kEps);
-  std::vector<float> dx(x.size()), dw(kCols), db(kCols);
-  mrt_layernorm_bwd_f32(dy.data(), x.data(), w.data(), mean.data(), rstd.data(),
-                        dx.data(), dw.data(), db.data(), kRows, kCols);
+  auto [mean, rstd, dx, dw, db] = forwardBackward();
   std::vector<float> inPlace = dy, dwInPlace(kCols), dbInPlace(kCols);
   mrt_layernorm_bwd_f32(inPlace.data(), x.data(), w.data(), mean.data(),
                         rstd.data(), inPlace.data(), dwInPlace.data(),
