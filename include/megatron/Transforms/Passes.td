@@ -67,9 +67,9 @@ def Partition : Pass<"tp-partition", "ModuleOp"> {
     Every value takes this rank's local shape; function arguments keep their
     tp.sharding and gain tp.global_shape. Attention keeps num_heads / N heads;
     a vocabulary-split embedding masks ids outside its rows (offset from
-    tp.axis_index); a vocabulary-split cross-entropy becomes the
-    vocabulary-parallel pieces with all-reduces of the max, the target logit
-    and the sum of exponentials. tp.reshard becomes local slices or
+    tp.axis_index); the cross-entropy becomes the vocabulary-parallel pieces,
+    with all-reduces of the max, the target logit and the sum of exponentials
+    when the vocabulary is split (so training has one gradient rule). tp.reshard becomes local slices or
     all-gathers. The rank is a runtime value, so one program serves all.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect"];
