@@ -31,3 +31,9 @@ config.substitutions.append(
 
 tools = ["megatron-opt", "gpt2-mlir", "megatron-compile", "megatron-run"]
 llvm_config.add_tool_substitutions(tools, [config.megatron_tools_dir])
+
+# --target=cuda compiles and links wherever the CUDA toolkit was found at
+# configure time; nothing here runs it.
+if config.megatron_cuda_runtime:
+    config.available_features.add("cuda-toolkit")
+    config.substitutions.append(("%cuda_runtime", config.megatron_cuda_runtime))

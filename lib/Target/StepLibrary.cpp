@@ -2,8 +2,7 @@
 #include "megatron/Target/StepLibrary.h"
 
 #include "mlir/ExecutionEngine/OptUtils.h"
-#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/LegacyPassManager.h"
@@ -120,17 +119,39 @@ LogicalResult writeObject(llvm::Module &module, llvm::TargetMachine &machine,
   return success();
 }
 
-/// Links the object into a shared object that needs libmegatron_rt.
+/// The runtime library generated code of `target` calls, in the directory
+/// it was built in.
+FailureOr<std::pair<StringRef, StringRef>> runtimeLibrary(megatron::Target target,
+                                                          Location loc) {
+  if (target == megatron::Target::CPU)
+    return std::make_pair(StringRef("megatron_rt"),
+                          StringRef(MEGATRON_RT_LIBRARY_DIR));
+#ifdef MEGATRON_RT_CUDA_LIBRARY_DIR
+  return std::make_pair(StringRef("megatron_rt_cuda"),
+                        StringRef(MEGATRON_RT_CUDA_LIBRARY_DIR));
+#else
+  return emitError(loc) << "this megatron-compile was built without the CUDA "
+                           "runtime (no CUDA toolkit at configure time)";
+#endif
+}
+
+/// Links the object into a shared object that needs the target's runtime.
 LogicalResult linkSharedObject(StringRef object, StringRef output,
-                               Location loc) {
+                               megatron::Target target, Location loc) {
+  FailureOr<std::pair<StringRef, StringRef>> runtime =
+      runtimeLibrary(target, loc);
+  if (failed(runtime))
+    return failure();
   llvm::ErrorOr<std::string> linker = llvm::sys::findProgramByName("cc");
   if (!linker)
     return emitError(loc) << "no C compiler driver 'cc' on PATH to link '"
                           << output << "'";
-  std::string rpath = "-Wl,-rpath," MEGATRON_RT_LIBRARY_DIR;
+  std::string rpath = ("-Wl,-rpath," + runtime->second).str();
+  std::string searchPath = ("-L" + runtime->second).str();
+  std::string library = ("-l" + runtime->first).str();
   llvm::SmallVector<StringRef> args = {
-      *linker, "-shared", "-o", output, object, "-L" MEGATRON_RT_LIBRARY_DIR,
-      "-lmegatron_rt", rpath, "-lm"};
+      *linker, "-shared", "-o", output, object, searchPath, library, rpath,
+      "-lm"};
   std::string message;
   if (llvm::sys::ExecuteAndWait(*linker, args, std::nullopt, {}, 0, 0,
                                 &message) != 0)
@@ -143,11 +164,14 @@ LogicalResult linkSharedObject(StringRef object, StringRef output,
 
 LogicalResult megatron::emitStepLibrary(ModuleOp lowered, StringRef manifest,
                                         ArrayRef<StepEntry> entries,
-                                        StringRef outputPath,
+                                        Target target, StringRef outputPath,
                                         StepOutput output) {
   Location loc = lowered.getLoc();
-  registerBuiltinDialectTranslation(*lowered.getContext());
-  registerLLVMDialectTranslation(*lowered.getContext());
+  // The CUDA step's gpu.binary becomes a global and the module load/unload
+  // constructors around it.
+  DialectRegistry translations;
+  registerAllToLLVMIRTranslations(translations);
+  lowered.getContext()->appendDialectRegistry(translations);
   llvm::LLVMContext context;
   std::unique_ptr<llvm::Module> module =
       translateModuleToLLVMIR(lowered, context, "megatron-step");
@@ -177,5 +201,5 @@ LogicalResult megatron::emitStepLibrary(ModuleOp lowered, StringRef manifest,
   llvm::FileRemover removeObject(object);
   if (failed(writeObject(*module, *machine, object, loc)))
     return failure();
-  return linkSharedObject(object, outputPath, loc);
+  return linkSharedObject(object, outputPath, target, loc);
 }

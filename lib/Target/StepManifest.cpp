@@ -52,7 +52,7 @@ std::optional<int64_t> validVocab(func::FuncOp function) {
 
 FailureOr<std::string>
 megatron::buildStepManifest(ModuleOp module, func::FuncOp function,
-                            ArrayRef<StepEntry> entries) {
+                            ArrayRef<StepEntry> entries, Target target) {
   int64_t tp = 1;
   for (auto mesh : module.getOps<MeshOp>())
     tp = mesh.getAxisSize("tp").value_or(1);
@@ -88,6 +88,11 @@ megatron::buildStepManifest(ModuleOp module, func::FuncOp function,
         {"split", splitJson(getSharding(arg))}};
     if (!kind.parameter.empty())
       entry["param"] = kind.parameter;
+    // The host code of a CUDA step reads the hyperparameters itself (they
+    // become kernel arguments); every other buffer is the kernels'.
+    bool onHost = target == Target::CPU ||
+                  kind.role == ArgumentRole::Hyperparameters;
+    entry["memory"] = onHost ? "host" : "device";
     args.push_back(std::move(entry));
   }
   llvm::json::Array entryKinds;
@@ -99,6 +104,7 @@ megatron::buildStepManifest(ModuleOp module, func::FuncOp function,
   llvm::json::Object manifest{{"format", "megatron-step"},
                               {"version", 1},
                               {"model", "gpt2"},
+                              {"target", target == Target::CUDA ? "cuda" : "cpu"},
                               {"tp", tp},
                               {"batch", batch},
                               {"seq", seq},

@@ -60,8 +60,15 @@ public:
                                       norm)};
     SmallVector<std::pair<unsigned, BlockArgument>> updates;
     for (auto [param, moments] : llvm::zip(params, state)) {
+      // Named after the parameter, so its update kernel is too.
+      auto name = function.getArgAttrOfType<StringAttr>(
+          param.arg.getArgNumber(), TPDialect::kNameAttrName);
+      Location updateLoc =
+          name ? Location(NameLoc::get(
+                     b.getStringAttr("adamw." + name.getValue()), loc))
+               : loc;
       auto adamw = AdamWOp::create(
-          b, loc, param.arg, param.grad, moments.first, moments.second, hyper,
+          b, updateLoc, param.arg, param.grad, moments.first, moments.second, hyper,
           scale, /*decay=*/cast<RankedTensorType>(param.arg.getType()).getRank() == 2);
       for (auto [value, arg] :
            llvm::zip(adamw.getResults(),

@@ -1,6 +1,7 @@
 //===- megatron-compile.cpp - GPT-2 tp IR to a tensor-parallel step .so ----===//
 //
 //   megatron-compile gpt2.mlir --tp=2 --target=cpu [--train] -o step.so
+//   megatron-compile gpt2.mlir --tp=2 --target=cuda --arch=sm_90 -o step.so
 //
 // Runs the Megatron pipeline, with --train appends the backward pass and the
 // AdamW update (keeping a copy of the forward pass for evaluation), records
@@ -9,9 +10,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "megatron/InitAll.h"
+#include "megatron/Target/Pipelines.h"
 #include "megatron/Target/StepLibrary.h"
 #include "megatron/Transforms/Passes.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
@@ -33,8 +36,16 @@ static cl::opt<std::string> output("o", cl::desc("output file"),
                                    cl::cat(category));
 static cl::opt<int64_t> tpSize("tp", cl::desc("tensor-parallel size"),
                            cl::init(1), cl::cat(category));
-static cl::opt<std::string> target("target", cl::desc("cpu"),
-                                   cl::init("cpu"), cl::cat(category));
+static cl::opt<megatron::Target> target(
+    "target", cl::desc("where the step runs"), cl::init(megatron::Target::CPU),
+    cl::values(clEnumValN(megatron::Target::CPU, "cpu",
+                          "host loops and OpenBLAS, MPI between ranks"),
+               clEnumValN(megatron::Target::CUDA, "cuda",
+                          "NVVM kernels, cuBLASLt, NCCL between ranks")),
+    cl::cat(category));
+static cl::opt<std::string> arch("arch",
+                                 cl::desc("with --target=cuda: sm_80 or sm_90"),
+                                 cl::init("sm_90"), cl::cat(category));
 static cl::opt<bool> train("train",
                            cl::desc("emit the training step (backward pass "
                                     "and AdamW) beside the forward entry"),
@@ -48,7 +59,14 @@ static cl::opt<bool> exportLogits(
     cl::desc("the forward entry also writes the logits into a `logits` "
              "argument (for checking against a reference)"),
     cl::cat(category));
-enum class Emit { SharedLibrary, Object, PartitionedMLIR, Manifest, LoweredMLIR };
+enum class Emit {
+  SharedLibrary,
+  Object,
+  PartitionedMLIR,
+  Manifest,
+  LoweredMLIR,
+  PTX
+};
 static cl::opt<Emit> emit(
     "emit", cl::desc("what to write"), cl::init(Emit::SharedLibrary),
     cl::values(clEnumValN(Emit::SharedLibrary, "so", "the step shared object"),
@@ -58,7 +76,9 @@ static cl::opt<Emit> emit(
                clEnumValN(Emit::Manifest, "manifest",
                           "the step's argument manifest (JSON)"),
                clEnumValN(Emit::LoweredMLIR, "lowered",
-                          "the LLVM-dialect module")),
+                          "the LLVM-dialect module"),
+               clEnumValN(Emit::PTX, "ptx",
+                          "with --target=cuda, the PTX of the step's kernels")),
     cl::cat(category));
 
 static LogicalResult run(MLIRContext &context, PassManager &pm,
@@ -82,6 +102,17 @@ static LogicalResult writeOutput(llvm::function_ref<void(raw_ostream &)> write) 
 
 static LogicalResult writeModule(ModuleOp module) {
   return writeOutput([&](raw_ostream &os) { module.print(os); });
+}
+
+/// The assembly each gpu.binary holds when lowered with binary-format=isa.
+static LogicalResult writeKernelAssembly(ModuleOp module) {
+  return writeOutput([&](raw_ostream &os) {
+    module.walk([&](gpu::BinaryOp binary) {
+      for (mlir::Attribute object : binary.getObjects())
+        os << "// gpu.binary @" << binary.getName() << "\n"
+           << cast<gpu::ObjectAttr>(object).getObject().getValue() << "\n";
+    });
+  });
 }
 
 /// The module's one function with a body: the partitioned step.
@@ -155,14 +186,19 @@ static LogicalResult compile(MLIRContext &context) {
         << "--export-logits is for the forward entry; drop --train\n";
     return failure();
   }
+  if (emit == Emit::PTX && target != megatron::Target::CUDA) {
+    WithColor::error(errs(), "megatron-compile")
+        << "--emit=ptx needs --target=cuda\n";
+    return failure();
+  }
   if (exportGrads && !train) {
     WithColor::error(errs(), "megatron-compile")
         << "--export-grads needs --train\n";
     return failure();
   }
-  if (target != "cpu") {
+  if (target == megatron::Target::CUDA && !megatron::isSupportedCUDAChip(arch)) {
     WithColor::error(errs(), "megatron-compile")
-        << "unknown --target '" << target << "'; this build targets cpu\n";
+        << "unsupported --arch '" << arch << "'; use sm_80 or sm_90\n";
     return failure();
   }
   std::string error;
@@ -192,19 +228,30 @@ static LogicalResult compile(MLIRContext &context) {
   if (emit == Emit::PartitionedMLIR)
     return writeModule(*module);
   FailureOr<std::string> manifest = megatron::buildStepManifest(
-      *module, stepFunction(*module, entries->back()), *entries);
+      *module, stepFunction(*module, entries->back()), *entries, target);
   if (failed(manifest))
     return failure();
   if (emit == Emit::Manifest)
     return writeOutput([&](raw_ostream &os) { os << *manifest << "\n"; });
 
   PassManager lower(&context);
-  megatron::buildCPULoweringPipeline(lower);
+  if (target == megatron::Target::CUDA) {
+    megatron::CUDAPipelineOptions cuda;
+    cuda.chip = arch;
+    if (emit == Emit::PTX)
+      cuda.binaryFormat = "isa";
+    megatron::buildCUDALoweringPipeline(lower, cuda);
+  } else {
+    megatron::buildCPULoweringPipeline(lower);
+  }
   if (failed(run(context, lower, *module)))
     return failure();
   if (emit == Emit::LoweredMLIR)
     return writeModule(*module);
-  return megatron::emitStepLibrary(*module, *manifest, *entries, output,
+  if (emit == Emit::PTX)
+    return writeKernelAssembly(*module);
+  return megatron::emitStepLibrary(*module, *manifest, *entries, target,
+                                   output,
                                    emit == Emit::Object
                                        ? megatron::StepOutput::Object
                                        : megatron::StepOutput::SharedLibrary);
@@ -220,5 +267,7 @@ int main(int argc, char **argv) {
   DialectRegistry registry;
   megatron::registerAllDialects(registry);
   MLIRContext context(registry);
+  // A located message is what users read; the whole module behind it is not.
+  context.printOpOnDiagnostic(false);
   return failed(compile(context)) ? 1 : 0;
 }

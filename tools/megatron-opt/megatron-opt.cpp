@@ -1,7 +1,7 @@
 //===- megatron-opt.cpp - mlir-opt for the tp dialect ----------------------===//
 #include "megatron/Conversion/Passes.h"
 #include "megatron/InitAll.h"
-#include "megatron/Target/StepLibrary.h"
+#include "megatron/Target/Pipelines.h"
 #include "megatron/Transforms/Passes.h"
 
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -13,7 +13,7 @@ int main(int argc, char **argv) {
   mlir::registerAllPasses();
   mlir::megatron::registerPassesAndPipelines();
   mlir::megatron::registerMegatronConversionPasses();
-  mlir::megatron::registerCPULoweringPipeline();
+  mlir::megatron::registerLoweringPipelines();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "megatron-mlir optimizer driver\n", registry));
 }

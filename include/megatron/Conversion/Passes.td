@@ -40,4 +40,31 @@ def FinalizeRuntimeCalls : Pass<"finalize-runtime-calls", "ModuleOp"> {
   ];
 }
 
+def OffloadToGPU : Pass<"megatron-offload-to-gpu", "ModuleOp"> {
+  let summary = "Run the step's loops on the GPU as gpu.launch kernels";
+  let description = [{
+    The CUDA target's step keeps every buffer in device memory; its host code
+    only orders work on the rank's stream. Runs after bufferization and
+    finalize-runtime-calls: copies become `linalg.copy`; each `linalg` op
+    left on the host (the fused elementwise chains, fills, bias-gradient
+    column sums, the AdamW update) becomes one `gpu.launch`: parallel
+    dimensions first, the innermost spread over `block-size` threads of
+    `blockIdx.x` blocks (coalesced rows), outer ones over `blockIdx.y/z`, and
+    reductions as a loop inside each thread. A function's launches form one
+    chain of async tokens from its entry to a wait before it returns, so
+    they queue on one stream without host synchronisation between them.
+    What would still touch buffer
+    elements on the host afterwards is an error located at the op: only the
+    step's host arguments (the hyperparameters) may be read there.
+  }];
+  let options = [
+    Option<"blockSize", "block-size", "int64_t", "256",
+           "threads per block along the innermost parallel dimension">
+  ];
+  let dependentDialects = [
+    "::mlir::gpu::GPUDialect", "::mlir::linalg::LinalgDialect",
+    "::mlir::scf::SCFDialect", "::mlir::memref::MemRefDialect"
+  ];
+}
+
 #endif // MEGATRON_CONVERSION_PASSES_TD

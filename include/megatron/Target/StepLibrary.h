@@ -1,7 +1,7 @@
 //===- StepLibrary.h - compile a partitioned program to a step .so -*- C++ -*-===//
 //
-// The CPU target: lowering pipeline, the manifest that tells the runtime how
-// each argument is laid out, and the shared object exporting
+// The manifest that tells the runtime how each argument is laid out and
+// where it lives, and the shared object exporting
 //   const char *mgt_manifest(void);
 //   float mgt_forward(mrt_context *ctx, void **args);
 //   void mgt_train_step(mrt_context *ctx, void **args, float *results);
@@ -19,6 +19,8 @@
 
 namespace mlir::megatron {
 
+enum class Target { CPU, CUDA };
+
 /// An exported entry point wrapping one lowered function.
 struct StepEntry {
   /// "forward" or "train_step"; the symbol is "mgt_" + kind.
@@ -31,24 +33,20 @@ struct StepEntry {
 
 /// The JSON manifest of a partitioned step function: for every argument its
 /// name, role, dtype, global and local shape, the shape a checkpoint holds
-/// (before vocabulary padding) and how it is split; and the entry points.
+/// (before vocabulary padding), how it is split and whether it lives in host
+/// or device memory; the target and the entry points.
 FailureOr<std::string> buildStepManifest(ModuleOp module, func::FuncOp step,
-                                         ArrayRef<StepEntry> entries);
-
-/// convert-tp-to-runtime through bufferization, deallocation and the
-/// conversion to the LLVM dialect.
-void buildCPULoweringPipeline(OpPassManager &pm);
-
-/// Registers `megatron-lower-cpu` (buildCPULoweringPipeline) for megatron-opt.
-void registerCPULoweringPipeline();
+                                         ArrayRef<StepEntry> entries,
+                                         Target target);
 
 enum class StepOutput { Object, SharedLibrary };
 
 /// Translates the LLVM-dialect module, adds the exported entry points,
 /// optimises at -O3 for the host and writes an object or a shared object
-/// linked against libmegatron_rt.
+/// linked against the target's runtime (libmegatron_rt or
+/// libmegatron_rt_cuda).
 LogicalResult emitStepLibrary(ModuleOp lowered, StringRef manifest,
-                              ArrayRef<StepEntry> entries,
+                              ArrayRef<StepEntry> entries, Target target,
                               StringRef outputPath, StepOutput output);
 
 } // namespace mlir::megatron

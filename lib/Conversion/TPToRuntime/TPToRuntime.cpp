@@ -376,6 +376,19 @@ private:
       return failure();
     Location loc = op->getLoc();
     auto type = cast<RankedTensorType>(value.getType());
+    if (auto elements = value.getDefiningOp<tensor::FromElementsOp>();
+        elements && type.getNumElements() == 1 && type.getElementType().isF32()) {
+      // A host scalar (the squared gradient norm) stays one: no buffer for
+      // the host to write, which a GPU target would place in device memory.
+      SmallVector<Value> reduced;
+      call(loc, "mrt_all_reduce_scalar_f32",
+           {ctx, i32(loc, *runtime), elements.getElements()[0],
+            i32(loc, reduction)},
+           b.getF32Type(), &reduced);
+      op->getResult(0).replaceAllUsesWith(
+          tensor::FromElementsOp::create(b, loc, type, reduced).getResult());
+      return success();
+    }
     Value source = bufferization::ToBufferOp::create(
         b, loc, MemRefType::get(type.getShape(), type.getElementType()), value,
         /*read_only=*/true);

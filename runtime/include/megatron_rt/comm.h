@@ -36,6 +36,12 @@ MRT_API int64_t mrt_world_rank(const mrt_context *ctx);
 MRT_API void mrt_all_reduce_f32(mrt_context *ctx, int axis, float *buf,
                                 int64_t n, int op);
 
+/* The element-wise op of `value` over the ranks of the axis, for scalars the
+ * host code of a step computes (the squared gradient norm): they never live
+ * in a buffer, which on a GPU would be device memory. */
+MRT_API float mrt_all_reduce_scalar_f32(mrt_context *ctx, int axis, float value,
+                                        int op);
+
 /* out [size*n_per_rank] = every rank's in [n_per_rank], in rank order. in may
  * be out + rank*n_per_rank (in place) but must not overlap out otherwise. */
 MRT_API void mrt_all_gather_f32(mrt_context *ctx, int axis, const float *in,

@@ -1,0 +1,259 @@
+//===- OffloadToGPU.cpp - the step's loops as gpu.launch kernels ----------===//
+#include "megatron/Conversion/Passes.h"
+
+#include "mlir/Conversion/SCFToGPU/SCFToGPU.h"
+#include "mlir/Dialect/GPU/Transforms/ParallelLoopMapper.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/SCF/Transforms/Transforms.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+namespace mlir::megatron {
+#define GEN_PASS_DEF_OFFLOADTOGPU
+#include "megatron/Conversion/Passes.h.inc"
+} // namespace mlir::megatron
+
+using namespace mlir;
+
+namespace {
+
+/// A copy is a kernel like any other loop: the host cannot memcpy device
+/// memory.
+void copiesToLinalg(func::FuncOp function) {
+  IRRewriter rewriter(function.getContext());
+  function.walk([&](memref::CopyOp copy) {
+    rewriter.setInsertionPoint(copy);
+    rewriter.replaceOpWithNewOp<linalg::CopyOp>(copy, copy.getSource(),
+                                                copy.getTarget());
+  });
+}
+
+/// Parallel dimensions first: the reductions (bias-gradient column sums)
+/// then run as a loop inside each thread instead of around the kernel.
+LogicalResult parallelDimensionsFirst(RewriterBase &rewriter,
+                                      linalg::LinalgOp op) {
+  auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
+  if (!generic || generic.getNumReductionLoops() == 0)
+    return success();
+  SmallVector<unsigned> order;
+  for (auto [dim, type] : llvm::enumerate(generic.getIteratorTypesArray()))
+    if (type == utils::IteratorType::parallel)
+      order.push_back(dim);
+  for (auto [dim, type] : llvm::enumerate(generic.getIteratorTypesArray()))
+    if (type != utils::IteratorType::parallel)
+      order.push_back(dim);
+  return interchangeGenericOp(rewriter, generic, order);
+}
+
+/// CUDA's grid limit in y and z.
+constexpr int64_t kMaxGridYZ = 65535;
+
+gpu::ParallelLoopDimMappingAttr mappingTo(MLIRContext *context,
+                                          gpu::Processor processor) {
+  AffineMap identity = AffineMap::getMultiDimIdentityMap(1, context);
+  return gpu::ParallelLoopDimMappingAttr::get(context, processor, identity,
+                                              identity);
+}
+
+/// Tiles the innermost dimension by `blockSize` threads and maps the tiles,
+/// innermost first, to blockIdx.x, .y and .z: consecutive threads touch
+/// consecutive elements of a row.
+LogicalResult mapToGPU(scf::ParallelOp loop, int64_t blockSize) {
+  unsigned rank = loop.getNumLoops();
+  if (rank > 3)
+    return loop.emitOpError("has ")
+           << rank << " parallel dimensions; the CUDA target maps at most 3";
+  SmallVector<int64_t> tileSizes(rank, 1);
+  tileSizes.back() = blockSize;
+  for (unsigned dim = 0; dim + 1 < rank; ++dim) {
+    std::optional<int64_t> extent = getConstantIntValue(loop.getUpperBound()[dim]);
+    if (!extent || *extent > kMaxGridYZ)
+      return loop.emitOpError("dimension ")
+             << dim << " does not fit CUDA's grid (at most " << kMaxGridYZ
+             << " blocks along y and z)";
+  }
+  auto [tiles, threads] =
+      scf::tileParallelLoop(loop, tileSizes, /*noMinMaxBounds=*/true);
+  MLIRContext *context = loop.getContext();
+  const gpu::Processor blocks[] = {gpu::Processor::BlockX,
+                                   gpu::Processor::BlockY,
+                                   gpu::Processor::BlockZ};
+  const gpu::Processor lanes[] = {gpu::Processor::ThreadX,
+                                  gpu::Processor::ThreadY,
+                                  gpu::Processor::ThreadZ};
+  SmallVector<gpu::ParallelLoopDimMappingAttr> tileMapping, threadMapping;
+  for (unsigned dim = 0; dim < rank; ++dim) {
+    unsigned fromInnermost = rank - 1 - dim;
+    tileMapping.push_back(mappingTo(context, blocks[fromInnermost]));
+    threadMapping.push_back(mappingTo(context, lanes[fromInnermost]));
+  }
+  if (failed(gpu::setMappingAttr(tiles, tileMapping)) ||
+      failed(gpu::setMappingAttr(threads, threadMapping)))
+    return loop.emitOpError("cannot be mapped to the GPU");
+  return success();
+}
+
+LogicalResult linalgToKernels(func::FuncOp function, int64_t blockSize) {
+  IRRewriter rewriter(function.getContext());
+  SmallVector<linalg::LinalgOp> ops;
+  function.walk([&](linalg::LinalgOp op) { ops.push_back(op); });
+  for (linalg::LinalgOp op : ops) {
+    if (failed(parallelDimensionsFirst(rewriter, op)))
+      return op.emitOpError("cannot put its parallel dimensions first");
+  }
+  ops.clear();
+  function.walk([&](linalg::LinalgOp op) { ops.push_back(op); });
+  for (linalg::LinalgOp op : ops) {
+    rewriter.setInsertionPoint(op);
+    FailureOr<linalg::LinalgLoops> loops =
+        linalg::linalgOpToParallelLoops(rewriter, op);
+    if (failed(loops))
+      return op.emitOpError("cannot be lowered to parallel loops");
+    rewriter.eraseOp(op);
+    if (loops->empty())
+      continue;
+    auto outermost = dyn_cast<scf::ParallelOp>(loops->front());
+    // With no parallel dimension the whole op would run on the host; the
+    // check below reports the loads it left there.
+    if (outermost && failed(mapToGPU(outermost, blockSize)))
+      return failure();
+  }
+  return success();
+}
+
+LogicalResult launchMappedLoops(ModuleOp module) {
+  MLIRContext *context = module.getContext();
+  RewritePatternSet patterns(context);
+  populateParallelLoopToGPUPatterns(patterns);
+  ConversionTarget target(*context);
+  target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
+  configureParallelLoopToGPULegality(target);
+  if (failed(applyPartialConversion(module, target, std::move(patterns))))
+    return failure();
+  finalizeParallelLoopToGPUConversion(module);
+  return success();
+}
+
+/// The first name in `loc` (gpt2-mlir names every op after its module, e.g.
+/// "h.3.mlp.c_fc"), as a C identifier.
+std::string locationName(Location loc) {
+  std::string name;
+  loc->walk([&](Location inner) {
+    if (auto named = dyn_cast<NameLoc>(inner)) {
+      name = named.getName().str();
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  for (char &c : name)
+    if (!llvm::isAlnum(c))
+      c = '_';
+  return name;
+}
+
+/// Kernels are named after the model op they compute, so profiles and the
+/// PTX read as the model; all of a module's kernels go in one GPU module,
+/// loaded once.
+std::pair<FlatSymbolRefAttr, FlatSymbolRefAttr>
+kernelSymbols(gpu::LaunchOp launch, func::FuncOp function, unsigned index) {
+  MLIRContext *context = launch.getContext();
+  std::string op = locationName(launch.getLoc());
+  std::string name = (function.getName() + "_" + Twine(index) +
+                      (op.empty() ? "" : "_" + op))
+                         .str();
+  return {FlatSymbolRefAttr::get(context, "megatron_kernels"),
+          FlatSymbolRefAttr::get(context, name)};
+}
+
+/// Makes the function's launches one chain of async tokens that starts at
+/// its entry and is waited for before it returns: every launch goes on the
+/// stream the chain's `gpu.wait async` obtains (the runtime hands out the
+/// rank's stream, where its own kernels run too), with no host
+/// synchronisation between launches.
+void chainLaunchesOnOneStream(func::FuncOp function) {
+  SmallVector<gpu::LaunchOp> launches;
+  function.walk([&](gpu::LaunchOp launch) { launches.push_back(launch); });
+  if (launches.empty())
+    return;
+  OpBuilder b(function.getContext());
+  auto tokenType = gpu::AsyncTokenType::get(function.getContext());
+  b.setInsertionPointToStart(&function.front());
+  Value token =
+      gpu::WaitOp::create(b, function.getLoc(), tokenType, ValueRange())
+          .getAsyncToken();
+  for (auto [index, launch] : llvm::enumerate(launches)) {
+    b.setInsertionPoint(launch);
+    gpu::KernelDim3 grid = launch.getGridSizeOperandValues(),
+                    block = launch.getBlockSizeOperandValues();
+    auto [module, kernel] = kernelSymbols(launch, function, index);
+    auto chained = gpu::LaunchOp::create(
+        b, launch.getLoc(), grid.x, grid.y, grid.z, block.x, block.y, block.z,
+        launch.getDynamicSharedMemorySize(), tokenType, ValueRange{token},
+        /*workgroupAttributions=*/{}, /*privateAttributions=*/{},
+        /*clusterSizeX=*/nullptr, /*clusterSizeY=*/nullptr,
+        /*clusterSizeZ=*/nullptr, module, kernel);
+    chained.getBody().takeBody(launch.getBody());
+    launch.erase();
+    token = chained.getAsyncToken();
+  }
+  function.walk([&](func::ReturnOp ret) {
+    b.setInsertionPoint(ret);
+    gpu::WaitOp::create(b, ret.getLoc(), Type(), ValueRange{token});
+  });
+}
+
+/// Host code may only read the step's own arguments (the hyperparameters,
+/// which the runtime keeps in host memory); any other buffer is device
+/// memory.
+LogicalResult checkHostAccesses(func::FuncOp function) {
+  Block &entry = function.front();
+  WalkResult result =
+      function.walk<WalkOrder::PreOrder>([&](Operation *op) -> WalkResult {
+    if (isa<gpu::LaunchOp>(op))
+      return WalkResult::skip();
+    Value buffer;
+    if (auto load = dyn_cast<memref::LoadOp>(op))
+      buffer = load.getMemRef();
+    else if (auto store = dyn_cast<memref::StoreOp>(op))
+      buffer = store.getMemRef();
+    else
+      return WalkResult::advance();
+    auto argument = dyn_cast<BlockArgument>(buffer);
+    if (argument && argument.getOwner() == &entry)
+      return WalkResult::advance();
+    op->emitOpError("would access device memory from the host");
+    return WalkResult::interrupt();
+  });
+  return failure(result.wasInterrupted());
+}
+
+struct OffloadToGPUPass
+    : public megatron::impl::OffloadToGPUBase<OffloadToGPUPass> {
+  using OffloadToGPUBase::OffloadToGPUBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (blockSize <= 0 || blockSize > 1024) {
+      module.emitError("block-size must be in [1, 1024], got ") << blockSize;
+      return signalPassFailure();
+    }
+    SmallVector<func::FuncOp> functions;
+    for (auto function : module.getOps<func::FuncOp>())
+      if (!function.isExternal())
+        functions.push_back(function);
+    for (func::FuncOp function : functions) {
+      copiesToLinalg(function);
+      if (failed(linalgToKernels(function, blockSize)))
+        return signalPassFailure();
+    }
+    if (failed(launchMappedLoops(module)))
+      return signalPassFailure();
+    for (func::FuncOp function : functions) {
+      if (failed(checkHostAccesses(function)))
+        return signalPassFailure();
+      chainLaunchesOnOneStream(function);
+    }
+  }
+};
+
+} // namespace

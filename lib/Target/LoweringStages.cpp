@@ -1,0 +1,44 @@
+//===- LoweringStages.cpp - the stages both targets share -----------------===//
+#include "LoweringStages.h"
+
+#include "megatron/Conversion/Passes.h"
+#include "megatron/Transforms/Passes.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+
+using namespace mlir;
+
+void megatron::addBufferizedRuntimeStages(OpPassManager &pm) {
+  pm.addPass(createConvertTPToRuntime());
+  // Bias + GELU and bias + residual chains become single loops (kernels).
+  pm.addPass(createFuseElementwise());
+  bufferization::OneShotBufferizePassOptions bufferize;
+  bufferize.bufferizeFunctionBoundaries = true;
+  bufferize.functionBoundaryTypeConversion =
+      bufferization::LayoutMapOption::IdentityLayoutMap;
+  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  // Updated parameters and optimizer state were written in place.
+  pm.addPass(bufferization::createDropEquivalentBufferResultsPass());
+  bufferization::buildBufferDeallocationPipeline(pm);
+  pm.addPass(createFinalizeRuntimeCalls());
+}
+
+void megatron::addHostToLLVMStages(OpPassManager &pm) {
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  FinalizeMemRefToLLVMConversionPassOptions memref;
+  // Buffers come from the runtime's cache (megatron_rt/allocator.h), so each
+  // step reuses the last one's memory.
+  memref.useGenericFunctions = true;
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass(memref));
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  ConvertFuncToLLVMPassOptions func;
+  // Static buffers cross the step's boundary as plain pointers.
+  func.useBarePtrCallConv = true;
+  pm.addPass(createConvertFuncToLLVMPass(func));
+  pm.addPass(createConvertControlFlowToLLVMPass());
+}

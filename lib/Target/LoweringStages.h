@@ -1,0 +1,20 @@
+//===- LoweringStages.h - the stages both targets share ---------*- C++ -*-===//
+#ifndef MEGATRON_LIB_TARGET_LOWERINGSTAGES_H
+#define MEGATRON_LIB_TARGET_LOWERINGSTAGES_H
+
+#include "mlir/Pass/PassManager.h"
+
+namespace mlir::megatron {
+
+/// convert-tp-to-runtime, elementwise fusion, one-shot bufferization,
+/// deallocation and finalize-runtime-calls: the step on buffers, runtime
+/// calls on pointers, the rest as linalg ops.
+void addBufferizedRuntimeStages(OpPassManager &pm);
+
+/// The host code's memrefs, math, arithmetic, functions and control flow to
+/// the LLVM dialect, buffers from the runtime's allocator.
+void addHostToLLVMStages(OpPassManager &pm);
+
+} // namespace mlir::megatron
+
+#endif // MEGATRON_LIB_TARGET_LOWERINGSTAGES_H

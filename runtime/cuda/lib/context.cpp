@@ -1,0 +1,383 @@
+// The CUDA runtime's context: the MPI mesh (bootstrap, host collectives), the
+// rank's GPU and streams, one NCCL communicator per mesh axis, and a watchdog
+// that ends the job when a collective fails or stops making progress.
+#include "megatron_rt/comm.h"
+
+#include "../../lib/context_mesh.h"
+#include "cuda_check.h"
+
+#include <nccl.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// Seconds a collective may stay unfinished before the job is ended: long
+/// enough for the first NCCL connection set-up, short enough that a dead
+/// peer does not hold the other GPUs for hours.
+double collectiveTimeoutSeconds() {
+  const char *value = std::getenv("MEGATRON_NCCL_TIMEOUT_S");
+  double seconds = value ? std::atof(value) : 0.0;
+  return seconds > 0.0 ? seconds : 300.0;
+}
+
+/// Watches the collectives in flight; a failed or timed-out one aborts the
+/// communicators and exits the process, so mpirun ends every other rank
+/// instead of leaving them blocked in the same collective.
+class Watchdog {
+public:
+  Watchdog(int worldRank, int device, ncclComm_t *comms, int count)
+      : worldRank(worldRank), device(device), comms(comms), count(count),
+        timeout(collectiveTimeoutSeconds()), thread([this] { run(); }) {}
+
+  ~Watchdog() {
+    stop = true;
+    thread.join();
+    for (Pending &pending : inFlight)
+      cudaEventDestroy(pending.done);
+  }
+
+  /// Called after a collective was enqueued on `stream`.
+  void track(const char *what, cudaStream_t stream) {
+    cudaEvent_t done;
+    MRT_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    MRT_CUDA_CHECK(cudaEventRecord(done, stream));
+    std::lock_guard<std::mutex> lock(mutex);
+    inFlight.push_back({what, done, Clock::now()});
+  }
+
+private:
+  struct Pending {
+    const char *what;
+    cudaEvent_t done;
+    Clock::time_point start;
+  };
+
+  [[noreturn]] void fail(const char *fmt, const char *what,
+                         const char *detail) {
+    std::fprintf(stderr, "megatron-rt: rank %d: ", worldRank);
+    std::fprintf(stderr, fmt, what, detail);
+    std::fprintf(stderr, "; aborting the job\n");
+    std::fflush(stderr);
+    for (int i = 0; i < count; ++i)
+      ncclCommAbort(comms[i]);
+    std::_Exit(1);
+  }
+
+  void checkAsyncErrors() {
+    for (int i = 0; i < count; ++i) {
+      ncclResult_t state = ncclSuccess;
+      ncclCommGetAsyncError(comms[i], &state);
+      if (state != ncclSuccess && state != ncclInProgress)
+        fail("NCCL %s failed: %s", "communicator", ncclGetErrorString(state));
+    }
+  }
+
+  void retireFinished() {
+    std::lock_guard<std::mutex> lock(mutex);
+    while (!inFlight.empty()) {
+      Pending &front = inFlight.front();
+      cudaError_t state = cudaEventQuery(front.done);
+      if (state == cudaErrorNotReady) {
+        double waited =
+            std::chrono::duration<double>(Clock::now() - front.start).count();
+        if (waited > timeout)
+          fail("NCCL %s did not finish within %s seconds (a peer rank died "
+               "or hangs; MEGATRON_NCCL_TIMEOUT_S sets the limit)",
+               front.what, std::to_string(timeout).c_str());
+        return;
+      }
+      if (state != cudaSuccess)
+        fail("NCCL %s failed on the GPU: %s", front.what,
+             cudaGetErrorString(state));
+      cudaEventDestroy(front.done);
+      inFlight.pop_front();
+    }
+  }
+
+  void run() {
+    cudaSetDevice(device);
+    while (!stop) {
+      checkAsyncErrors();
+      retireFinished();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  int worldRank, device;
+  ncclComm_t *comms;
+  int count;
+  double timeout;
+  std::mutex mutex;
+  std::deque<Pending> inFlight;
+  std::atomic<bool> stop{false};
+  std::thread thread; // last: starts once everything above is initialised
+};
+
+} // namespace
+
+struct mrt_context {
+  mrt::MpiMesh mesh;
+  int device = 0;
+  cudaStream_t compute = nullptr, comm = nullptr;
+  // Recorded on one stream and waited on by the other around every
+  // collective; reusing them is safe because a wait captures the record
+  // made before it.
+  cudaEvent_t computeReady = nullptr, commDone = nullptr;
+  ncclComm_t nccl[2] = {nullptr, nullptr}; // indexed by MRT_AXIS_DP / _TP
+  Watchdog *watchdog = nullptr;
+};
+
+namespace {
+
+// Generated code and kernels find the rank's stream here; a process drives
+// one GPU, so it holds one context at a time.
+mrt_context *current = nullptr;
+
+/// This rank's index among the ranks on its node, which picks its GPU.
+int nodeLocalRank() {
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
+                      &node);
+  int rank = 0;
+  MPI_Comm_rank(node, &rank);
+  MPI_Comm_free(&node);
+  return rank;
+}
+
+int nodeLocalSize() {
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
+                      &node);
+  int size = 0;
+  MPI_Comm_size(node, &size);
+  MPI_Comm_free(&node);
+  return size;
+}
+
+/// Picks the rank's GPU; false (with the reason in err) when there is none
+/// or fewer than the ranks on this node: NCCL cannot put two ranks on one GPU.
+bool selectDevice(mrt_context &ctx, char *err, size_t errlen) {
+  int count = 0;
+  cudaError_t error = cudaGetDeviceCount(&count);
+  if (error != cudaSuccess || count == 0) {
+    mrt::writeError(err, errlen,
+                    "megatron-rt: this step was compiled for CUDA but no "
+                    "usable GPU was found (%s)",
+                    error != cudaSuccess ? cudaGetErrorString(error)
+                                         : "no CUDA devices");
+    return false;
+  }
+  int localSize = nodeLocalSize();
+  if (localSize > count) {
+    mrt::writeError(err, errlen,
+                    "megatron-rt: %d ranks on this node but only %d GPUs; "
+                    "NCCL needs one GPU per rank",
+                    localSize, count);
+    return false;
+  }
+  ctx.device = nodeLocalRank();
+  error = cudaSetDevice(ctx.device);
+  if (error != cudaSuccess) {
+    mrt::writeError(err, errlen, "megatron-rt: cudaSetDevice(%d) failed: %s",
+                    ctx.device, cudaGetErrorString(error));
+    return false;
+  }
+  return true;
+}
+
+void checkNccl(const mrt_context &ctx, const char *what, ncclResult_t result) {
+  if (result != ncclSuccess)
+    mrt::abortJob(ctx.mesh.worldRank, "NCCL %s failed: %s", what,
+                  ncclGetErrorString(result));
+}
+
+/// One world communicator from a unique id broadcast over MPI, split into
+/// one per mesh axis (ranks of an axis share the other axis's coordinate).
+void createCommunicators(mrt_context &ctx) {
+  ncclUniqueId id;
+  if (ctx.mesh.worldRank == 0)
+    checkNccl(ctx, "ncclGetUniqueId", ncclGetUniqueId(&id));
+  MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+  int worldSize = ctx.mesh.size[MRT_AXIS_DP] * ctx.mesh.size[MRT_AXIS_TP];
+  ncclComm_t world;
+  checkNccl(ctx, "ncclCommInitRank",
+            ncclCommInitRank(&world, worldSize, id, ctx.mesh.worldRank));
+  checkNccl(ctx, "ncclCommSplit(tp)",
+            ncclCommSplit(world, ctx.mesh.rank[MRT_AXIS_DP],
+                          ctx.mesh.rank[MRT_AXIS_TP], &ctx.nccl[MRT_AXIS_TP],
+                          nullptr));
+  checkNccl(ctx, "ncclCommSplit(dp)",
+            ncclCommSplit(world, ctx.mesh.rank[MRT_AXIS_TP],
+                          ctx.mesh.rank[MRT_AXIS_DP], &ctx.nccl[MRT_AXIS_DP],
+                          nullptr));
+  checkNccl(ctx, "ncclCommDestroy(world)", ncclCommDestroy(world));
+}
+
+bool isDevicePointer(const void *pointer) {
+  cudaPointerAttributes attributes;
+  if (cudaPointerGetAttributes(&attributes, pointer) != cudaSuccess) {
+    cudaGetLastError(); // an unregistered host pointer is not an error here
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeDevice ||
+         attributes.type == cudaMemoryTypeManaged;
+}
+
+/// Runs `enqueue(comm, stream)` on the collective stream, ordered after the
+/// work already on the compute stream and before the work queued after it.
+template <typename Enqueue>
+void collective(mrt_context *ctx, int axis, const char *what,
+                Enqueue enqueue) {
+  int a = mrt::checkedAxis(&ctx->mesh, axis, what);
+  MRT_CUDA_CHECK(cudaEventRecord(ctx->computeReady, ctx->compute));
+  MRT_CUDA_CHECK(cudaStreamWaitEvent(ctx->comm, ctx->computeReady, 0));
+  checkNccl(*ctx, what, enqueue(ctx->nccl[a], ctx->comm));
+  ctx->watchdog->track(what, ctx->comm);
+  MRT_CUDA_CHECK(cudaEventRecord(ctx->commDone, ctx->comm));
+  MRT_CUDA_CHECK(cudaStreamWaitEvent(ctx->compute, ctx->commDone, 0));
+}
+
+ncclRedOp_t ncclOp(const mrt_context &ctx, int op) {
+  if (op == MRT_REDUCE_SUM)
+    return ncclSum;
+  if (op == MRT_REDUCE_MAX)
+    return ncclMax;
+  mrt::abortJob(ctx.mesh.worldRank, "all_reduce: invalid reduce op %d", op);
+}
+
+/// Host buffers (megatron-run's own) take the MPI path; a collective may not
+/// mix the two.
+bool onDevice(const mrt_context &ctx, const char *what, const void *in,
+              const void *out) {
+  bool device = isDevicePointer(in);
+  if (device != isDevicePointer(out))
+    mrt::abortJob(ctx.mesh.worldRank,
+                  "%s: one buffer is in host and the other in device memory",
+                  what);
+  return device;
+}
+
+} // namespace
+
+const mrt::MpiMesh &mrt::meshOf(const mrt_context *ctx) { return ctx->mesh; }
+
+cudaStream_t mrt::cuda::computeStream() {
+  if (!current)
+    mrt::fatal("a CUDA kernel was called before mrt_context_create");
+  return current->compute;
+}
+
+extern "C" mrt_context *mrt_context_create(int64_t tp_size, char *err,
+                                           size_t errlen) {
+  if (current) {
+    mrt::writeError(err, errlen,
+                    "megatron-rt: this process already drives a GPU context");
+    return nullptr;
+  }
+  auto *ctx = new mrt_context;
+  if (!mrt::createMpiMesh(tp_size, ctx->mesh, err, errlen)) {
+    delete ctx;
+    return nullptr;
+  }
+  if (!selectDevice(*ctx, err, errlen)) {
+    mrt::destroyMpiMesh(ctx->mesh);
+    delete ctx;
+    return nullptr;
+  }
+  // Kernels take scratch memory with cudaMallocAsync every step; keeping it
+  // in the pool instead of returning it to the driver at each
+  // synchronisation makes those allocations free after the first step.
+  cudaMemPool_t pool;
+  MRT_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, ctx->device));
+  uint64_t keepEverything = UINT64_MAX;
+  MRT_CUDA_CHECK(cudaMemPoolSetAttribute(
+      pool, cudaMemPoolAttrReleaseThreshold, &keepEverything));
+  MRT_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx->compute, cudaStreamNonBlocking));
+  MRT_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx->comm, cudaStreamNonBlocking));
+  MRT_CUDA_CHECK(cudaEventCreateWithFlags(&ctx->computeReady,
+                                          cudaEventDisableTiming));
+  MRT_CUDA_CHECK(cudaEventCreateWithFlags(&ctx->commDone,
+                                          cudaEventDisableTiming));
+  createCommunicators(*ctx);
+  ctx->watchdog = new Watchdog(ctx->mesh.worldRank, ctx->device, ctx->nccl, 2);
+  current = ctx;
+  return ctx;
+}
+
+extern "C" void mrt_context_destroy(mrt_context *ctx) {
+  if (!ctx)
+    return;
+  MRT_CUDA_CHECK(cudaStreamSynchronize(ctx->compute));
+  delete ctx->watchdog;
+  for (ncclComm_t comm : ctx->nccl)
+    ncclCommDestroy(comm);
+  cudaEventDestroy(ctx->computeReady);
+  cudaEventDestroy(ctx->commDone);
+  cudaStreamDestroy(ctx->comm);
+  cudaStreamDestroy(ctx->compute);
+  mrt::destroyMpiMesh(ctx->mesh);
+  if (current == ctx)
+    current = nullptr;
+  delete ctx;
+}
+
+extern "C" void mrt_all_reduce_f32(mrt_context *ctx, int axis, float *buf,
+                                   int64_t n, int op) {
+  const char *what = "all_reduce";
+  if (!onDevice(*ctx, what, buf, buf))
+    return mrt::mpiAllReduce(ctx->mesh, axis, buf, n, op);
+  ncclRedOp_t reduction = ncclOp(*ctx, op);
+  collective(ctx, axis, what, [&](ncclComm_t comm, cudaStream_t stream) {
+    return ncclAllReduce(buf, buf, static_cast<size_t>(n), ncclFloat32,
+                         reduction, comm, stream);
+  });
+}
+
+extern "C" void mrt_all_gather_f32(mrt_context *ctx, int axis, const float *in,
+                                   float *out, int64_t n_per_rank) {
+  const char *what = "all_gather";
+  if (!onDevice(*ctx, what, in, out))
+    return mrt::mpiAllGather(ctx->mesh, axis, in, out, n_per_rank);
+  collective(ctx, axis, what, [&](ncclComm_t comm, cudaStream_t stream) {
+    return ncclAllGather(in, out, static_cast<size_t>(n_per_rank), ncclFloat32,
+                         comm, stream);
+  });
+}
+
+extern "C" void mrt_reduce_scatter_f32(mrt_context *ctx, int axis,
+                                       const float *in, float *out,
+                                       int64_t n_per_rank) {
+  const char *what = "reduce_scatter";
+  if (!onDevice(*ctx, what, in, out))
+    return mrt::mpiReduceScatter(ctx->mesh, axis, in, out, n_per_rank);
+  collective(ctx, axis, what, [&](ncclComm_t comm, cudaStream_t stream) {
+    return ncclReduceScatter(in, out, static_cast<size_t>(n_per_rank),
+                             ncclFloat32, ncclSum, comm, stream);
+  });
+}
+
+extern "C" void mrt_broadcast_bytes(mrt_context *ctx, int axis, void *buf,
+                                    int64_t bytes, int root) {
+  const char *what = "broadcast";
+  if (!onDevice(*ctx, what, buf, buf))
+    return mrt::mpiBroadcast(ctx->mesh, axis, buf, bytes, root);
+  collective(ctx, axis, what, [&](ncclComm_t comm, cudaStream_t stream) {
+    return ncclBroadcast(buf, buf, static_cast<size_t>(bytes), ncclUint8, root,
+                         comm, stream);
+  });
+}
+
+extern "C" void mrt_barrier(mrt_context *ctx, int axis) {
+  // The host-side barrier also waits for the rank's own GPU work, so what
+  // follows it sees every buffer written.
+  MRT_CUDA_CHECK(cudaStreamSynchronize(ctx->compute));
+  mrt::mpiBarrier(ctx->mesh, axis);
+}

@@ -1,0 +1,36 @@
+#include "megatron_rt/device_buffers.h"
+
+#include "cuda_check.h"
+
+extern "C" void *mrt_device_alloc(int64_t bytes) {
+  void *buffer = nullptr;
+  cudaError_t error = cudaMalloc(&buffer, static_cast<size_t>(bytes));
+  if (error != cudaSuccess)
+    mrt::fatal("out of GPU memory allocating %lld bytes: %s",
+               static_cast<long long>(bytes), cudaGetErrorString(error));
+  MRT_CUDA_CHECK(cudaMemsetAsync(buffer, 0, static_cast<size_t>(bytes),
+                                 mrt::cuda::computeStream()));
+  return buffer;
+}
+
+extern "C" void mrt_device_free(void *buffer) {
+  MRT_CUDA_CHECK(cudaStreamSynchronize(mrt::cuda::computeStream()));
+  MRT_CUDA_CHECK(cudaFree(buffer));
+}
+
+extern "C" void mrt_copy_to_device(void *device, const void *host,
+                                   int64_t bytes) {
+  cudaStream_t stream = mrt::cuda::computeStream();
+  MRT_CUDA_CHECK(cudaMemcpyAsync(device, host, static_cast<size_t>(bytes),
+                                 cudaMemcpyHostToDevice, stream));
+  // The host buffer may be reused as soon as this returns.
+  MRT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+extern "C" void mrt_copy_to_host(void *host, const void *device,
+                                 int64_t bytes) {
+  cudaStream_t stream = mrt::cuda::computeStream();
+  MRT_CUDA_CHECK(cudaMemcpyAsync(host, device, static_cast<size_t>(bytes),
+                                 cudaMemcpyDeviceToHost, stream));
+  MRT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}

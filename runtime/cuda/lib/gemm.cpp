@@ -1,0 +1,156 @@
+// mrt_gemm_f32 on the GPU through cuBLASLt.
+//
+// Buffers stay fp32 (the step's manifest, checkpoints and master weights are
+// fp32); the products run on bf16 tensor cores with fp32 accumulation
+// (CUBLAS_COMPUTE_32F_FAST_16BF) unless MEGATRON_CUDA_MATMUL asks for "tf32"
+// or "fp32", which the correctness check uses to tell rounding from bugs.
+#include "megatron_rt/gemm.h"
+
+#include "cuda_check.h"
+
+#include <cublasLt.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+namespace {
+
+void checkCublas(cublasStatus_t status, const char *what) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    mrt::fatal("cuBLASLt %s failed with status %d", what,
+               static_cast<int>(status));
+}
+
+cublasComputeType_t computeTypeFromEnvironment() {
+  const char *mode = std::getenv("MEGATRON_CUDA_MATMUL");
+  if (!mode || std::strcmp(mode, "bf16") == 0)
+    return CUBLAS_COMPUTE_32F_FAST_16BF;
+  if (std::strcmp(mode, "tf32") == 0)
+    return CUBLAS_COMPUTE_32F_FAST_TF32;
+  if (std::strcmp(mode, "fp32") == 0)
+    return CUBLAS_COMPUTE_32F;
+  mrt::fatal("MEGATRON_CUDA_MATMUL=%s: expected bf16, tf32 or fp32", mode);
+}
+
+/// cuBLASLt is column-major; a row-major C = op(A) op(B) is the
+/// column-major C^T = op(B)^T op(A)^T, so B plays cuBLAS's A.
+struct Shape {
+  int transA, transB;
+  int64_t m, n, k, lda, ldb, ldc;
+  bool operator<(const Shape &other) const {
+    return std::tie(transA, transB, m, n, k, lda, ldb, ldc) <
+           std::tie(other.transA, other.transB, other.m, other.n, other.k,
+                    other.lda, other.ldb, other.ldc);
+  }
+};
+
+/// Descriptors and the chosen algorithm of one GEMM shape, made once: a
+/// training step repeats the same few dozen shapes every iteration.
+struct Plan {
+  cublasLtMatmulDesc_t operation;
+  cublasLtMatrixLayout_t a, b, c;
+  cublasLtMatmulAlgo_t algorithm;
+};
+
+class Gemm {
+public:
+  Gemm() : compute(computeTypeFromEnvironment()) {
+    checkCublas(cublasLtCreate(&handle), "cublasLtCreate");
+    MRT_CUDA_CHECK(cudaMalloc(&workspace, kWorkspaceBytes));
+  }
+
+  void run(const Shape &shape, float alpha, const float *A, const float *B,
+           float beta, float *C) {
+    std::lock_guard<std::mutex> lock(mutex);
+    const Plan &plan = planFor(shape);
+    // Column-major view: cuBLAS's first operand is the row-major B.
+    checkCublas(cublasLtMatmul(handle, plan.operation, &alpha, B, plan.a, A,
+                               plan.b, &beta, C, plan.c, C, plan.c,
+                               &plan.algorithm, workspace, kWorkspaceBytes,
+                               mrt::cuda::computeStream()),
+                "cublasLtMatmul");
+  }
+
+private:
+  static constexpr size_t kWorkspaceBytes = 32u << 20;
+
+  const Plan &planFor(const Shape &s) {
+    auto found = plans.find(s);
+    if (found != plans.end())
+      return found->second;
+    Plan plan;
+    checkCublas(cublasLtMatmulDescCreate(&plan.operation, compute, CUDA_R_32F),
+                "creating a matmul descriptor");
+    cublasOperation_t opFirst = s.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t opSecond = s.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+    checkCublas(cublasLtMatmulDescSetAttribute(plan.operation,
+                                               CUBLASLT_MATMUL_DESC_TRANSA,
+                                               &opFirst, sizeof(opFirst)),
+                "setting TRANSA");
+    checkCublas(cublasLtMatmulDescSetAttribute(plan.operation,
+                                               CUBLASLT_MATMUL_DESC_TRANSB,
+                                               &opSecond, sizeof(opSecond)),
+                "setting TRANSB");
+    // Row-major extents of the stored B and A; a row-major X[r, c] with
+    // leading dimension ld is the column-major c x r matrix X^T.
+    int64_t rowsFirst = s.transB ? s.n : s.k, colsFirst = s.transB ? s.k : s.n;
+    int64_t rowsSecond = s.transA ? s.k : s.m,
+            colsSecond = s.transA ? s.m : s.k;
+    checkCublas(cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_32F, colsFirst,
+                                           rowsFirst, s.ldb),
+                "creating the layout of B");
+    checkCublas(cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_32F, colsSecond,
+                                           rowsSecond, s.lda),
+                "creating the layout of A");
+    checkCublas(cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_32F, s.n, s.m, s.ldc),
+                "creating the layout of C");
+    cublasLtMatmulPreference_t preference;
+    checkCublas(cublasLtMatmulPreferenceCreate(&preference),
+                "creating a preference");
+    size_t workspaceBytes = kWorkspaceBytes;
+    checkCublas(cublasLtMatmulPreferenceSetAttribute(
+                    preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                    &workspaceBytes, sizeof(workspaceBytes)),
+                "setting the workspace size");
+    cublasLtMatmulHeuristicResult_t heuristic;
+    int found_count = 0;
+    checkCublas(cublasLtMatmulAlgoGetHeuristic(handle, plan.operation, plan.a,
+                                               plan.b, plan.c, plan.c,
+                                               preference, 1, &heuristic,
+                                               &found_count),
+                "choosing an algorithm");
+    cublasLtMatmulPreferenceDestroy(preference);
+    if (found_count == 0)
+      mrt::fatal("cuBLASLt has no algorithm for a %lld x %lld x %lld GEMM",
+                 static_cast<long long>(s.m), static_cast<long long>(s.n),
+                 static_cast<long long>(s.k));
+    plan.algorithm = heuristic.algo;
+    return plans.emplace(s, plan).first->second;
+  }
+
+  cublasComputeType_t compute;
+  cublasLtHandle_t handle = nullptr;
+  void *workspace = nullptr;
+  std::mutex mutex;
+  std::map<Shape, Plan> plans;
+};
+
+Gemm &gemm() {
+  static auto *instance = new Gemm; // lives until exit, as its GPU memory
+  return *instance;
+}
+
+} // namespace
+
+extern "C" void mrt_gemm_f32(int transA, int transB, int64_t M, int64_t N,
+                             int64_t K, float alpha, const float *A,
+                             int64_t lda, const float *B, int64_t ldb,
+                             float beta, float *C, int64_t ldc) {
+  if (M == 0 || N == 0)
+    return;
+  gemm().run({transA != 0, transB != 0, M, N, K, lda, ldb, ldc},
+             alpha, A, B, beta, C);
+}

@@ -1,0 +1,116 @@
+#include "megatron_rt/embedding.h"
+
+#include "../cuda_check.h"
+#include "common.cuh"
+
+namespace {
+
+using mrt::cuda::aligned16;
+using mrt::cuda::loadVec;
+using mrt::cuda::storeVec;
+
+// Row of this rank's table slice holding `id`, or -1 when another rank has
+// it: the vocabulary-parallel contract, so no id is an error here.
+__device__ __forceinline__ int64_t localRow(int32_t id, int64_t vocabStart,
+                                            int64_t Vl) {
+  int64_t row = static_cast<int64_t>(id) - vocabStart;
+  return row >= 0 && row < Vl ? row : -1;
+}
+
+struct EmbeddingForward {
+  const float *table;
+  const int32_t *ids;
+  int64_t vocabStart, Vl, C;
+  float *out;
+  template <int kVec> __device__ void apply(int64_t i, int64_t c) const {
+    const int64_t row = localRow(ids[i], vocabStart, Vl);
+    float v[kVec] = {};
+    if (row >= 0)
+      loadVec(table + row * C + c, v);
+    storeVec(out + i * C + c, v);
+  }
+};
+
+// Repeated ids add into the same table row from different threads.
+struct EmbeddingBackward {
+  const float *dout;
+  const int32_t *ids;
+  int64_t vocabStart, Vl, C;
+  float *dtable;
+  template <int kVec> __device__ void apply(int64_t i, int64_t c) const {
+    const int64_t row = localRow(ids[i], vocabStart, Vl);
+    if (row < 0)
+      return;
+    float g[kVec];
+    loadVec(dout + i * C + c, g);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k)
+      atomicAdd(dtable + row * C + c + k, g[k]);
+  }
+};
+
+// Rows of x [B*T, C]; position t = row % T.
+struct PosEmbeddingForward {
+  float *x;
+  const float *wpe;
+  int64_t T, C;
+  template <int kVec> __device__ void apply(int64_t r, int64_t c) const {
+    float v[kVec], p[kVec];
+    loadVec(x + r * C + c, v);
+    loadVec(wpe + r % T * C + c, p);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k)
+      v[k] += p[k];
+    storeVec(x + r * C + c, v);
+  }
+};
+
+// One thread per (t, column group) owns those dwpe elements and adds the
+// batch in order, as the CPU does: no atomics, the same rounding.
+struct PosEmbeddingBackward {
+  const float *dx;
+  float *dwpe;
+  int64_t B, T, C;
+  template <int kVec> __device__ void apply(int64_t t, int64_t c) const {
+    float sum[kVec];
+    loadVec(dwpe + t * C + c, sum);
+    for (int64_t b = 0; b < B; ++b) {
+      float g[kVec];
+      loadVec(dx + (b * T + t) * C + c, g);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k)
+        sum[k] += g[k];
+    }
+    storeVec(dwpe + t * C + c, sum);
+  }
+};
+
+} // namespace
+
+extern "C" void mrt_embedding_fwd_f32(const float *table, const int32_t *ids,
+                                      int64_t vocab_start, int64_t Vl,
+                                      int64_t C, int64_t N, float *out) {
+  mrt::cuda::launchRowSweep(
+      N, C, EmbeddingForward{table, ids, vocab_start, Vl, C, out},
+      aligned16(table) && aligned16(out));
+}
+
+extern "C" void mrt_embedding_bwd_f32(const float *dout, const int32_t *ids,
+                                      int64_t vocab_start, int64_t Vl,
+                                      int64_t C, int64_t N, float *dtable) {
+  mrt::cuda::launchRowSweep(
+      N, C, EmbeddingBackward{dout, ids, vocab_start, Vl, C, dtable},
+      aligned16(dout));
+}
+
+extern "C" void mrt_pos_embedding_fwd_f32(float *x, const float *wpe, int64_t B,
+                                          int64_t T, int64_t C) {
+  mrt::cuda::launchRowSweep(B * T, C, PosEmbeddingForward{x, wpe, T, C},
+                            aligned16(x) && aligned16(wpe));
+}
+
+extern "C" void mrt_pos_embedding_bwd_f32(const float *dx, float *dwpe,
+                                          int64_t B, int64_t T, int64_t C) {
+  mrt::cuda::launchRowSweep(T, C, PosEmbeddingBackward{dx, dwpe, B, T, C},
+                            aligned16(dx) && aligned16(dwpe));
+}

@@ -1,0 +1,257 @@
+#include "megatron_rt/layernorm.h"
+
+#include "../cuda_check.h"
+#include "common.cuh"
+
+// One warp per row: rows of GPT-2 are a few thousand floats, which 32 lanes
+// sweep with 16-byte loads when the rows allow, and the row's statistics are
+// then warp shuffles, with no block barrier. The sweeps after the first read
+// the row again from L1/L2 rather than holding a row of any length in
+// registers.
+
+namespace {
+
+using mrt::cuda::computeStream;
+using mrt::cuda::kWarpSize;
+
+constexpr int kRowsPerBlock = mrt::cuda::kBlockThreads / kWarpSize;
+
+struct RowStats {
+  float mean;
+  float rstd;
+};
+
+// The warp's row, or -1 past the last row.
+__device__ __forceinline__ int64_t warpRow(int64_t rows) {
+  int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / kWarpSize;
+  return row < rows ? row : -1;
+}
+
+// Two sweeps (mean, then squared deviations) stay accurate when |mean| is
+// large next to the spread, unlike E[x^2] - E[x]^2; as on the CPU.
+template <int kVec>
+__device__ RowStats rowStats(const float *x, int cols, float eps) {
+  const int lane = threadIdx.x % kWarpSize;
+  float sum = 0.0f;
+  for (int c = lane * kVec; c < cols; c += kWarpSize * kVec) {
+    float v[kVec];
+    mrt::cuda::loadVec(x + c, v);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k)
+      sum += v[k];
+  }
+  const float mean = mrt::cuda::warpReduce(sum, mrt::cuda::SumOp{}) / cols;
+  float sq = 0.0f;
+  for (int c = lane * kVec; c < cols; c += kWarpSize * kVec) {
+    float v[kVec];
+    mrt::cuda::loadVec(x + c, v);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k)
+      sq += (v[k] - mean) * (v[k] - mean);
+  }
+  sq = mrt::cuda::warpReduce(sq, mrt::cuda::SumOp{});
+  return {mean, 1.0f / sqrtf(sq / cols + eps)};
+}
+
+template <int kVec>
+__global__ void __launch_bounds__(mrt::cuda::kBlockThreads)
+    layerNormForward(const float *x, const float *__restrict__ w,
+                     const float *__restrict__ b, float *y,
+                     float *__restrict__ mean, float *__restrict__ rstd,
+                     int64_t rows, int cols, float eps) {
+  const int64_t row = warpRow(rows);
+  if (row < 0)
+    return;
+  const float *xr = x + row * cols;
+  float *yr = y + row * cols;
+  const RowStats s = rowStats<kVec>(xr, cols, eps);
+  if (threadIdx.x % kWarpSize == 0) {
+    mean[row] = s.mean;
+    rstd[row] = s.rstd;
+  }
+  // y may alias x: each element is read and then written by one thread.
+  for (int c = threadIdx.x % kWarpSize * kVec; c < cols;
+       c += kWarpSize * kVec) {
+    float v[kVec], wc[kVec], bc[kVec];
+    mrt::cuda::loadVec(xr + c, v);
+    mrt::cuda::loadVec(w + c, wc);
+    mrt::cuda::loadVec(b + c, bc);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k)
+      v[k] = (v[k] - s.mean) * s.rstd * wc[k] + bc[k];
+    mrt::cuda::storeVec(yr + c, v);
+  }
+}
+
+template <int kVec>
+__global__ void __launch_bounds__(mrt::cuda::kBlockThreads)
+    layerNormStats(const float *__restrict__ x, float *__restrict__ mean,
+                   float *__restrict__ rstd, int64_t rows, int cols,
+                   float eps) {
+  const int64_t row = warpRow(rows);
+  if (row < 0)
+    return;
+  const RowStats s = rowStats<kVec>(x + row * cols, cols, eps);
+  if (threadIdx.x % kWarpSize == 0) {
+    mean[row] = s.mean;
+    rstd[row] = s.rstd;
+  }
+}
+
+// First pass of dw = sum_r dy * xhat and db = sum_r dy: a thread sums its
+// kVec columns over one chunk of rows into partials [2][chunks][cols].
+template <int kVec>
+__global__ void __launch_bounds__(mrt::cuda::kBlockThreads)
+    layerNormParamGradPartials(const float *__restrict__ dy,
+                               const float *__restrict__ x,
+                               const float *__restrict__ mean,
+                               const float *__restrict__ rstd, int64_t rows,
+                               int cols, int64_t rowsEach,
+                               float *__restrict__ partials) {
+  const int c = (blockIdx.x * blockDim.x + threadIdx.x) * kVec;
+  if (c >= cols)
+    return;
+  const int64_t first = blockIdx.y * rowsEach;
+  const int64_t last = min(first + rowsEach, rows);
+  float dw[kVec] = {}, db[kVec] = {};
+#pragma unroll 4
+  for (int64_t r = first; r < last; ++r) {
+    float g[kVec], v[kVec];
+    mrt::cuda::loadVec(dy + r * cols + c, g);
+    mrt::cuda::loadVec(x + r * cols + c, v);
+    const float m = mean[r], s = rstd[r];
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      dw[k] += g[k] * ((v[k] - m) * s);
+      db[k] += g[k];
+    }
+  }
+  const int64_t chunkCols = int64_t(gridDim.y) * cols;
+  float *out = partials + blockIdx.y * int64_t(cols) + c;
+  mrt::cuda::storeVec(out, dw);
+  mrt::cuda::storeVec(out + chunkCols, db);
+}
+
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w: the two
+// means are the gradient flowing through the row's mean and rstd.
+template <int kVec>
+__global__ void __launch_bounds__(mrt::cuda::kBlockThreads)
+    layerNormInputGrad(const float *dy, const float *__restrict__ x,
+                       const float *__restrict__ w,
+                       const float *__restrict__ mean,
+                       const float *__restrict__ rstd, float *dx, int64_t rows,
+                       int cols) {
+  const int64_t row = warpRow(rows);
+  if (row < 0)
+    return;
+  const int lane = threadIdx.x % kWarpSize;
+  const float *dyr = dy + row * cols, *xr = x + row * cols;
+  float *dxr = dx + row * cols;
+  const float m = mean[row], s = rstd[row];
+  float sumG = 0.0f, sumGXhat = 0.0f;
+  for (int c = lane * kVec; c < cols; c += kWarpSize * kVec) {
+    float g[kVec], v[kVec], wc[kVec];
+    mrt::cuda::loadVec(dyr + c, g);
+    mrt::cuda::loadVec(xr + c, v);
+    mrt::cuda::loadVec(w + c, wc);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      const float gw = g[k] * wc[k];
+      sumG += gw;
+      sumGXhat += gw * ((v[k] - m) * s);
+    }
+  }
+  const float meanG =
+      mrt::cuda::warpReduce(sumG, mrt::cuda::SumOp{}) / cols;
+  const float meanGXhat =
+      mrt::cuda::warpReduce(sumGXhat, mrt::cuda::SumOp{}) / cols;
+  // dx may alias dy: each element is read and then written by one thread.
+  for (int c = lane * kVec; c < cols; c += kWarpSize * kVec) {
+    float g[kVec], v[kVec], wc[kVec];
+    mrt::cuda::loadVec(dyr + c, g);
+    mrt::cuda::loadVec(xr + c, v);
+    mrt::cuda::loadVec(w + c, wc);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      const float xhat = (v[k] - m) * s;
+      g[k] = s * (g[k] * wc[k] - meanG - xhat * meanGXhat);
+    }
+    mrt::cuda::storeVec(dxr + c, g);
+  }
+}
+
+unsigned rowBlocks(int64_t rows) {
+  return static_cast<unsigned>(mrt::cuda::ceilDiv(rows, kRowsPerBlock));
+}
+
+} // namespace
+
+extern "C" void mrt_layernorm_fwd_f32(const float *x, const float *w,
+                                      const float *b, float *y, float *mean,
+                                      float *rstd, int64_t rows, int64_t cols,
+                                      float eps) {
+  if (rows == 0)
+    return;
+  const int n = mrt::checkedInt(cols, "layer norm columns");
+  const bool vec4 = n % 4 == 0 && mrt::cuda::aligned16(x) &&
+                    mrt::cuda::aligned16(w) && mrt::cuda::aligned16(b) &&
+                    mrt::cuda::aligned16(y);
+  auto kernel = vec4 ? layerNormForward<4> : layerNormForward<1>;
+  kernel<<<rowBlocks(rows), mrt::cuda::kBlockThreads, 0, computeStream()>>>(
+      x, w, b, y, mean, rstd, rows, n, eps);
+  MRT_CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void mrt_layernorm_stats_f32(const float *x, float *mean,
+                                        float *rstd, int64_t rows,
+                                        int64_t cols, float eps) {
+  if (rows == 0)
+    return;
+  const int n = mrt::checkedInt(cols, "layer norm columns");
+  auto kernel = n % 4 == 0 && mrt::cuda::aligned16(x) ? layerNormStats<4>
+                                                      : layerNormStats<1>;
+  kernel<<<rowBlocks(rows), mrt::cuda::kBlockThreads, 0, computeStream()>>>(
+      x, mean, rstd, rows, n, eps);
+  MRT_CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void mrt_layernorm_bwd_f32(const float *dy, const float *x,
+                                      const float *w, const float *mean,
+                                      const float *rstd, float *dx, float *dw,
+                                      float *db, int64_t rows, int64_t cols) {
+  const int n = mrt::checkedInt(cols, "layer norm columns");
+  if (n == 0)
+    return;
+  cudaStream_t stream = computeStream();
+  if (rows == 0) {
+    // Sums over no rows.
+    MRT_CUDA_CHECK(cudaMemsetAsync(dw, 0, n * sizeof(float), stream));
+    MRT_CUDA_CHECK(cudaMemsetAsync(db, 0, n * sizeof(float), stream));
+    return;
+  }
+  const bool vec4 = n % 4 == 0 && mrt::cuda::aligned16(dy) &&
+                    mrt::cuda::aligned16(x) && mrt::cuda::aligned16(w) &&
+                    mrt::cuda::aligned16(dx);
+  const int vec = vec4 ? 4 : 1;
+
+  // The parameter gradients go first: dx may overwrite dy.
+  const int64_t groups = n / vec;
+  const mrt::cuda::ColumnChunks chunks =
+      mrt::cuda::planColumnChunks(rows, groups);
+  mrt::cuda::DeviceScratch<float> partials(2 * chunks.count * n);
+  auto partialKernel =
+      vec4 ? layerNormParamGradPartials<4> : layerNormParamGradPartials<1>;
+  partialKernel<<<mrt::cuda::columnChunksGrid(groups, chunks),
+                  mrt::cuda::kBlockThreads, 0, stream>>>(
+      dy, x, mean, rstd, rows, n, chunks.rowsEach, partials.get());
+  MRT_CUDA_CHECK_LAUNCH();
+  mrt::cuda::launchSumColumnPartials<false>(partials.get(), chunks.count, n,
+                                            dw);
+  mrt::cuda::launchSumColumnPartials<false>(
+      partials.get() + chunks.count * n, chunks.count, n, db);
+
+  auto inputKernel = vec4 ? layerNormInputGrad<4> : layerNormInputGrad<1>;
+  inputKernel<<<rowBlocks(rows), mrt::cuda::kBlockThreads, 0, stream>>>(
+      dy, x, w, mean, rstd, dx, rows, n);
+  MRT_CUDA_CHECK_LAUNCH();
+}

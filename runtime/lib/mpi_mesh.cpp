@@ -1,0 +1,212 @@
+// MPI meshes shared by the CPU and CUDA runtimes (see mpi_mesh.h).
+#include "mpi_mesh.h"
+
+#include <climits>
+#include <cstdarg>
+#include <cstdio>
+
+namespace mrt {
+namespace {
+
+// MPI can be initialised once per process: the library finalises it only if
+// it started it, and only when its last context is gone.
+bool libraryInitialisedMpi = false;
+int liveContexts = 0;
+
+} // namespace
+
+void writeError(char *err, size_t errlen, const char *fmt, ...) {
+  if (!err || errlen == 0)
+    return;
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(err, errlen, fmt, args);
+  va_end(args);
+}
+
+void abortJob(int worldRank, const char *fmt, ...) {
+  // One write per message keeps lines from several ranks from interleaving.
+  char message[1024];
+  int prefix = std::snprintf(message, sizeof(message),
+                             "megatron-rt: rank %d: ", worldRank);
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(message + prefix, sizeof(message) - prefix, fmt, args);
+  va_end(args);
+  std::fprintf(stderr, "%s\n", message);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  __builtin_unreachable();
+}
+
+namespace {
+
+void check(int worldRank, const char *what, int code) {
+  if (code == MPI_SUCCESS)
+    return;
+  char message[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, message, &length);
+  abortJob(worldRank, "%s failed: %s", what, message);
+}
+
+bool ensureMpiInitialised(char *err, size_t errlen) {
+  int initialised = 0, finalised = 0;
+  MPI_Initialized(&initialised);
+  MPI_Finalized(&finalised);
+  if (finalised) {
+    writeError(err, errlen, "megatron-rt: MPI was already finalised");
+    return false;
+  }
+  if (initialised)
+    return true;
+  // Only the calling thread talks to MPI; OpenMP threads never do.
+  int provided = 0;
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) !=
+      MPI_SUCCESS) {
+    writeError(err, errlen, "megatron-rt: MPI_Init_thread failed");
+    return false;
+  }
+  libraryInitialisedMpi = true;
+  return true;
+}
+
+void finaliseMpiIfUnused() {
+  if (libraryInitialisedMpi && liveContexts == 0) {
+    MPI_Finalize();
+    libraryInitialisedMpi = false;
+  }
+}
+
+// The (dp, tp) mesh for this world; data parallelism is not supported yet,
+// so the whole world must be one tensor-parallel group.
+bool meshShape(int worldSize, int64_t tpSize, int (&size)[2], char *err,
+               size_t errlen) {
+  if (tpSize != worldSize) {
+    writeError(err, errlen,
+               "megatron-rt: tp_size %lld does not match the %d MPI ranks "
+               "(data parallelism is not supported yet: launch exactly "
+               "tp_size ranks)",
+               static_cast<long long>(tpSize), worldSize);
+    return false;
+  }
+  size[MRT_AXIS_DP] = 1;
+  size[MRT_AXIS_TP] = static_cast<int>(tpSize);
+  return true;
+}
+
+// One communicator per mesh axis, split from a private duplicate of the world
+// so that the caller's MPI_COMM_WORLD error handler is left untouched.
+void splitAxes(MpiMesh &ctx) {
+  MPI_Comm world;
+  check(ctx.worldRank, "MPI_Comm_dup", MPI_Comm_dup(MPI_COMM_WORLD, &world));
+  MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN);
+  ctx.rank[MRT_AXIS_TP] = ctx.worldRank % ctx.size[MRT_AXIS_TP];
+  ctx.rank[MRT_AXIS_DP] = ctx.worldRank / ctx.size[MRT_AXIS_TP];
+  check(ctx.worldRank, "MPI_Comm_split(tp)",
+        MPI_Comm_split(world, ctx.rank[MRT_AXIS_DP], ctx.rank[MRT_AXIS_TP],
+                       &ctx.comm[MRT_AXIS_TP]));
+  check(ctx.worldRank, "MPI_Comm_split(dp)",
+        MPI_Comm_split(world, ctx.rank[MRT_AXIS_TP], ctx.rank[MRT_AXIS_DP],
+                       &ctx.comm[MRT_AXIS_DP]));
+  for (MPI_Comm comm : ctx.comm)
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  MPI_Comm_free(&world);
+}
+
+} // namespace
+
+int checkedAxis(const MpiMesh *ctx, int axis, const char *what) {
+  if (axis != MRT_AXIS_DP && axis != MRT_AXIS_TP)
+    abortJob(ctx->worldRank, "%s: invalid axis %d", what, axis);
+  return axis;
+}
+
+int checkedCount(const MpiMesh *ctx, int64_t n, const char *what) {
+  if (n < 0 || n > INT_MAX)
+    abortJob(ctx->worldRank, "%s: count %lld does not fit in an MPI int", what,
+             static_cast<long long>(n));
+  return static_cast<int>(n);
+}
+
+namespace {
+
+MPI_Op checkedOp(const MpiMesh *ctx, int op) {
+  if (op == MRT_REDUCE_SUM)
+    return MPI_SUM;
+  if (op == MRT_REDUCE_MAX)
+    return MPI_MAX;
+  abortJob(ctx->worldRank, "all_reduce: invalid reduce op %d", op);
+}
+
+} // namespace
+
+bool createMpiMesh(int64_t tpSize, MpiMesh &mesh, char *err, size_t errlen) {
+  writeError(err, errlen, "%s", "");
+  if (!ensureMpiInitialised(err, errlen))
+    return false;
+  int worldSize = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &worldSize);
+  mesh = MpiMesh{};
+  MPI_Comm_rank(MPI_COMM_WORLD, &mesh.worldRank);
+  if (!meshShape(worldSize, tpSize, mesh.size, err, errlen)) {
+    finaliseMpiIfUnused();
+    return false;
+  }
+  splitAxes(mesh);
+  ++liveContexts;
+  return true;
+}
+
+void destroyMpiMesh(MpiMesh &mesh) {
+  for (MPI_Comm &comm : mesh.comm)
+    MPI_Comm_free(&comm);
+  --liveContexts;
+  finaliseMpiIfUnused();
+}
+
+void mpiAllReduce(const MpiMesh &mesh, int axis, float *buf, int64_t n,
+                  int op) {
+  const char *what = "all_reduce";
+  check(mesh.worldRank, what,
+        MPI_Allreduce(MPI_IN_PLACE, buf, checkedCount(&mesh, n, what),
+                      MPI_FLOAT, checkedOp(&mesh, op),
+                      mesh.comm[checkedAxis(&mesh, axis, what)]));
+}
+
+void mpiAllGather(const MpiMesh &mesh, int axis, const float *in, float *out,
+                  int64_t nPerRank) {
+  const char *what = "all_gather";
+  int count = checkedCount(&mesh, nPerRank, what);
+  int a = checkedAxis(&mesh, axis, what);
+  // MPI forbids aliased buffers; this rank's own slot is its in-place form.
+  bool inPlace = in == out + static_cast<int64_t>(mesh.rank[a]) * nPerRank;
+  check(mesh.worldRank, what,
+        MPI_Allgather(inPlace ? MPI_IN_PLACE : in, count, MPI_FLOAT, out, count,
+                      MPI_FLOAT, mesh.comm[a]));
+}
+
+void mpiReduceScatter(const MpiMesh &mesh, int axis, const float *in,
+                      float *out, int64_t nPerRank) {
+  const char *what = "reduce_scatter";
+  check(mesh.worldRank, what,
+        MPI_Reduce_scatter_block(in, out, checkedCount(&mesh, nPerRank, what),
+                                 MPI_FLOAT, MPI_SUM,
+                                 mesh.comm[checkedAxis(&mesh, axis, what)]));
+}
+
+void mpiBroadcast(const MpiMesh &mesh, int axis, void *buf, int64_t bytes,
+                  int root) {
+  const char *what = "broadcast";
+  check(mesh.worldRank, what,
+        MPI_Bcast(buf, checkedCount(&mesh, bytes, what), MPI_BYTE, root,
+                  mesh.comm[checkedAxis(&mesh, axis, what)]));
+}
+
+void mpiBarrier(const MpiMesh &mesh, int axis) {
+  const char *what = "barrier";
+  check(mesh.worldRank, what,
+        MPI_Barrier(mesh.comm[checkedAxis(&mesh, axis, what)]));
+}
+
+} // namespace mrt

@@ -1,0 +1,55 @@
+// Internal: the (dp, tp) mesh over MPI that both runtimes' contexts hold.
+// The CPU runtime runs its collectives here; the CUDA runtime bootstraps
+// NCCL over it and runs here the collectives on host buffers (megatron-run's
+// agreement on errors and checkpoint gathering).
+#ifndef MEGATRON_RT_LIB_MPI_MESH_H
+#define MEGATRON_RT_LIB_MPI_MESH_H
+
+#include "megatron_rt/comm.h"
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace mrt {
+
+struct MpiMesh {
+  int worldRank;
+  int rank[2];
+  int size[2];
+  MPI_Comm comm[2]; // indexed by MRT_AXIS_DP / MRT_AXIS_TP
+};
+
+/// Initialises MPI if needed and splits the world into the mesh; on failure
+/// writes the reason into err and returns false.
+bool createMpiMesh(int64_t tpSize, MpiMesh &mesh, char *err, size_t errlen);
+
+/// Frees the communicators; finalises MPI when this library initialised it
+/// and no mesh is left.
+void destroyMpiMesh(MpiMesh &mesh);
+
+void writeError(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+// Aborting the whole job, rather than returning, guarantees that the other
+// ranks do not wait forever in a collective this rank will never join.
+[[noreturn]] void abortJob(int worldRank, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+int checkedAxis(const MpiMesh *mesh, int axis, const char *what);
+int checkedCount(const MpiMesh *mesh, int64_t n, const char *what);
+
+// The collectives of comm.h on host buffers.
+void mpiAllReduce(const MpiMesh &mesh, int axis, float *buf, int64_t n, int op);
+void mpiAllGather(const MpiMesh &mesh, int axis, const float *in, float *out,
+                  int64_t nPerRank);
+void mpiReduceScatter(const MpiMesh &mesh, int axis, const float *in,
+                      float *out, int64_t nPerRank);
+void mpiBroadcast(const MpiMesh &mesh, int axis, void *buf, int64_t bytes,
+                  int root);
+void mpiBarrier(const MpiMesh &mesh, int axis);
+
+} // namespace mrt
+
+#endif // MEGATRON_RT_LIB_MPI_MESH_H
