@@ -37,3 +37,7 @@ llvm_config.add_tool_substitutions(tools, [config.megatron_tools_dir])
 if config.megatron_cuda_runtime:
     config.available_features.add("cuda-toolkit")
     config.substitutions.append(("%cuda_runtime", config.megatron_cuda_runtime))
+    # The toolkit's stub driver: a machine with a driver but no GPU.
+    config.substitutions.append(
+        ("%cuda_stub_driver",
+         os.path.join(config.megatron_cuda_toolkit, "lib64", "stubs", "libcuda.so")))

@@ -118,6 +118,12 @@ Arg parseArg(const json &j, size_t index, int64_t tp) {
   } else {
     fail(where + ": unsupported role \"" + a.role + "\"");
   }
+  if (j.contains("memory")) {
+    std::string memory = getString(j, "memory", where);
+    if (memory != "host" && memory != "device")
+      fail(where + ": \"memory\" must be \"host\" or \"device\"");
+    a.onDevice = memory == "device";
+  }
   a.globalShape = getShape(j, "global_shape", where);
   a.localShape = getShape(j, "local_shape", where);
   a.checkpointShape = j.contains("checkpoint_shape")
@@ -187,6 +193,11 @@ Manifest parseManifest(const std::string &text) {
   m.model = j.contains("model") && j["model"].is_string()
                 ? j["model"].get<std::string>()
                 : "?";
+  if (j.contains("target")) {
+    m.target = getString(j, "target", "manifest");
+    if (m.target != "cpu" && m.target != "cuda")
+      fail("\"target\" must be \"cpu\" or \"cuda\"");
+  }
   m.tp = getInt(j, "tp", "manifest");
   m.batch = getInt(j, "batch", "manifest");
   m.seq = getInt(j, "seq", "manifest");

@@ -29,6 +29,9 @@ struct Arg {
   std::vector<int64_t> globalShape, localShape, checkpointShape;
   std::vector<Split> splits;
   std::string param; // adam_m / adam_v / grad: the parameter's name
+  // Where the step reads it: "host" memory, or "device" memory of the GPU
+  // (a CUDA step's buffers, reached through the runtime's copies).
+  bool onDevice = false;
   // role "param": indices (into Manifest::args) of its adam_m, adam_v and grad
   // args (-1: none); other roles: paramIndex is the index of `param`.
   int adamM = -1, adamV = -1, grad = -1, paramIndex = -1;
@@ -41,6 +44,7 @@ struct Arg {
 
 struct Manifest {
   std::string model;
+  std::string target = "cpu"; // "cpu" or "cuda"
   int64_t tp = 0, batch = 0, seq = 0, validVocab = 0;
   std::vector<Arg> args;
   int inputIds = -1, targets = -1; // indices into args

@@ -1,11 +1,12 @@
 // megatron-run: loads a training step compiled by megatron-mlir (step.so),
-// creates the runtime's MPI context, initialises this rank's parameter slices
+// creates the runtime's context (MPI; on a CUDA step also the GPU and NCCL), initialises this rank's parameter slices
 // (GPT-2 init from a seed, or a global safetensors checkpoint), feeds token
 // batches and runs the step. See README.md.
 #include "Checkpoint.h"
 #include "Init.h"
 #include "Manifest.h"
 #include "Options.h"
+#include "RuntimeApi.h"
 #include "Slicing.h"
 #include "TokenData.h"
 
@@ -38,6 +39,9 @@ typedef float (*ForwardFn)(mrt_context *, void **);
 typedef void (*TrainFn)(mrt_context *, void **, float *);
 }
 
+// The runtime of the loaded step (RuntimeApi.h).
+RuntimeApi rt;
+
 void error(const std::string &msg) {
   // One write per message keeps lines from several ranks from interleaving.
   std::string line = "megatron-run: " + msg + "\n";
@@ -50,12 +54,12 @@ void error(const std::string &msg) {
 // rank returns false, so no rank proceeds into a collective that another
 // rank will never join.
 bool agree(mrt_context *ctx, const std::string &err) {
-  const int64_t world = mrt_axis_size(ctx, MRT_AXIS_TP) *
-                        mrt_axis_size(ctx, MRT_AXIS_DP);
-  const int64_t me = mrt_world_rank(ctx);
+  const int64_t world = rt.axisSize(ctx, MRT_AXIS_TP) *
+                        rt.axisSize(ctx, MRT_AXIS_DP);
+  const int64_t me = rt.worldRank(ctx);
   float flag = err.empty() ? 0.0f : static_cast<float>(world - me);
-  mrt_all_reduce_f32(ctx, MRT_AXIS_TP, &flag, 1, MRT_REDUCE_MAX);
-  mrt_all_reduce_f32(ctx, MRT_AXIS_DP, &flag, 1, MRT_REDUCE_MAX);
+  rt.allReduce(ctx, MRT_AXIS_TP, &flag, 1, MRT_REDUCE_MAX);
+  rt.allReduce(ctx, MRT_AXIS_DP, &flag, 1, MRT_REDUCE_MAX);
   if (flag == 0.0f)
     return true;
   const int64_t first = world - static_cast<int64_t>(flag);
@@ -64,12 +68,58 @@ bool agree(mrt_context *ctx, const std::string &err) {
   return false;
 }
 
+void *allocZeroed(size_t bytes);
+
+// The step's arguments: a host buffer for each, where they are initialised,
+// fed batches and checkpointed; for a CUDA step's device arguments also the
+// device buffer the step reads, copied from the host buffer by upload() and
+// back by download().
 struct Buffers {
-  std::vector<void *> ptrs;
+  explicit Buffers(const Manifest &m) : m(m) {}
+  Buffers(const Buffers &) = delete;
+  Buffers &operator=(const Buffers &) = delete;
   ~Buffers() {
     for (void *p : ptrs)
       std::free(p);
+    for (void *p : device)
+      if (p)
+        rt.deviceFree(p);
   }
+
+  void allocate() {
+    for (const Arg &a : m.args) {
+      const int64_t bytes = a.localElements() * a.elementBytes();
+      ptrs.push_back(allocZeroed(bytes));
+      device.push_back(a.onDevice ? rt.deviceAlloc(bytes) : nullptr);
+      step.push_back(a.onDevice ? device.back() : ptrs.back());
+    }
+  }
+
+  void upload(int arg) {
+    if (device[arg])
+      rt.copyToDevice(device[arg], ptrs[arg], bytes(arg));
+  }
+  void uploadAll() {
+    for (size_t i = 0; i < ptrs.size(); ++i)
+      upload(static_cast<int>(i));
+  }
+  void download(int arg) {
+    if (device[arg])
+      rt.copyToHost(ptrs[arg], device[arg], bytes(arg));
+  }
+
+  // The pointer array the step's entry points take.
+  void **stepArgs() { return step.data(); }
+
+  std::vector<void *> ptrs; // host, one per manifest arg
+
+private:
+  int64_t bytes(int arg) const {
+    return m.args[arg].localElements() * m.args[arg].elementBytes();
+  }
+
+  const Manifest &m;
+  std::vector<void *> device, step;
 };
 
 void *allocZeroed(size_t bytes) {
@@ -109,10 +159,10 @@ std::string number(double v) {
 // all ranks call them in the same order with the same arguments.
 class GlobalWriter {
 public:
-  GlobalWriter(mrt_context *ctx, const Manifest &m, const Buffers &buffers)
+  GlobalWriter(mrt_context *ctx, const Manifest &m, Buffers &buffers)
       : ctx_(ctx), m_(m), buffers_(buffers),
-        tp_(mrt_axis_size(ctx, MRT_AXIS_TP)),
-        rank0_(mrt_world_rank(ctx) == 0) {}
+        tp_(rt.axisSize(ctx, MRT_AXIS_TP)),
+        rank0_(rt.worldRank(ctx) == 0) {}
 
   // Creates PATH.tmp with the header of `tensors` (name, checkpoint shape) on
   // rank 0. True on every rank iff it worked.
@@ -136,6 +186,7 @@ public:
   void write(int arg) {
     const Arg &a = m_.args[arg];
     const int64_t n = a.localElements();
+    buffers_.download(arg);
     const auto *local = static_cast<const float *>(buffers_.ptrs[arg]);
     const float *all = local; // rank r's slice at all + r*n
     int64_t ranks = 1;
@@ -147,11 +198,11 @@ public:
       for (int64_t off = 0; off < n; off += piece) {
         const int64_t c = std::min(piece, n - off);
         if (c == n) {
-          mrt_all_gather_f32(ctx_, MRT_AXIS_TP, local, gathered_.data(), n);
+          rt.allGather(ctx_, MRT_AXIS_TP, local, gathered_.data(), n);
           break;
         }
         chunk_.resize(static_cast<size_t>(tp_ * c));
-        mrt_all_gather_f32(ctx_, MRT_AXIS_TP, local + off, chunk_.data(), c);
+        rt.allGather(ctx_, MRT_AXIS_TP, local + off, chunk_.data(), c);
         for (int64_t r = 0; r < tp_; ++r)
           std::memcpy(gathered_.data() + r * n + off, chunk_.data() + r * c,
                       c * sizeof(float));
@@ -192,7 +243,7 @@ public:
 private:
   mrt_context *ctx_;
   const Manifest &m_;
-  const Buffers &buffers_;
+  Buffers &buffers_;
   const int64_t tp_;
   const bool rank0_;
   std::unique_ptr<SafetensorsWriter> writer_; // rank 0 only
@@ -207,7 +258,7 @@ struct SavedTensor {
   int arg;          // index into the manifest's args
 };
 
-bool saveGlobal(mrt_context *ctx, const Manifest &m, const Buffers &buffers,
+bool saveGlobal(mrt_context *ctx, const Manifest &m, Buffers &buffers,
                 const std::string &path, const std::vector<SavedTensor> &list,
                 const std::map<std::string, std::string> &metadata) {
   GlobalWriter out(ctx, m, buffers);
@@ -228,7 +279,21 @@ int run(const Options &opt) {
     libPath = "./" + libPath; // dlopen would search the library path
   void *lib = dlopen(libPath.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
-    error("cannot load " + opt.stepLibrary + ": " + dlerror());
+    const std::string why = dlerror();
+    // A CUDA step's runtime needs the NVIDIA driver, absent without a GPU.
+    if (why.find("libcuda.so") != std::string::npos)
+      error(opt.stepLibrary + " was compiled for CUDA (--target=cuda) and "
+                              "needs the NVIDIA driver (libcuda.so.1), which "
+                              "this machine does not have: it has no usable "
+                              "GPU (" + why + ")");
+    else
+      error("cannot load " + opt.stepLibrary + ": " + why);
+    return 1;
+  }
+  const std::string missing = loadRuntimeApi(lib, rt);
+  if (!missing.empty()) {
+    error(opt.stepLibrary + " is not linked against a megatron runtime (no " +
+          missing + ")");
     return 1;
   }
   auto manifestFn = reinterpret_cast<ManifestFn>(dlsym(lib, "mgt_manifest"));
@@ -271,30 +336,41 @@ int run(const Options &opt) {
     return 1;
   }
 
-  // --- the MPI context (every rank sees the same world size)
-  char err[512];
-  mrt_context *ctx = mrt_context_create(m.tp, err, sizeof(err));
-  if (!ctx) {
-    error(opt.stepLibrary + " was compiled for tp=" + std::to_string(m.tp) +
-          ": launch it as `mpirun -np " + std::to_string(m.tp) +
-          " megatron-run ...` (" + err + ")");
+  bool deviceArgs = false;
+  for (const Arg &a : m.args)
+    deviceArgs |= a.onDevice;
+  if (deviceArgs && !rt.hasDeviceMemory()) {
+    error(opt.stepLibrary + " keeps arguments in device memory, but its "
+                            "runtime has no mrt_device_alloc");
     return 1;
   }
-  const int64_t tpSize = mrt_axis_size(ctx, MRT_AXIS_TP);
-  const int64_t tpRank = mrt_axis_rank(ctx, MRT_AXIS_TP);
-  const bool rank0 = mrt_world_rank(ctx) == 0;
+
+  // --- the context (every rank sees the same world size)
+  char err[512];
+  mrt_context *ctx = rt.contextCreate(m.tp, err, sizeof(err));
+  if (!ctx) {
+    if (m.target == "cuda")
+      error(opt.stepLibrary + ": " + err);
+    else
+      error(opt.stepLibrary + " was compiled for tp=" + std::to_string(m.tp) +
+            ": launch it as `mpirun -np " + std::to_string(m.tp) +
+            " megatron-run ...` (" + err + ")");
+    return 1;
+  }
+  const int64_t tpSize = rt.axisSize(ctx, MRT_AXIS_TP);
+  const int64_t tpRank = rt.axisRank(ctx, MRT_AXIS_TP);
+  const bool rank0 = rt.worldRank(ctx) == 0;
   const int64_t bt = m.batch * m.seq;
 
   // --- buffers, weights, data, log: any rank may fail; all agree first
-  Buffers buffers;
+  Buffers buffers(m);
   std::unique_ptr<TokenFile> data, valData;
   FILE *log = nullptr;
   std::string failure;
   int64_t localParams = 0;
   int64_t startStep = 0; // training: updates already done (--resume)
   try {
-    for (const Arg &a : m.args)
-      buffers.ptrs.push_back(allocZeroed(a.localElements() * a.elementBytes()));
+    buffers.allocate();
     std::unique_ptr<Checkpoint> ckpt;
     const std::string &weights = train && !opt.resume.empty() ? opt.resume
                                                                : opt.initFrom;
@@ -366,9 +442,10 @@ int run(const Options &opt) {
   if (!agree(ctx, failure)) {
     if (log)
       std::fclose(log);
-    mrt_context_destroy(ctx);
+    rt.contextDestroy(ctx);
     return 1;
   }
+  buffers.uploadAll();
   if (rank0) {
     std::string weights =
         !opt.initFrom.empty() ? "from " + opt.initFrom
@@ -398,7 +475,11 @@ int run(const Options &opt) {
     } catch (const std::exception &e) {
       why = e.what();
     }
-    return agree(ctx, why);
+    if (!agree(ctx, why))
+      return false;
+    buffers.upload(m.inputIds);
+    buffers.upload(m.targets);
+    return true;
   };
   auto logLine = [&](const std::string &line) {
     if (!log)
@@ -439,7 +520,7 @@ int run(const Options &opt) {
         break;
       }
       const auto t0 = std::chrono::steady_clock::now();
-      const float loss = forwardFn(ctx, buffers.ptrs.data());
+      const float loss = forwardFn(ctx, buffers.stepArgs());
       const auto t1 = std::chrono::steady_clock::now();
       if (rank0) {
         const double ms =
@@ -475,7 +556,7 @@ int run(const Options &opt) {
       for (int64_t b = 0; b < opt.valSteps; ++b) {
         if (!loadBatch(*valData, b))
           return false;
-        sum += forwardFn(ctx, buffers.ptrs.data());
+        sum += forwardFn(ctx, buffers.stepArgs());
       }
       std::copy(keepIn.begin(), keepIn.end(), inputs);
       std::copy(keepTg.begin(), keepTg.end(), targets);
@@ -507,7 +588,7 @@ int run(const Options &opt) {
       std::memcpy(hp, h, sizeof(h));
       float results[2] = {NAN, NAN};
       const auto t0 = std::chrono::steady_clock::now();
-      trainFn(ctx, buffers.ptrs.data(), results);
+      trainFn(ctx, buffers.stepArgs(), results);
       const auto t1 = std::chrono::steady_clock::now();
       if (rank0) {
         const double ms =
@@ -577,7 +658,7 @@ int run(const Options &opt) {
     error("cannot write log " + opt.log + ": " + std::strerror(errno));
     status = 1;
   }
-  mrt_context_destroy(ctx);
+  rt.contextDestroy(ctx);
   return status;
 }
 

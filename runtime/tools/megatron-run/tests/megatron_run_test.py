@@ -63,7 +63,7 @@ def mock_for(tp, variant=""):
 def command(tp, args, env=None, variant=""):
     """megatron-run with the mock for `tp` ranks (mpirun for tp > 1, or when
     tp is given as ("mpi", n) to force mpirun with n ranks); variant "",
-    "grads", "eval" or "logits" picks the mock library."""
+    "grads", "eval", "logits" or "device" picks the mock library."""
     if isinstance(tp, tuple):
         ranks, mock = tp[1], mock_for(tp[2], variant)
     else:
@@ -1043,6 +1043,36 @@ def case_dump_logits():
           "... after the steps; no .tmp left, the directory untouched")
 
 
+def case_device_args():
+    """A step whose arguments live in device memory (a CUDA step, played by
+    the device mock): megatron-run uploads the weights and every batch,
+    downloads before saving, and trains exactly as with host memory."""
+    t = token_file(np.arange(60) % VOCAB)
+    for tp in (1, 2):
+        runs = {}
+        for variant in ("", "device"):
+            path = os.path.join(TMP, f"device_{variant or 'host'}_tp{tp}.safetensors")
+            _, fwd, out = train_run(tp, ["--data", t, "--steps", "3", "--lr", "0.01",
+                                         "--val-data", t, "--save", path],
+                                    variant=variant,
+                                    what=f"tp{tp} {variant or 'host'}: train 3 steps, --save")
+            runs[variant] = (train_printed(out), val_printed(out), fwd,
+                             saved(path)[0] if os.path.exists(path) else {})
+        host, device = runs[""], runs["device"]
+        check(host[0] and host[0] == device[0],
+              f"tp{tp}: device-memory training prints the host run's losses and norms")
+        check(host[1] == device[1], f"tp{tp}: same validation losses")
+        same_dumps = (len(host[2]) == len(device[2]) > 0 and
+                      all(set(h) == set(d) and
+                          all(np.array_equal(h[n], d[n]) for n in h)
+                          for h, d in zip(host[2], device[2])))
+        check(same_dumps, f"tp{tp}: every forward call saw the host run's "
+                          "weights and batches")
+        check(set(host[3]) == set(device[3]) and
+              all(np.array_equal(host[3][n], device[3][n]) for n in host[3]),
+              f"tp{tp}: the saved checkpoint is bitwise the host run's")
+
+
 CASES = {name[5:]: fn for name, fn in globals().items()
          if name.startswith("case_")}
 
@@ -1055,7 +1085,7 @@ def main():
     ap.add_argument("--mock-tp1", required=True)
     ap.add_argument("--mock-tp2", required=True)
     for tp in (1, 2):
-        for variant in ("grads", "eval", "logits"):
+        for variant in ("grads", "eval", "logits", "device"):
             ap.add_argument(f"--mock-tp{tp}-{variant}", required=True)
     ap.add_argument("--rt-lib", required=True)
     ap.add_argument("--mpirun", required=True)

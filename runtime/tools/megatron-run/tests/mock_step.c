@@ -30,6 +30,10 @@
  * and padding columns (v >= VOCAB) hold -12345 (garbage megatron-run must
  * drop).
  *
+ * -DMOCK_DEVICE=1 (with mock_device_rt.c): the manifest says target "cuda"
+ * and puts every argument but the hyperparameters in "device" memory; both
+ * entries abort unless megatron-run passes exactly those as device buffers.
+ *
  * Environment:
  *   MOCK_DUMP_DIR=D    rank 0 writes D/step<k>.txt at its k-th mgt_forward
  *                      call and D/train<k>.txt at its k-th mgt_train_step
@@ -57,6 +61,10 @@
 
 #ifndef MOCK_TRAIN
 #define MOCK_TRAIN 1
+#endif
+
+#ifndef MOCK_DEVICE
+#define MOCK_DEVICE 0
 #endif
 #ifndef MOCK_GRADS
 #define MOCK_GRADS 0
@@ -183,9 +191,10 @@ MOCK_EXPORT const char *mgt_manifest(void) {
   p += sprintf(p,
                "{\"format\": \"megatron-step\", \"version\": 1, \"model\": "
                "\"mock\", \"tp\": %d, \"batch\": %d, \"seq\": %d, "
-               "\"valid_vocab\": %d, %s\"args\": [",
+               "\"valid_vocab\": %d, %s%s\"args\": [",
                MOCK_TP, BATCH, SEQ, VOCAB,
-               MOCK_TRAIN ? "\"entries\": [\"forward\", \"train_step\"], " : "");
+               MOCK_TRAIN ? "\"entries\": [\"forward\", \"train_step\"], " : "",
+               MOCK_DEVICE ? "\"target\": \"cuda\", " : "");
   for (int i = 0; i < NARGS; ++i) {
     const MockArg *a = &kArgs[i];
     long local[MAXDIM];
@@ -207,6 +216,8 @@ MOCK_EXPORT const char *mgt_manifest(void) {
     }
     if (a->param >= 0)
       p += sprintf(p, ", \"param\": \"%s\"", param);
+    if (MOCK_DEVICE)
+      p += sprintf(p, ", \"memory\": \"%s\"", i == kHyper ? "host" : "device");
     if (a->split_dim >= 0)
       p += sprintf(p, ", \"split\": [{\"dim\": %d, \"axis\": \"tp\", "
                    "\"sections\": %d}]}",
@@ -345,9 +356,28 @@ static float checksum(mrt_context *ctx, void **args, FILE *dump) {
   return paddingOk ? (float)sum : NAN;
 }
 
+#if MOCK_DEVICE
+int mock_device_owns(const void *p);
+#endif
+
+/* MOCK_DEVICE: each argument must be in the memory its manifest entry says. */
+static void checkMemory(void **args) {
+#if MOCK_DEVICE
+  for (int i = 0; i < NARGS; ++i)
+    if (mock_device_owns(args[i]) != (i != kHyper)) {
+      fprintf(stderr, "mock_step: %s was passed in %s memory\n", kArgs[i].name,
+              i == kHyper ? "device" : "host");
+      abort();
+    }
+#else
+  (void)args;
+#endif
+}
+
 MOCK_EXPORT float mgt_forward(mrt_context *ctx, void **args) {
   static int calls = 0;
   initArgs();
+  checkMemory(args);
   if (mrt_world_rank(ctx) == envInt("MOCK_EXIT_RANK")) {
     fprintf(stderr, "mock_step: rank %ld exits in mgt_forward\n",
             (long)mrt_axis_rank(ctx, MRT_AXIS_TP));
@@ -381,6 +411,7 @@ MOCK_EXPORT void mgt_train_step(mrt_context *ctx, void **args,
                                 float *results) {
   static int calls = 0;
   initArgs();
+  checkMemory(args);
   const long rank = (long)mrt_axis_rank(ctx, MRT_AXIS_TP);
   if (mrt_world_rank(ctx) == envInt("MOCK_EXIT_RANK")) {
     fprintf(stderr, "mock_step: rank %ld exits in mgt_train_step\n", rank);
