@@ -46,8 +46,8 @@ def OffloadToGPU : Pass<"megatron-offload-to-gpu", "ModuleOp"> {
     The CUDA target's step keeps every buffer in device memory; its host code
     only orders work on the rank's stream. Runs after bufferization and
     finalize-runtime-calls: copies become `linalg.copy`; each `linalg` op
-    left on the host (the fused elementwise chains, fills, bias-gradient
-    column sums, the AdamW update) becomes one `gpu.launch`: parallel
+    left on the host (the fused elementwise chains, fills, the AdamW
+    update) becomes one `gpu.launch`: parallel
     dimensions first, the innermost spread over `block-size` threads of
     `blockIdx.x` blocks (coalesced rows), outer ones over `blockIdx.y/z`, and
     reductions as a loop inside each thread. A function's launches form one

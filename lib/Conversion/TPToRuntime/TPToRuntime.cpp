@@ -600,32 +600,17 @@ private:
   }
 
   /// A reduction over the leading dimensions, as linalg so it fuses.
+  /// The bias gradient: a sum over every leading (token) dimension, which
+  /// the runtime splits across threads by rows as well as columns.
   LogicalResult lowerSumTo(SumToOp op) {
     Location loc = op.getLoc();
-    auto type = op.getType();
-    int64_t rank = op.getInput().getType().getRank();
-    int64_t kept = type.getRank();
-    SmallVector<AffineExpr> outputDims;
-    for (int64_t dim = rank - kept; dim < rank; ++dim)
-      outputDims.push_back(b.getAffineDimExpr(dim));
-    SmallVector<AffineMap> maps = {
-        b.getMultiDimIdentityMap(rank),
-        AffineMap::get(rank, 0, outputDims, b.getContext())};
-    SmallVector<utils::IteratorType> iterators(rank - kept,
-                                               utils::IteratorType::reduction);
-    iterators.append(kept, utils::IteratorType::parallel);
-    Value init = tensor::EmptyOp::create(b, loc, type.getShape(),
-                                         type.getElementType());
-    Value zero = linalg::FillOp::create(b, loc, f32(loc, 0.0f), init)
-                     .getResult(0);
-    auto sum = linalg::GenericOp::create(
-        b, loc, type, op.getInput(), zero, maps, iterators,
-        [](OpBuilder &nb, Location nl, ValueRange args) {
-          linalg::YieldOp::create(
-              nb, nl, ValueRange{arith::AddFOp::create(nb, nl, args[1],
-                                                       args[0])});
-        });
-    op.replaceAllUsesWith(sum.getResult(0));
+    int64_t cols = numElements(op.getResult());
+    Value input = this->input(loc, op.getInput());
+    Output sum = output(loc, op.getType());
+    call(loc, "mrt_sum_rows_f32",
+         {input, i64(loc, numElements(op.getInput()) / cols), i64(loc, cols),
+          sum.view});
+    op.replaceAllUsesWith(tensor(loc, sum));
     return success();
   }
 

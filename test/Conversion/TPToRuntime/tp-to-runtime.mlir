@@ -177,3 +177,35 @@ func.func @softmax(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %s = tp.softmax %x dim = 1 : tensor<4x8xf32>
   return %s : tensor<4x8xf32>
 }
+
+// -----
+
+// A bias gradient sums every token row into the bias: one runtime reduction
+// over a [rows, cols] view.
+
+// CHECK-LABEL: func.func private @bias_grad(
+// CHECK-DAG: %[[ROWS:.*]] = arith.constant 6 : i64
+// CHECK-DAG: %[[COLS:.*]] = arith.constant 5 : i64
+// CHECK-DAG: %[[OUT:.*]] = memref.alloc() : memref<5xf32>
+// CHECK: call @mrt_sum_rows_f32(%{{.*}}, %[[ROWS]], %[[COLS]], %{{.*}})
+// CHECK: bufferization.to_tensor %[[OUT]]
+func.func @bias_grad(%dy: tensor<2x3x5xf32>) -> tensor<5xf32> {
+  %db = tp.sum_to %dy : tensor<2x3x5xf32> -> tensor<5xf32>
+  return %db : tensor<5xf32>
+}
+
+// -----
+
+// A one-element all-reduce of a host scalar (the squared gradient norm)
+// passes the scalar itself: no buffer for the host to write.
+
+// CHECK-LABEL: func.func private @scalar_all_reduce(
+// CHECK-SAME: %[[CTX:.*]]: !llvm.ptr, %[[S:.*]]: f32)
+// CHECK: %[[R:.*]] = call @mrt_all_reduce_scalar_f32(%[[CTX]], %{{.*}}, %[[S]], %{{.*}}) : (!llvm.ptr, i32, f32, i32) -> f32
+// CHECK: tensor.from_elements %[[R]]
+tp.mesh @mesh axes = ["tp" = 2]
+func.func @scalar_all_reduce(%s: f32) -> tensor<1xf32> {
+  %t = tensor.from_elements %s : tensor<1xf32>
+  %r = tp.all_reduce sum %t over @mesh["tp"] : tensor<1xf32>
+  return %r : tensor<1xf32>
+}

@@ -1,0 +1,53 @@
+// mrt_sum_rows_f32 in common.cuh's two deterministic passes: column groups
+// by chunks of rows into partials, then the chunks in order, in double.
+#include "megatron_rt/reduce.h"
+
+#include "common.cuh"
+
+namespace {
+
+template <int kVec>
+__global__ void __launch_bounds__(mrt::cuda::kBlockThreads)
+    sumRowChunks(const float *__restrict__ x, int64_t rows, int64_t cols,
+                 int64_t rowsEach, float *__restrict__ partials) {
+  const int64_t c = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) * kVec;
+  if (c >= cols)
+    return;
+  float sum[kVec] = {};
+  const int64_t first = blockIdx.y * rowsEach;
+  const int64_t last = min(first + rowsEach, rows);
+#pragma unroll 4
+  for (int64_t r = first; r < last; ++r) {
+    float v[kVec];
+    mrt::cuda::loadVec(x + r * cols + c, v);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k)
+      sum[k] += v[k];
+  }
+  mrt::cuda::storeVec(partials + blockIdx.y * cols + c, sum);
+}
+
+} // namespace
+
+extern "C" void mrt_sum_rows_f32(const float *x, int64_t rows, int64_t cols,
+                                 float *out) {
+  if (cols == 0)
+    return;
+  if (rows == 0) {
+    MRT_CUDA_CHECK(cudaMemsetAsync(out, 0, cols * sizeof(float),
+                                   mrt::cuda::computeStream()));
+    return;
+  }
+  const bool vec4 = cols % 4 == 0 && mrt::cuda::aligned16(x);
+  const int64_t groups = vec4 ? cols / 4 : cols;
+  const mrt::cuda::ColumnChunks chunks =
+      mrt::cuda::planColumnChunks(rows, groups);
+  mrt::cuda::DeviceScratch<float> partials(chunks.count * cols);
+  auto kernel = vec4 ? sumRowChunks<4> : sumRowChunks<1>;
+  kernel<<<mrt::cuda::columnChunksGrid(groups, chunks),
+           mrt::cuda::kBlockThreads, 0, mrt::cuda::computeStream()>>>(
+      x, rows, cols, chunks.rowsEach, partials.get());
+  MRT_CUDA_CHECK_LAUNCH();
+  mrt::cuda::launchSumColumnPartials<false>(partials.get(), chunks.count, cols,
+                                            out);
+}
