@@ -74,6 +74,26 @@ extern "C" void mrt_layernorm_fwd_f32(const float *x, const float *w,
   }
 }
 
+extern "C" void mrt_residual_layernorm_fwd_f32(
+    const float *x, const float *delta, const float *delta_bias, float *sum,
+    const float *w, const float *b, float *y, float *mean, float *rstd,
+    int64_t rows, int64_t cols, float eps) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = x + r * cols, *dr = delta + r * cols;
+    float *sr = sum + r * cols, *yr = y + r * cols;
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c)
+      sr[c] = xr[c] + (dr[c] + delta_bias[c]);
+    RowStats s = rowStats(sr, cols, eps);
+    mean[r] = s.mean;
+    rstd[r] = s.rstd;
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c)
+      yr[c] = (sr[c] - s.mean) * s.rstd * w[c] + b[c];
+  }
+}
+
 extern "C" void mrt_layernorm_stats_f32(const float *x, float *mean,
                                         float *rstd, int64_t rows,
                                         int64_t cols, float eps) {

@@ -71,6 +71,28 @@ TEST_F(LayerNormTest, ForwardMatchesNaive) {
   EXPECT_TRUE(allClose(rstd, ref.rstd));
 }
 
+TEST_F(LayerNormTest, ResidualForwardWritesTheSumAndItsNorm) {
+  // x = residual + (delta + bias): the fused pass against the naive sum
+  // followed by the naive norm.
+  std::vector<float> residual = randomVector(kRows * kCols, 15, 1.0f, 3.0f);
+  std::vector<float> delta = randomVector(kRows * kCols, 16);
+  std::vector<float> bias = randomVector(kCols, 17);
+  std::vector<double> want(x.size());
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t c = 0; c < kCols; ++c)
+      want[r * kCols + c] = static_cast<double>(residual[r * kCols + c]) +
+                            (delta[r * kCols + c] + bias[c]);
+  std::vector<float> sum(x.size()), y(x.size()), mean(kRows), rstd(kRows);
+  mrt_residual_layernorm_fwd_f32(residual.data(), delta.data(), bias.data(),
+                                 sum.data(), w.data(), b.data(), y.data(),
+                                 mean.data(), rstd.data(), kRows, kCols, kEps);
+  EXPECT_TRUE(allClose(sum, want));
+  Reference ref = referenceForward(want, toDouble(w), toDouble(b));
+  EXPECT_TRUE(allClose(y, ref.y));
+  EXPECT_TRUE(allClose(mean, ref.mean));
+  EXPECT_TRUE(allClose(rstd, ref.rstd));
+}
+
 TEST_F(LayerNormTest, StatsAloneMatchNaive) {
   std::vector<float> mean(kRows), rstd(kRows);
   mrt_layernorm_stats_f32(x.data(), mean.data(), rstd.data(), kRows, kCols,

@@ -45,6 +45,8 @@ public:
 
   LogicalResult lower(Operation *op);
 
+  void fuseResidualLayerNorms(func::FuncOp function);
+
 private:
   //===--------------------------------------------------------------------===//
   // Building blocks
@@ -205,6 +207,42 @@ private:
           i64(loc, cols), f32(loc, op.getEpsilon().convertToFloat())});
     op.replaceAllUsesWith(tensor(loc, y));
     return success();
+  }
+
+  /// `value` is available at `op`: an argument, or computed before it.
+  static bool definedBefore(Value value, Operation *op) {
+    if (auto arg = dyn_cast<BlockArgument>(value))
+      return arg.getOwner() == op->getBlock();
+    Operation *def = value.getDefiningOp();
+    return def->getBlock() == op->getBlock() && def->isBeforeInBlock(op);
+  }
+
+  /// x + bias_add(delta, bias) feeding a layer norm (every residual
+  /// connection of GPT-2 but the embeddings'): one pass writes the sum, which
+  /// the residual stream carries on, and its norm, instead of a loop writing
+  /// the sum and a layer norm reading it back.
+  void fuseResidualLayerNorm(AddOp add, BiasAddOp branch, LayerNormOp norm) {
+    Location loc = add.getLoc();
+    b.setInsertionPoint(add);
+    Value residual = add.getLhs() == branch.getResult() ? add.getRhs()
+                                                        : add.getLhs();
+    int64_t cols = norm.getType().getShape().back();
+    int64_t rows = numElements(add.getResult()) / cols;
+    auto stats = RankedTensorType::get({rows}, b.getF32Type());
+    Value x = input(loc, residual), delta = input(loc, branch.getInput()),
+          bias = input(loc, branch.getBias()), w = input(loc, norm.getWeight()),
+          beta = input(loc, norm.getBias());
+    Output sum = output(loc, add.getType()), y = output(loc, norm.getType()),
+           mean = output(loc, stats), rstd = output(loc, stats);
+    call(loc, "mrt_residual_layernorm_fwd_f32",
+         {x, delta, bias, sum.view, w, beta, y.view, mean.view, rstd.view,
+          i64(loc, rows), i64(loc, cols),
+          f32(loc, norm.getEpsilon().convertToFloat())});
+    add.replaceAllUsesWith(tensor(loc, sum));
+    norm.replaceAllUsesWith(tensor(loc, y));
+    norm.erase();
+    add.erase();
+    branch.erase();
   }
 
   LogicalResult lowerAttention(AttentionOp op) {
@@ -902,6 +940,34 @@ LogicalResult RuntimeLowering::lower(Operation *op) {
   return result;
 }
 
+void RuntimeLowering::fuseResidualLayerNorms(func::FuncOp function) {
+  struct Match {
+    AddOp add;
+    BiasAddOp branch;
+    LayerNormOp norm;
+  };
+  SmallVector<Match> matches;
+  llvm::SmallPtrSet<Operation *, 8> fusedAdds;
+  function.walk([&](LayerNormOp norm) {
+    auto add = norm.getInput().getDefiningOp<AddOp>();
+    if (!add || fusedAdds.contains(add) ||
+        !definedBefore(norm.getWeight(), add) ||
+        !definedBefore(norm.getBias(), add))
+      return;
+    // The branch's bias add folds in only when this add is its one use.
+    for (Value side : {add.getRhs(), add.getLhs()}) {
+      auto branch = side.getDefiningOp<BiasAddOp>();
+      if (branch && branch->hasOneUse()) {
+        matches.push_back({add, branch, norm});
+        fusedAdds.insert(add);
+        return;
+      }
+    }
+  });
+  for (Match &match : matches)
+    fuseResidualLayerNorm(match.add, match.branch, match.norm);
+}
+
 /// The rank's runtime context becomes the first argument; 0-d tensor
 /// results (the loss) are returned as scalars.
 Value addContextAndScalarResults(func::FuncOp function) {
@@ -946,6 +1012,7 @@ struct ConvertTPToRuntimePass
       function.setPrivate();
       Value ctx = addContextAndScalarResults(function);
       RuntimeLowering lowering(module, ctx);
+      lowering.fuseResidualLayerNorms(function);
       SmallVector<Operation *> ops;
       function.walk([&](Operation *op) {
         if (isa<TPDialect>(op->getDialect()))

@@ -14,6 +14,15 @@ MRT_API void mrt_layernorm_fwd_f32(const float *x, const float *w,
                                    float *rstd, int64_t rows, int64_t cols,
                                    float eps);
 
+/* The residual connection and the next layer norm in one pass:
+ * sum = x + (delta + delta_bias[c]) is written (the residual stream goes
+ * on), then y = layernorm(sum) as mrt_layernorm_fwd_f32, with its mean and
+ * rstd. All [rows, cols] but the [cols] vectors; sum must not alias y. */
+MRT_API void mrt_residual_layernorm_fwd_f32(
+    const float *x, const float *delta, const float *delta_bias, float *sum,
+    const float *w, const float *b, float *y, float *mean, float *rstd,
+    int64_t rows, int64_t cols, float eps);
+
 /* The per-row mean and reciprocal standard deviation mrt_layernorm_fwd_f32
  * saves, alone: the backward pass recomputes them instead of storing them. */
 MRT_API void mrt_layernorm_stats_f32(const float *x, float *mean, float *rstd,

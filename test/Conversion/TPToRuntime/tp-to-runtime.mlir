@@ -209,3 +209,26 @@ func.func @scalar_all_reduce(%s: f32) -> tensor<1xf32> {
   %r = tp.all_reduce sum %t over @mesh["tp"] : tensor<1xf32>
   return %r : tensor<1xf32>
 }
+
+// -----
+
+// A residual connection whose branch ends in a bias, feeding a layer norm:
+// one runtime pass writes the sum (still used: the next residual) and the
+// norm; the add, the bias add and the norm are gone.
+
+// CHECK-LABEL: func.func private @residual_norm(
+// CHECK-SAME: %[[CTX:.*]]: !llvm.ptr, %[[X:.*]]: tensor<2x3x4xf32>, %[[H:.*]]: tensor<2x3x4xf32>, %[[B:.*]]: tensor<4xf32>, %[[W:.*]]: tensor<4xf32>, %[[BETA:.*]]: tensor<4xf32>)
+// CHECK-DAG: %[[SUM:.*]] = memref.alloc() : memref<2x3x4xf32>
+// CHECK-DAG: %[[ROWS:.*]] = arith.constant 6 : i64
+// CHECK-DAG: %[[COLS:.*]] = arith.constant 4 : i64
+// CHECK: call @mrt_residual_layernorm_fwd_f32({{.*}}, %[[ROWS]], %[[COLS]], %{{.*}})
+// CHECK-NOT: linalg.generic
+// CHECK-NOT: mrt_layernorm_fwd_f32
+// CHECK: %[[S:.*]] = bufferization.to_tensor %[[SUM]]
+// CHECK: return %[[S]], %{{.*}}
+func.func @residual_norm(%x: tensor<2x3x4xf32>, %h: tensor<2x3x4xf32>, %b: tensor<4xf32>, %w: tensor<4xf32>, %beta: tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x4xf32>) {
+  %hb = tp.bias_add %h, %b : tensor<2x3x4xf32>, tensor<4xf32>
+  %s = tp.add %x, %hb : tensor<2x3x4xf32>
+  %y = tp.layer_norm %s, %w, %beta {epsilon = 1.0e-05 : f32} : tensor<2x3x4xf32>, tensor<4xf32>
+  return %s, %y : tensor<2x3x4xf32>, tensor<2x3x4xf32>
+}

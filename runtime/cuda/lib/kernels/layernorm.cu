@@ -83,6 +83,51 @@ __global__ void __launch_bounds__(mrt::cuda::kBlockThreads)
   }
 }
 
+// sum = x + (delta + bias), then the layer norm of sum. Each lane reads
+// back only the columns it wrote itself, so the row needs no barrier.
+template <int kVec>
+__global__ void __launch_bounds__(mrt::cuda::kBlockThreads)
+    residualLayerNormForward(const float *__restrict__ x,
+                             const float *__restrict__ delta,
+                             const float *__restrict__ deltaBias,
+                             float *__restrict__ sum,
+                             const float *__restrict__ w,
+                             const float *__restrict__ b,
+                             float *__restrict__ y, float *__restrict__ mean,
+                             float *__restrict__ rstd, int64_t rows, int cols,
+                             float eps) {
+  const int64_t row = warpRow(rows);
+  if (row < 0)
+    return;
+  const int64_t offset = row * cols;
+  const int lane = threadIdx.x % kWarpSize;
+  for (int c = lane * kVec; c < cols; c += kWarpSize * kVec) {
+    float v[kVec], d[kVec], bias[kVec];
+    mrt::cuda::loadVec(x + offset + c, v);
+    mrt::cuda::loadVec(delta + offset + c, d);
+    mrt::cuda::loadVec(deltaBias + c, bias);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k)
+      v[k] += d[k] + bias[k]; // x + (delta + bias), as on the CPU
+    mrt::cuda::storeVec(sum + offset + c, v);
+  }
+  const RowStats s = rowStats<kVec>(sum + offset, cols, eps);
+  if (lane == 0) {
+    mean[row] = s.mean;
+    rstd[row] = s.rstd;
+  }
+  for (int c = lane * kVec; c < cols; c += kWarpSize * kVec) {
+    float v[kVec], wc[kVec], bc[kVec];
+    mrt::cuda::loadVec(sum + offset + c, v);
+    mrt::cuda::loadVec(w + c, wc);
+    mrt::cuda::loadVec(b + c, bc);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k)
+      v[k] = (v[k] - s.mean) * s.rstd * wc[k] + bc[k];
+    mrt::cuda::storeVec(y + offset + c, v);
+  }
+}
+
 template <int kVec>
 __global__ void __launch_bounds__(mrt::cuda::kBlockThreads)
     layerNormStats(const float *__restrict__ x, float *__restrict__ mean,
@@ -199,6 +244,24 @@ extern "C" void mrt_layernorm_fwd_f32(const float *x, const float *w,
   auto kernel = vec4 ? layerNormForward<4> : layerNormForward<1>;
   kernel<<<rowBlocks(rows), mrt::cuda::kBlockThreads, 0, computeStream()>>>(
       x, w, b, y, mean, rstd, rows, n, eps);
+  MRT_CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void mrt_residual_layernorm_fwd_f32(
+    const float *x, const float *delta, const float *delta_bias, float *sum,
+    const float *w, const float *b, float *y, float *mean, float *rstd,
+    int64_t rows, int64_t cols, float eps) {
+  if (rows == 0)
+    return;
+  const int n = mrt::checkedInt(cols, "layer norm columns");
+  const bool vec4 = n % 4 == 0 && mrt::cuda::aligned16(x) &&
+                    mrt::cuda::aligned16(delta) &&
+                    mrt::cuda::aligned16(delta_bias) &&
+                    mrt::cuda::aligned16(sum) && mrt::cuda::aligned16(w) &&
+                    mrt::cuda::aligned16(b) && mrt::cuda::aligned16(y);
+  auto kernel = vec4 ? residualLayerNormForward<4> : residualLayerNormForward<1>;
+  kernel<<<rowBlocks(rows), mrt::cuda::kBlockThreads, 0, computeStream()>>>(
+      x, delta, delta_bias, sum, w, b, y, mean, rstd, rows, n, eps);
   MRT_CUDA_CHECK_LAUNCH();
 }
 
