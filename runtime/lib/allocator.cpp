@@ -1,7 +1,5 @@
-// The CPU runtime's generated-code allocator: the buffer cache over aligned
+// The CPU runtime's generated-code buffers: the buffer cache over aligned
 // host memory.
-#include "megatron_rt/allocator.h"
-
 #include "buffer_cache.h"
 #include "fatal.h"
 
@@ -16,24 +14,9 @@ void *freshHostBlock(size_t bytes) {
   return block;
 }
 
-mrt::BufferCache &cache() {
-  static auto *instance = new mrt::BufferCache(freshHostBlock); // outlives static dtors
-  return *instance;
-}
-
 } // namespace
 
-extern "C" void *_mlir_memref_to_llvm_alloc(size_t bytes) {
-  return cache().allocate(bytes, mrt::BufferCache::kAlignment);
+mrt::BufferCache &mrt::generatedCodeBuffers() {
+  static auto *instance = new BufferCache(freshHostBlock); // outlives static dtors
+  return *instance;
 }
-
-extern "C" void *_mlir_memref_to_llvm_aligned_alloc(size_t alignment,
-                                                    size_t bytes) {
-  return cache().allocate(bytes, alignment);
-}
-
-extern "C" void _mlir_memref_to_llvm_free(void *block) {
-  cache().release(block);
-}
-
-extern "C" size_t mrt_cached_bytes(void) { return cache().cachedBytes(); }

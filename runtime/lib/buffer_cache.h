@@ -34,6 +34,10 @@ private:
   size_t cached = 0;
 };
 
+/// The cache behind the generated code's allocations: host memory in the CPU
+/// runtime, device memory in the CUDA runtime (each defines it).
+BufferCache &generatedCodeBuffers();
+
 } // namespace mrt
 
 #endif // MEGATRON_RT_LIB_BUFFER_CACHE_H

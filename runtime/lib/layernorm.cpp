@@ -55,6 +55,18 @@ void inputGradRow(const float *dy, const float *x, const float *w, RowStats s,
   }
 }
 
+/// y = (x - mean) * rstd * w + b over one row, after its statistics are
+/// stored. y may alias x.
+void normalizeRow(const float *x, const float *w, const float *b, float *y,
+                  int64_t cols, float eps, float &mean, float &rstd) {
+  RowStats s = rowStats(x, cols, eps);
+  mean = s.mean;
+  rstd = s.rstd;
+#pragma omp simd
+  for (int64_t c = 0; c < cols; ++c)
+    y[c] = (x[c] - s.mean) * s.rstd * w[c] + b[c];
+}
+
 } // namespace
 
 extern "C" void mrt_layernorm_fwd_f32(const float *x, const float *w,
@@ -62,16 +74,8 @@ extern "C" void mrt_layernorm_fwd_f32(const float *x, const float *w,
                                       float *rstd, int64_t rows, int64_t cols,
                                       float eps) {
 #pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *xr = x + r * cols;
-    float *yr = y + r * cols;
-    RowStats s = rowStats(xr, cols, eps);
-    mean[r] = s.mean;
-    rstd[r] = s.rstd;
-#pragma omp simd
-    for (int64_t c = 0; c < cols; ++c)
-      yr[c] = (xr[c] - s.mean) * s.rstd * w[c] + b[c];
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    normalizeRow(x + r * cols, w, b, y + r * cols, cols, eps, mean[r], rstd[r]);
 }
 
 extern "C" void mrt_residual_layernorm_fwd_f32(
@@ -81,16 +85,11 @@ extern "C" void mrt_residual_layernorm_fwd_f32(
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const float *xr = x + r * cols, *dr = delta + r * cols;
-    float *sr = sum + r * cols, *yr = y + r * cols;
+    float *sr = sum + r * cols;
 #pragma omp simd
     for (int64_t c = 0; c < cols; ++c)
       sr[c] = xr[c] + (dr[c] + delta_bias[c]);
-    RowStats s = rowStats(sr, cols, eps);
-    mean[r] = s.mean;
-    rstd[r] = s.rstd;
-#pragma omp simd
-    for (int64_t c = 0; c < cols; ++c)
-      yr[c] = (sr[c] - s.mean) * s.rstd * w[c] + b[c];
+    normalizeRow(sr, w, b, y + r * cols, cols, eps, mean[r], rstd[r]);
   }
 }
 

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <deque>
 #include <mutex>
+#include <utility>
 #include <thread>
 
 namespace {
@@ -141,25 +142,17 @@ namespace {
 // one GPU, so it holds one context at a time.
 mrt_context *current = nullptr;
 
-/// This rank's index among the ranks on its node, which picks its GPU.
-int nodeLocalRank() {
+/// This rank's index among the ranks on its node (which picks its GPU) and
+/// their number.
+std::pair<int, int> nodeLocalRankAndSize() {
   MPI_Comm node;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
                       &node);
-  int rank = 0;
+  int rank = 0, size = 0;
   MPI_Comm_rank(node, &rank);
-  MPI_Comm_free(&node);
-  return rank;
-}
-
-int nodeLocalSize() {
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
-                      &node);
-  int size = 0;
   MPI_Comm_size(node, &size);
   MPI_Comm_free(&node);
-  return size;
+  return {rank, size};
 }
 
 /// Picks the rank's GPU; false (with the reason in err) when there is none
@@ -175,7 +168,7 @@ bool selectDevice(mrt_context &ctx, char *err, size_t errlen) {
                                          : "no CUDA devices");
     return false;
   }
-  int localSize = nodeLocalSize();
+  auto [localRank, localSize] = nodeLocalRankAndSize();
   if (localSize > count) {
     mrt::writeError(err, errlen,
                     "megatron-rt: %d ranks on this node but only %d GPUs; "
@@ -183,7 +176,7 @@ bool selectDevice(mrt_context &ctx, char *err, size_t errlen) {
                     localSize, count);
     return false;
   }
-  ctx.device = nodeLocalRank();
+  ctx.device = localRank;
   error = cudaSetDevice(ctx.device);
   if (error != cudaSuccess) {
     mrt::writeError(err, errlen, "megatron-rt: cudaSetDevice(%d) failed: %s",

@@ -53,6 +53,32 @@ __device__ RowStats rowStats(const float *x, int cols, float eps) {
   return {mean, 1.0f / sqrtf(sq / cols + eps)};
 }
 
+// The warp's row normalised into y, its statistics stored by lane 0. y may
+// alias x: each element is read and then written by one lane.
+template <int kVec>
+__device__ void normalizeRow(const float *x, const float *__restrict__ w,
+                             const float *__restrict__ b, float *y,
+                             float *__restrict__ mean,
+                             float *__restrict__ rstd, int64_t row, int cols,
+                             float eps) {
+  const RowStats s = rowStats<kVec>(x, cols, eps);
+  if (threadIdx.x % kWarpSize == 0) {
+    mean[row] = s.mean;
+    rstd[row] = s.rstd;
+  }
+  for (int c = threadIdx.x % kWarpSize * kVec; c < cols;
+       c += kWarpSize * kVec) {
+    float v[kVec], wc[kVec], bc[kVec];
+    mrt::cuda::loadVec(x + c, v);
+    mrt::cuda::loadVec(w + c, wc);
+    mrt::cuda::loadVec(b + c, bc);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k)
+      v[k] = (v[k] - s.mean) * s.rstd * wc[k] + bc[k];
+    mrt::cuda::storeVec(y + c, v);
+  }
+}
+
 template <int kVec>
 __global__ void __launch_bounds__(mrt::cuda::kBlockThreads)
     layerNormForward(const float *x, const float *__restrict__ w,
@@ -62,25 +88,8 @@ __global__ void __launch_bounds__(mrt::cuda::kBlockThreads)
   const int64_t row = warpRow(rows);
   if (row < 0)
     return;
-  const float *xr = x + row * cols;
-  float *yr = y + row * cols;
-  const RowStats s = rowStats<kVec>(xr, cols, eps);
-  if (threadIdx.x % kWarpSize == 0) {
-    mean[row] = s.mean;
-    rstd[row] = s.rstd;
-  }
-  // y may alias x: each element is read and then written by one thread.
-  for (int c = threadIdx.x % kWarpSize * kVec; c < cols;
-       c += kWarpSize * kVec) {
-    float v[kVec], wc[kVec], bc[kVec];
-    mrt::cuda::loadVec(xr + c, v);
-    mrt::cuda::loadVec(w + c, wc);
-    mrt::cuda::loadVec(b + c, bc);
-#pragma unroll
-    for (int k = 0; k < kVec; ++k)
-      v[k] = (v[k] - s.mean) * s.rstd * wc[k] + bc[k];
-    mrt::cuda::storeVec(yr + c, v);
-  }
+  normalizeRow<kVec>(x + row * cols, w, b, y + row * cols, mean, rstd, row,
+                     cols, eps);
 }
 
 // sum = x + (delta + bias), then the layer norm of sum. Each lane reads
@@ -111,21 +120,8 @@ __global__ void __launch_bounds__(mrt::cuda::kBlockThreads)
       v[k] += d[k] + bias[k]; // x + (delta + bias), as on the CPU
     mrt::cuda::storeVec(sum + offset + c, v);
   }
-  const RowStats s = rowStats<kVec>(sum + offset, cols, eps);
-  if (lane == 0) {
-    mean[row] = s.mean;
-    rstd[row] = s.rstd;
-  }
-  for (int c = lane * kVec; c < cols; c += kWarpSize * kVec) {
-    float v[kVec], wc[kVec], bc[kVec];
-    mrt::cuda::loadVec(sum + offset + c, v);
-    mrt::cuda::loadVec(w + c, wc);
-    mrt::cuda::loadVec(b + c, bc);
-#pragma unroll
-    for (int k = 0; k < kVec; ++k)
-      v[k] = (v[k] - s.mean) * s.rstd * wc[k] + bc[k];
-    mrt::cuda::storeVec(y + offset + c, v);
-  }
+  normalizeRow<kVec>(sum + offset, w, b, y + offset, mean, rstd, row, cols,
+                     eps);
 }
 
 template <int kVec>
