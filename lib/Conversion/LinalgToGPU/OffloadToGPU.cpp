@@ -202,9 +202,16 @@ void chainLaunchesOnOneStream(func::FuncOp function) {
   });
 }
 
-/// Host code may only read the step's own arguments (the hyperparameters,
-/// which the runtime keeps in host memory); any other buffer is device
-/// memory.
+/// An argument the host code alone reads (the hyperparameters): the
+/// runtime keeps it in host memory.
+bool isHostOnlyArgument(BlockArgument argument) {
+  return llvm::all_of(argument.getUsers(), [](Operation *user) {
+    return isa<memref::LoadOp>(user) && !user->getParentOfType<gpu::LaunchOp>();
+  });
+}
+
+/// Host code may read only host-only arguments; every other buffer is
+/// device memory.
 LogicalResult checkHostAccesses(func::FuncOp function) {
   Block &entry = function.front();
   WalkResult result =
@@ -219,9 +226,14 @@ LogicalResult checkHostAccesses(func::FuncOp function) {
     else
       return WalkResult::advance();
     auto argument = dyn_cast<BlockArgument>(buffer);
-    if (argument && argument.getOwner() == &entry)
+    if (argument && argument.getOwner() == &entry &&
+        isHostOnlyArgument(argument))
       return WalkResult::advance();
-    op->emitOpError("would access device memory from the host");
+    op->emitOpError(argument && argument.getOwner() == &entry
+                        ? "uses an argument on the host that is not only "
+                          "read there (only such arguments, the "
+                          "hyperparameters, stay in host memory)"
+                        : "would access device memory from the host");
     return WalkResult::interrupt();
   });
   return failure(result.wasInterrupted());

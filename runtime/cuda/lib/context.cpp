@@ -29,9 +29,9 @@ double collectiveTimeoutSeconds() {
   return seconds > 0.0 ? seconds : 300.0;
 }
 
-/// Watches the collectives in flight; a failed or timed-out one aborts the
-/// communicators and exits the process, so mpirun ends every other rank
-/// instead of leaving them blocked in the same collective.
+/// Watches the collectives in flight; a failed or timed-out one exits the
+/// process, so mpirun ends every other rank instead of leaving them blocked
+/// in the same collective.
 class Watchdog {
 public:
   Watchdog(int worldRank, int device, ncclComm_t *comms, int count)
@@ -67,8 +67,8 @@ private:
     std::fprintf(stderr, fmt, what, detail);
     std::fprintf(stderr, "; aborting the job\n");
     std::fflush(stderr);
-    for (int i = 0; i < count; ++i)
-      ncclCommAbort(comms[i]);
+    // Not ncclCommAbort: it waits for NCCL's kernels and threads, which is
+    // what may be stuck. Exiting frees them; mpirun then ends the others.
     std::_Exit(1);
   }
 
@@ -155,9 +155,11 @@ std::pair<int, int> nodeLocalRankAndSize() {
   return {rank, size};
 }
 
-/// Picks the rank's GPU; false (with the reason in err) when there is none
-/// or fewer than the ranks on this node: NCCL cannot put two ranks on one GPU.
-bool selectDevice(mrt_context &ctx, char *err, size_t errlen) {
+/// Picks this rank's GPU; false (with the reason in err) when it has none
+/// or its node has fewer GPUs than ranks: NCCL cannot put two ranks on one
+/// GPU. Collective: the node split comes first on every rank.
+bool selectLocalDevice(mrt_context &ctx, char *err, size_t errlen) {
+  auto [localRank, localSize] = nodeLocalRankAndSize();
   int count = 0;
   cudaError_t error = cudaGetDeviceCount(&count);
   if (error != cudaSuccess || count == 0) {
@@ -168,7 +170,6 @@ bool selectDevice(mrt_context &ctx, char *err, size_t errlen) {
                                          : "no CUDA devices");
     return false;
   }
-  auto [localRank, localSize] = nodeLocalRankAndSize();
   if (localSize > count) {
     mrt::writeError(err, errlen,
                     "megatron-rt: %d ranks on this node but only %d GPUs; "
@@ -184,6 +185,18 @@ bool selectDevice(mrt_context &ctx, char *err, size_t errlen) {
     return false;
   }
   return true;
+}
+
+/// selectLocalDevice on every rank, then agreement: a rank without a GPU
+/// must not leave the others waiting in the NCCL bootstrap.
+bool selectDevice(mrt_context &ctx, char *err, size_t errlen) {
+  int ok = selectLocalDevice(ctx, err, errlen) ? 1 : 0, everyone = 0;
+  MPI_Allreduce(&ok, &everyone, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (ok && !everyone)
+    mrt::writeError(err, errlen,
+                    "megatron-rt: another rank found no usable GPU (its "
+                    "message comes from that rank)");
+  return everyone;
 }
 
 void checkNccl(const mrt_context &ctx, const char *what, ncclResult_t result) {
@@ -261,6 +274,12 @@ bool onDevice(const mrt_context &ctx, const char *what, const void *in,
 } // namespace
 
 const mrt::MpiMesh &mrt::meshOf(const mrt_context *ctx) { return ctx->mesh; }
+
+int mrt::cuda::currentDevice() {
+  if (!current)
+    mrt::fatal("a CUDA kernel was called before mrt_context_create");
+  return current->device;
+}
 
 cudaStream_t mrt::cuda::computeStream() {
   if (!current)

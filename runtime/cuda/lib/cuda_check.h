@@ -14,6 +14,10 @@ namespace mrt::cuda {
 // exists: a kernel without a device would fail later with a vaguer error.
 cudaStream_t computeStream();
 
+// The rank's GPU, for work done on a thread other than the one that created
+// the context (each thread has its own current device).
+int currentDevice();
+
 // Copies a device scalar to the host; the one place kernels synchronise, for
 // results the host code of the step reads (the loss, squared norms).
 template <typename T> T readScalar(const T *device) {

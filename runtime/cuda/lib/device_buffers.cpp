@@ -13,10 +13,9 @@ extern "C" void *mrt_device_alloc(int64_t bytes) {
   return buffer;
 }
 
-extern "C" void mrt_device_free(void *buffer) {
-  MRT_CUDA_CHECK(cudaStreamSynchronize(mrt::cuda::computeStream()));
-  MRT_CUDA_CHECK(cudaFree(buffer));
-}
+// cudaFree waits for the device itself, and needs no context: megatron-run
+// may free its buffers after destroying it.
+extern "C" void mrt_device_free(void *buffer) { MRT_CUDA_CHECK(cudaFree(buffer)); }
 
 extern "C" void mrt_copy_to_device(void *device, const void *host,
                                    int64_t bytes) {

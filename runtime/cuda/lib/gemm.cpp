@@ -40,12 +40,22 @@ cublasComputeType_t computeTypeFromEnvironment() {
 struct Shape {
   int transA, transB;
   int64_t m, n, k, lda, ldb, ldc;
+  // The operands' common alignment in bytes (at most 256): the heuristic
+  // may otherwise pick a kernel that assumes cudaMalloc's 256.
+  uint32_t alignment;
   bool operator<(const Shape &other) const {
-    return std::tie(transA, transB, m, n, k, lda, ldb, ldc) <
+    return std::tie(transA, transB, m, n, k, lda, ldb, ldc, alignment) <
            std::tie(other.transA, other.transB, other.m, other.n, other.k,
-                    other.lda, other.ldb, other.ldc);
+                    other.lda, other.ldb, other.ldc, other.alignment);
   }
 };
+
+uint32_t commonAlignment(const void *a, const void *b, const void *c) {
+  uintptr_t bits = reinterpret_cast<uintptr_t>(a) |
+                   reinterpret_cast<uintptr_t>(b) |
+                   reinterpret_cast<uintptr_t>(c) | 256;
+  return static_cast<uint32_t>(bits & (~bits + 1)); // the lowest set bit
+}
 
 /// Descriptors and the chosen algorithm of one GEMM shape, made once: a
 /// training step repeats the same few dozen shapes every iteration.
@@ -115,6 +125,14 @@ private:
                     preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                     &workspaceBytes, sizeof(workspaceBytes)),
                 "setting the workspace size");
+    for (cublasLtMatmulPreferenceAttributes_t attribute :
+         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+      checkCublas(cublasLtMatmulPreferenceSetAttribute(
+                      preference, attribute, &s.alignment, sizeof(s.alignment)),
+                  "setting the operands' alignment");
     cublasLtMatmulHeuristicResult_t heuristic;
     int found_count = 0;
     checkCublas(cublasLtMatmulAlgoGetHeuristic(handle, plan.operation, plan.a,
@@ -151,6 +169,10 @@ extern "C" void mrt_gemm_f32(int transA, int transB, int64_t M, int64_t N,
                              float beta, float *C, int64_t ldc) {
   if (M == 0 || N == 0)
     return;
-  gemm().run({transA != 0, transB != 0, M, N, K, lda, ldb, ldc},
+  if (K == 0)
+    // An empty product: C = beta * C, which no step of ours asks for.
+    mrt::fatal("mrt_gemm_f32 with K = 0 is not supported on the GPU");
+  gemm().run({transA != 0, transB != 0, M, N, K, lda, ldb, ldc,
+              commonAlignment(A, B, C)},
              alpha, A, B, beta, C);
 }

@@ -37,8 +37,9 @@ struct LazyModule {
     if (found != functions.end())
       return found->second;
     if (!module) {
-      // The runtime API made the rank's device current (context.cpp); its
-      // primary context is the one the driver API sees here.
+      // The rank's device, made current on this thread, initialises its
+      // primary context, which the driver API then sees.
+      MRT_CUDA_CHECK(cudaSetDevice(mrt::cuda::currentDevice()));
       MRT_CUDA_CHECK(cudaFree(nullptr));
       checkDriver(cuModuleLoadData(&module, image), "loading the step's kernels");
     }
@@ -57,14 +58,12 @@ mgpuModuleLoad(const void *image, size_t /*bytes*/) {
   return new LazyModule{image};
 }
 
+/// Called from the step's destructors at exit, when the CUDA runtime may
+/// already have torn its contexts down: the module goes with its context,
+/// so only the record is freed.
 extern "C" __attribute__((visibility("default"))) void
 mgpuModuleUnload(void *handle) {
-  auto *lazy = static_cast<LazyModule *>(handle);
-  // At exit the driver may already have torn the context down; the module
-  // goes with it, so an unload failure there is not worth reporting.
-  if (lazy->module)
-    cuModuleUnload(lazy->module);
-  delete lazy;
+  delete static_cast<LazyModule *>(handle);
 }
 
 /// The handle is the module's kernel, resolved once per name.

@@ -1,0 +1,93 @@
+// RUN: megatron-opt %s -split-input-file -megatron-offload-to-gpu -verify-diagnostics | FileCheck %s
+
+// An elementwise loop becomes one launch: the innermost dimension over
+// 256-thread blocks along x, the outer ones along y and z; the function's
+// launches chain on one stream and are waited for before it returns.
+
+// CHECK-LABEL: func.func @bias_add(
+// CHECK: %[[T0:.*]] = gpu.wait async
+// CHECK: %[[T1:.*]] = gpu.launch async [%[[T0]]] blocks(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) threads({{.*}}) in ({{.*}} = %[[C256:.*]], {{.*}}) {
+// CHECK: %[[T2:.*]] = gpu.launch async [%[[T1]]]
+// CHECK: gpu.wait [%[[T2]]]
+// CHECK-NEXT: return
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#bias = affine_map<(d0, d1, d2) -> (d2)>
+func.func @bias_add(%x: memref<2x3x500xf32>, %b: memref<500xf32>, %y: memref<2x3x500xf32>) {
+  linalg.generic {indexing_maps = [#id, #bias, #id], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x, %b : memref<2x3x500xf32>, memref<500xf32>) outs(%y : memref<2x3x500xf32>) {
+  ^bb0(%a: f32, %c: f32, %o: f32):
+    %s = arith.addf %a, %c : f32
+    linalg.yield %s : f32
+  }
+  memref.copy %y, %x : memref<2x3x500xf32> to memref<2x3x500xf32>
+  return
+}
+
+// -----
+
+// The hyperparameters: read on the host only, so they may stay there; their
+// values reach the kernel as arguments.
+
+// CHECK-LABEL: func.func @scaled(
+// CHECK: %[[LR:.*]] = memref.load %{{.*}}[%{{.*}}] : memref<8xf32>
+// CHECK: gpu.launch async
+// CHECK: arith.mulf %{{.*}}, %[[LR]]
+#map = affine_map<(d0) -> (d0)>
+func.func @scaled(%p: memref<64xf32>, %hyper: memref<8xf32>) {
+  %c0 = arith.constant 0 : index
+  %lr = memref.load %hyper[%c0] : memref<8xf32>
+  linalg.generic {indexing_maps = [#map], iterator_types = ["parallel"]} outs(%p : memref<64xf32>) {
+  ^bb0(%o: f32):
+    %s = arith.mulf %o, %lr : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// A buffer both a kernel and the host read cannot live in one memory.
+#map = affine_map<(d0) -> (d0)>
+func.func @shared(%p: memref<64xf32>) -> f32 {
+  %c0 = arith.constant 0 : index
+  // expected-error @below {{'memref.load' op uses an argument on the host that is not only read there}}
+  %v = memref.load %p[%c0] : memref<64xf32>
+  linalg.generic {indexing_maps = [#map], iterator_types = ["parallel"]} outs(%p : memref<64xf32>) {
+  ^bb0(%o: f32):
+    %s = arith.addf %o, %o : f32
+    linalg.yield %s : f32
+  }
+  return %v : f32
+}
+
+// -----
+
+// A full reduction has no parallel dimension to launch over: its loop would
+// run on the host, on device memory.
+#in = affine_map<(d0) -> (d0)>
+#out = affine_map<(d0) -> ()>
+func.func @total(%x: memref<64xf32>, %sum: memref<f32>) {
+  // expected-error @below {{'memref.load' op uses an argument on the host that is not only read there}}
+  linalg.generic {indexing_maps = [#in, #out], iterator_types = ["reduction"]} ins(%x : memref<64xf32>) outs(%sum : memref<f32>) {
+  ^bb0(%a: f32, %o: f32):
+    %s = arith.addf %a, %o : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// The same on a buffer of the function's own.
+#in = affine_map<(d0) -> (d0)>
+#out = affine_map<(d0) -> ()>
+func.func @local_total(%x: memref<64xf32>) {
+  %sum = memref.alloc() : memref<f32>
+  // expected-error @below {{'memref.load' op would access device memory from the host}}
+  linalg.generic {indexing_maps = [#in, #out], iterator_types = ["reduction"]} ins(%x : memref<64xf32>) outs(%sum : memref<f32>) {
+  ^bb0(%a: f32, %o: f32):
+    %s = arith.addf %a, %o : f32
+    linalg.yield %s : f32
+  }
+  return
+}
