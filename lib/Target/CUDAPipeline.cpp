@@ -86,4 +86,8 @@ void megatron::registerLoweringPipelines() {
       "megatron-lower-cuda",
       "Lower a partitioned tp program to CUDA kernels and LLVM host code",
       buildCUDALoweringPipeline);
+  PassPipelineRegistration<>(
+      "megatron-lower-cuda-on-host",
+      "The CUDA target's kernels as host loops against the CPU runtime",
+      buildCUDAOnHostLoweringPipeline);
 }

@@ -123,7 +123,7 @@ LogicalResult writeObject(llvm::Module &module, llvm::TargetMachine &machine,
 /// it was built in.
 FailureOr<std::pair<StringRef, StringRef>> runtimeLibrary(megatron::Target target,
                                                           Location loc) {
-  if (target == megatron::Target::CPU)
+  if (target != megatron::Target::CUDA)
     return std::make_pair(StringRef("megatron_rt"),
                           StringRef(MEGATRON_RT_LIBRARY_DIR));
 #ifdef MEGATRON_RT_CUDA_LIBRARY_DIR

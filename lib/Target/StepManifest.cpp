@@ -90,7 +90,7 @@ megatron::buildStepManifest(ModuleOp module, func::FuncOp function,
       entry["param"] = kind.parameter;
     // The host code of a CUDA step reads the hyperparameters itself (they
     // become kernel arguments); every other buffer is the kernels'.
-    bool onHost = target == Target::CPU ||
+    bool onHost = target != Target::CUDA ||
                   kind.role == ArgumentRole::Hyperparameters;
     entry["memory"] = onHost ? "host" : "device";
     args.push_back(std::move(entry));

@@ -41,7 +41,11 @@ static cl::opt<megatron::Target> target(
     cl::values(clEnumValN(megatron::Target::CPU, "cpu",
                           "host loops and OpenBLAS, MPI between ranks"),
                clEnumValN(megatron::Target::CUDA, "cuda",
-                          "NVVM kernels, cuBLASLt, NCCL between ranks")),
+                          "NVVM kernels, cuBLASLt, NCCL between ranks"),
+               clEnumValN(megatron::Target::CUDAOnHost, "cuda-on-host",
+                          "the cuda target's kernels run as host loops with "
+                          "the CPU runtime (checks the GPU lowering without "
+                          "a GPU)")),
     cl::cat(category));
 static cl::opt<std::string> arch("arch",
                                  cl::desc("with --target=cuda: sm_80 or sm_90"),
@@ -235,7 +239,9 @@ static LogicalResult compile(MLIRContext &context) {
     return writeOutput([&](raw_ostream &os) { os << *manifest << "\n"; });
 
   PassManager lower(&context);
-  if (target == megatron::Target::CUDA) {
+  if (target == megatron::Target::CUDAOnHost) {
+    megatron::buildCUDAOnHostLoweringPipeline(lower);
+  } else if (target == megatron::Target::CUDA) {
     megatron::CUDAPipelineOptions cuda;
     cuda.chip = arch;
     if (emit == Emit::PTX)

@@ -67,4 +67,17 @@ def OffloadToGPU : Pass<"megatron-offload-to-gpu", "ModuleOp"> {
   ];
 }
 
+def GPULaunchToHostLoops : Pass<"megatron-gpu-launch-to-host-loops", "ModuleOp"> {
+  let summary = "Run each gpu.launch as loops on the host (checking only)";
+  let description = [{
+    The CUDA target's kernels checked without a GPU: every `gpu.launch`
+    becomes loops over its grid and its block, in order, around its body,
+    and the async tokens and waits go. Valid for kernels without barriers
+    or shared memory, which is what megatron-offload-to-gpu makes; a launch
+    with either is an error. megatron-compile's --target=cuda-on-host runs
+    the CUDA target's offloaded program this way against the CPU runtime.
+  }];
+  let dependentDialects = ["::mlir::scf::SCFDialect", "::mlir::arith::ArithDialect"];
+}
+
 #endif // MEGATRON_CONVERSION_PASSES_TD

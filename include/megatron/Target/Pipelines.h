@@ -39,10 +39,16 @@ struct CUDAPipelineOptions : public PassPipelineOptions<CUDAPipelineOptions> {
 void buildCUDALoweringPipeline(OpPassManager &pm,
                                const CUDAPipelineOptions &options);
 
+/// The CUDA target's program, its kernels run as host loops over their grid
+/// and blocks (megatron-gpu-launch-to-host-loops), against the CPU runtime:
+/// the GPU lowering checked on a machine without a GPU.
+void buildCUDAOnHostLoweringPipeline(OpPassManager &pm);
+
 /// The architectures buildCUDALoweringPipeline compiles for.
 bool isSupportedCUDAChip(StringRef chip);
 
-/// Registers `megatron-lower-cpu` and `megatron-lower-cuda` for megatron-opt.
+/// Registers `megatron-lower-cpu`, `megatron-lower-cuda` and
+/// `megatron-lower-cuda-on-host` for megatron-opt.
 void registerLoweringPipelines();
 
 } // namespace mlir::megatron

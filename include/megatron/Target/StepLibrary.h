@@ -19,7 +19,9 @@
 
 namespace mlir::megatron {
 
-enum class Target { CPU, CUDA };
+/// Where the step runs. CUDAOnHost is the CUDA target's program with its
+/// kernels as host loops: a CPU step in every other respect.
+enum class Target { CPU, CUDA, CUDAOnHost };
 
 /// An exported entry point wrapping one lowered function.
 struct StepEntry {
