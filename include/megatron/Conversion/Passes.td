@@ -49,7 +49,8 @@ def OffloadToGPU : Pass<"megatron-offload-to-gpu", "ModuleOp"> {
     left on the host (the fused elementwise chains, fills, the AdamW
     update) becomes one `gpu.launch`: parallel
     dimensions first, the innermost spread over `block-size` threads of
-    `blockIdx.x` blocks (coalesced rows), outer ones over `blockIdx.y/z`, and
+    `blockIdx.x` blocks (coalesced rows), outer ones over `blockIdx.y/z` (in
+    tiles walked by each thread when longer than the grid's 65535), and
     reductions as a loop inside each thread. A function's launches form one
     chain of async tokens from its entry to a wait before it returns, so
     they queue on one stream without host synchronisation between them.

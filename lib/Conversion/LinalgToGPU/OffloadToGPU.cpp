@@ -57,7 +57,9 @@ gpu::ParallelLoopDimMappingAttr mappingTo(MLIRContext *context,
 
 /// Tiles the innermost dimension by `blockSize` threads and maps the tiles,
 /// innermost first, to blockIdx.x, .y and .z: consecutive threads touch
-/// consecutive elements of a row.
+/// consecutive elements of a row. An outer dimension longer than the grid
+/// allows along y and z is cut into that many tiles, whose rows each
+/// thread walks in a loop.
 LogicalResult mapToGPU(scf::ParallelOp loop, int64_t blockSize) {
   unsigned rank = loop.getNumLoops();
   if (rank > 3)
@@ -66,11 +68,12 @@ LogicalResult mapToGPU(scf::ParallelOp loop, int64_t blockSize) {
   SmallVector<int64_t> tileSizes(rank, 1);
   tileSizes.back() = blockSize;
   for (unsigned dim = 0; dim + 1 < rank; ++dim) {
-    std::optional<int64_t> extent = getConstantIntValue(loop.getUpperBound()[dim]);
-    if (!extent || *extent > kMaxGridYZ)
+    std::optional<int64_t> extent =
+        getConstantIntValue(loop.getUpperBound()[dim]);
+    if (!extent)
       return loop.emitOpError("dimension ")
-             << dim << " does not fit CUDA's grid (at most " << kMaxGridYZ
-             << " blocks along y and z)";
+             << dim << " has no static extent to size the grid with";
+    tileSizes[dim] = llvm::divideCeil(*extent, kMaxGridYZ);
   }
   auto [tiles, threads] =
       scf::tileParallelLoop(loop, tileSizes, /*noMinMaxBounds=*/true);
@@ -78,14 +81,12 @@ LogicalResult mapToGPU(scf::ParallelOp loop, int64_t blockSize) {
   const gpu::Processor blocks[] = {gpu::Processor::BlockX,
                                    gpu::Processor::BlockY,
                                    gpu::Processor::BlockZ};
-  const gpu::Processor lanes[] = {gpu::Processor::ThreadX,
-                                  gpu::Processor::ThreadY,
-                                  gpu::Processor::ThreadZ};
   SmallVector<gpu::ParallelLoopDimMappingAttr> tileMapping, threadMapping;
   for (unsigned dim = 0; dim < rank; ++dim) {
-    unsigned fromInnermost = rank - 1 - dim;
-    tileMapping.push_back(mappingTo(context, blocks[fromInnermost]));
-    threadMapping.push_back(mappingTo(context, lanes[fromInnermost]));
+    tileMapping.push_back(mappingTo(context, blocks[rank - 1 - dim]));
+    threadMapping.push_back(mappingTo(context, dim + 1 == rank
+                                                   ? gpu::Processor::ThreadX
+                                                   : gpu::Processor::Sequential));
   }
   if (failed(gpu::setMappingAttr(tiles, tileMapping)) ||
       failed(gpu::setMappingAttr(threads, threadMapping)))

@@ -1,4 +1,4 @@
-// RUN: megatron-opt %s -split-input-file -megatron-offload-to-gpu -verify-diagnostics | FileCheck %s
+// RUN: megatron-opt %s -split-input-file -megatron-offload-to-gpu -canonicalize -verify-diagnostics | FileCheck %s
 
 // An elementwise loop becomes one launch: the innermost dimension over
 // 256-thread blocks along x, the outer ones along y and z; the function's
@@ -87,6 +87,27 @@ func.func @local_total(%x: memref<64xf32>) {
   linalg.generic {indexing_maps = [#in, #out], iterator_types = ["reduction"]} ins(%x : memref<64xf32>) outs(%sum : memref<f32>) {
   ^bb0(%a: f32, %o: f32):
     %s = arith.addf %a, %o : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// More rows than the grid's 65535 along y: tiles of two rows, which each
+// thread walks in a loop.
+
+// CHECK-LABEL: func.func @long_rows(
+// CHECK-DAG: %[[TILES:.*]] = arith.constant 35000 : index
+// CHECK-DAG: %[[TWO:.*]] = arith.constant 2 : index
+// CHECK: gpu.launch async [%{{.*}}] blocks(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %{{.*}}, %{{.*}} = %[[TILES]], %{{.*}} = %{{.*}})
+// CHECK: scf.for %{{.*}} = %{{.*}} to %[[TWO]]
+// CHECK: arith.cmpi ult, %{{.*}}, %{{.*}} : index
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @long_rows(%x: memref<70000x4xf32>) {
+  linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel"]} outs(%x : memref<70000x4xf32>) {
+  ^bb0(%o: f32):
+    %s = arith.addf %o, %o : f32
     linalg.yield %s : f32
   }
   return
