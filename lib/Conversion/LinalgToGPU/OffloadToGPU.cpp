@@ -28,7 +28,7 @@ void copiesToLinalg(func::FuncOp function) {
   });
 }
 
-/// Parallel dimensions first: the reductions (bias-gradient column sums)
+/// Parallel dimensions first: the reductions (a softmax's row sums)
 /// then run as a loop inside each thread instead of around the kernel.
 LogicalResult parallelDimensionsFirst(RewriterBase &rewriter,
                                       linalg::LinalgOp op) {
