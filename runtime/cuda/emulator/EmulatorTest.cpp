@@ -1,0 +1,643 @@
+// Every entry point of the CUDA kernels (runtime/cuda/lib/kernels), run in
+// the CPU emulator (README.md) against the CPU runtime it must agree with.
+// Sizes leave partial tiles, warps and vector groups; "misaligned" puts
+// buffers one float past a 16-byte boundary (the kernels' scalar paths);
+// "aliased" writes outputs over inputs where the ABI allows it. Outputs
+// start as NaN, so an element a kernel does not write shows, and guard
+// floats around every buffer catch writes out of bounds.
+#include "gpu_entry_points.h"
+
+#include "megatron_rt/attention.h"
+#include "megatron_rt/cross_entropy.h"
+#include "megatron_rt/embedding.h"
+#include "megatron_rt/gelu.h"
+#include "megatron_rt/layernorm.h"
+#include "megatron_rt/optimizer.h"
+#include "megatron_rt/reduce.h"
+
+#include "TestUtil.h"
+
+#include <cstring>
+#include <set>
+#include <string>
+#include <type_traits>
+
+using namespace mrt_test;
+
+namespace {
+
+#define SAME_SIGNATURE(name)                                                   \
+  static_assert(std::is_same_v<decltype(name), decltype(gpu_##name)>,          \
+                #name " differs between the CPU and CUDA runtimes");
+MEGATRON_RT_GPU_ENTRY_POINTS(SAME_SIGNATURE)
+
+constexpr double kExact = 0.0;
+
+// Device memory as a kernel sees it: the values, on a 16-byte boundary or
+// one float past it, between guard floats that must survive every call.
+class Buffer {
+public:
+  Buffer(const std::vector<float> &values, bool misaligned = false)
+      : size_(values.size()), offset_(kGuard + (misaligned ? 1 : 0)),
+        storage_(size_ + 2 * kGuard + 1, guardValue()) {
+    std::copy(values.begin(), values.end(), data());
+  }
+  static Buffer garbage(size_t size, bool misaligned = false) {
+    return Buffer(std::vector<float>(size, NAN), misaligned);
+  }
+
+  float *data() { return storage_.data() + offset_; }
+  std::vector<float> values() const {
+    return {storage_.begin() + offset_, storage_.begin() + offset_ + size_};
+  }
+  bool guardsIntact() const {
+    for (size_t i = 0; i < storage_.size(); ++i)
+      if ((i < offset_ || i >= offset_ + size_) &&
+          bits(storage_[i]) != bits(guardValue()))
+        return false;
+    return true;
+  }
+
+private:
+  // 16 floats keep data() on the 16 bytes operator new aligns vectors to.
+  static constexpr size_t kGuard = 16;
+  static float guardValue() {
+    const uint32_t pattern = 0x7fbadbadu; // a NaN no kernel computes
+    float f;
+    std::memcpy(&f, &pattern, sizeof f);
+    return f;
+  }
+  static uint32_t bits(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    return u;
+  }
+
+  size_t size_, offset_;
+  std::vector<float> storage_;
+};
+
+// Bit for bit when tolerance is kExact, else allClose's relative test.
+::testing::AssertionResult
+matches(const Buffer &gpu, const std::vector<float> &cpu, double tolerance) {
+  if (!gpu.guardsIntact())
+    return ::testing::AssertionFailure() << "written out of bounds";
+  const std::vector<float> values = gpu.values();
+  if (tolerance != kExact)
+    return allClose(values, toDouble(cpu), tolerance);
+  for (size_t i = 0; i < cpu.size(); ++i)
+    if (std::memcmp(&values[i], &cpu[i], sizeof(float)) != 0)
+      return ::testing::AssertionFailure()
+             << "element " << i << ": " << values[i] << " vs " << cpu[i];
+  return ::testing::AssertionSuccess();
+}
+
+std::vector<int32_t> randomIds(size_t n, int32_t below, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int32_t> dist(0, below - 1);
+  std::vector<int32_t> ids(n);
+  for (int32_t &id : ids)
+    id = dist(gen);
+  return ids;
+}
+
+std::string flags(bool misaligned, bool aliased = false) {
+  return std::string(misaligned ? "_misaligned" : "") +
+         (aliased ? "_aliased" : "");
+}
+
+// --- attention ----------------------------------------------------------
+
+struct AttentionShape {
+  int64_t B, T, H, D;
+  bool misaligned;
+  size_t qkv() const { return B * T * 3 * H * D; }
+  size_t out() const { return B * T * H * D; }
+  size_t lse() const { return B * H * T; }
+};
+
+class AttentionTest : public ::testing::TestWithParam<AttentionShape> {
+protected:
+  const AttentionShape s = GetParam();
+  std::vector<float> qkv = randomVector(s.qkv(), 1, -2.0f, 2.0f);
+  std::vector<float> dout = randomVector(s.out(), 2);
+  std::vector<float> out = std::vector<float>(s.out());
+  std::vector<float> lse = std::vector<float>(s.lse());
+  void SetUp() override {
+    mrt_attention_fwd_f32(qkv.data(), out.data(), lse.data(), s.B, s.T, s.H,
+                          s.D);
+  }
+};
+
+TEST_P(AttentionTest, Forward) {
+  Buffer gQkv(qkv, s.misaligned), gOut = Buffer::garbage(s.out(), s.misaligned),
+                                  gLse = Buffer::garbage(s.lse());
+  gpu_mrt_attention_fwd_f32(gQkv.data(), gOut.data(), gLse.data(), s.B, s.T,
+                            s.H, s.D);
+  EXPECT_TRUE(matches(gOut, out, 1e-5)) << "out";
+  EXPECT_TRUE(matches(gLse, lse, 1e-5)) << "lse";
+}
+
+TEST_P(AttentionTest, Backward) {
+  std::vector<float> dqkv(s.qkv());
+  mrt_attention_bwd_f32(qkv.data(), out.data(), dout.data(), lse.data(),
+                        dqkv.data(), s.B, s.T, s.H, s.D);
+  Buffer gQkv(qkv, s.misaligned), gOut(out, s.misaligned),
+      gDout(dout, s.misaligned), gLse(lse),
+      gDqkv = Buffer::garbage(s.qkv(), s.misaligned);
+  gpu_mrt_attention_bwd_f32(gQkv.data(), gOut.data(), gDout.data(), gLse.data(),
+                            gDqkv.data(), s.B, s.T, s.H, s.D);
+  EXPECT_TRUE(matches(gDqkv, dqkv, 1e-5));
+}
+
+// Tiles are 64 rows; the kernels are built for head sizes 64 and 128 with
+// the columns past D zero-filled, and copy 16 bytes at a time when D % 4 == 0
+// and qkv is aligned, 4 otherwise.
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AttentionTest,
+    ::testing::Values(AttentionShape{2, 150, 3, 20, false},
+                      AttentionShape{3, 5, 2, 7, false},
+                      AttentionShape{1, 1, 2, 3, false},
+                      AttentionShape{1, 130, 2, 64, false},
+                      AttentionShape{1, 130, 1, 64, true},
+                      AttentionShape{1, 129, 1, 100, false},
+                      AttentionShape{1, 70, 1, 128, true},
+                      AttentionShape{1, 64, 1, 64, false},
+                      AttentionShape{1, 65, 2, 33, false},
+                      AttentionShape{1, 200, 1, 72, false},
+                      AttentionShape{2, 300, 2, 64, false},
+                      AttentionShape{1, 1000, 2, 64, false}),
+    [](const auto &info) {
+      const AttentionShape &s = info.param;
+      return "B" + std::to_string(s.B) + "_T" + std::to_string(s.T) + "_H" +
+             std::to_string(s.H) + "_D" + std::to_string(s.D) +
+             flags(s.misaligned);
+    });
+
+// --- layer norm ---------------------------------------------------------
+
+constexpr float kEps = 1e-5f;
+
+struct Rows {
+  int64_t rows, cols;
+  bool misaligned, aliased;
+  size_t size() const { return rows * cols; }
+};
+
+std::string rowsName(const ::testing::TestParamInfo<Rows> &info) {
+  const Rows &s = info.param;
+  return std::to_string(s.rows) + "x" + std::to_string(s.cols) +
+         flags(s.misaligned, s.aliased);
+}
+
+class LayerNormTest : public ::testing::TestWithParam<Rows> {
+protected:
+  const Rows s = GetParam();
+  std::vector<float> x = randomVector(s.size(), 3, -3.0f, 5.0f);
+  std::vector<float> w = randomVector(s.cols, 4);
+  std::vector<float> b = randomVector(s.cols, 5);
+  std::vector<float> y = std::vector<float>(s.size());
+  std::vector<float> mean = std::vector<float>(s.rows);
+  std::vector<float> rstd = std::vector<float>(s.rows);
+  void SetUp() override {
+    mrt_layernorm_fwd_f32(x.data(), w.data(), b.data(), y.data(), mean.data(),
+                          rstd.data(), s.rows, s.cols, kEps);
+  }
+};
+
+TEST_P(LayerNormTest, Forward) {
+  Buffer gX(x, s.misaligned), gW(w, s.misaligned), gB(b),
+      gY = Buffer::garbage(s.size(), s.misaligned),
+      gMean = Buffer::garbage(s.rows), gRstd = Buffer::garbage(s.rows);
+  Buffer &result = s.aliased ? gX : gY; // y may alias x
+  gpu_mrt_layernorm_fwd_f32(gX.data(), gW.data(), gB.data(), result.data(),
+                            gMean.data(), gRstd.data(), s.rows, s.cols, kEps);
+  EXPECT_TRUE(matches(result, y, 1e-5)) << "y";
+  EXPECT_TRUE(matches(gMean, mean, 1e-5)) << "mean";
+  EXPECT_TRUE(matches(gRstd, rstd, 1e-5)) << "rstd";
+}
+
+TEST_P(LayerNormTest, Stats) {
+  Buffer gX(x, s.misaligned), gMean = Buffer::garbage(s.rows),
+                              gRstd = Buffer::garbage(s.rows);
+  gpu_mrt_layernorm_stats_f32(gX.data(), gMean.data(), gRstd.data(), s.rows,
+                              s.cols, kEps);
+  EXPECT_TRUE(matches(gMean, mean, 1e-5)) << "mean";
+  EXPECT_TRUE(matches(gRstd, rstd, 1e-5)) << "rstd";
+}
+
+TEST_P(LayerNormTest, Backward) {
+  const std::vector<float> dy = randomVector(s.size(), 6);
+  std::vector<float> dx(s.size()), dw(s.cols), db(s.cols);
+  mrt_layernorm_bwd_f32(dy.data(), x.data(), w.data(), mean.data(), rstd.data(),
+                        dx.data(), dw.data(), db.data(), s.rows, s.cols);
+  Buffer gDy(dy, s.misaligned), gX(x, s.misaligned), gW(w, s.misaligned),
+      gMean(mean), gRstd(rstd), gDx = Buffer::garbage(s.size(), s.misaligned),
+                                gDw = Buffer::garbage(s.cols),
+                                gDb = Buffer::garbage(s.cols);
+  Buffer &result = s.aliased ? gDy : gDx; // dx may alias dy
+  gpu_mrt_layernorm_bwd_f32(gDy.data(), gX.data(), gW.data(), gMean.data(),
+                            gRstd.data(), result.data(), gDw.data(), gDb.data(),
+                            s.rows, s.cols);
+  EXPECT_TRUE(matches(result, dx, 1e-5)) << "dx";
+  EXPECT_TRUE(matches(gDw, dw, 1e-5)) << "dw";
+  EXPECT_TRUE(matches(gDb, db, 1e-5)) << "db";
+}
+
+// A warp per row: 64 and 132 columns take the 16-byte path unless
+// misaligned, 67 the scalar one, 1000 several sweeps of the warp; 300 rows
+// are 38 blocks; no rows leave zero parameter gradients.
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, LayerNormTest,
+    ::testing::Values(Rows{37, 64, false, false}, Rows{37, 67, false, true},
+                      Rows{37, 132, true, false}, Rows{300, 132, false, true},
+                      Rows{5, 1000, false, false}, Rows{0, 8, false, false}),
+    rowsName);
+
+class ResidualLayerNormTest : public ::testing::TestWithParam<Rows> {};
+
+TEST_P(ResidualLayerNormTest, Forward) {
+  const Rows s = GetParam();
+  const std::vector<float> x = randomVector(s.size(), 7, -3.0f, 5.0f),
+                           delta = randomVector(s.size(), 8),
+                           bias = randomVector(s.cols, 9),
+                           w = randomVector(s.cols, 10),
+                           b = randomVector(s.cols, 11);
+  std::vector<float> sum(s.size()), y(s.size()), mean(s.rows), rstd(s.rows);
+  mrt_residual_layernorm_fwd_f32(
+      x.data(), delta.data(), bias.data(), sum.data(), w.data(), b.data(),
+      y.data(), mean.data(), rstd.data(), s.rows, s.cols, kEps);
+  Buffer gX(x, s.misaligned), gDelta(delta, s.misaligned), gBias(bias),
+      gSum = Buffer::garbage(s.size(), s.misaligned), gW(w), gB(b),
+      gY = Buffer::garbage(s.size(), s.misaligned),
+      gMean = Buffer::garbage(s.rows), gRstd = Buffer::garbage(s.rows);
+  gpu_mrt_residual_layernorm_fwd_f32(
+      gX.data(), gDelta.data(), gBias.data(), gSum.data(), gW.data(), gB.data(),
+      gY.data(), gMean.data(), gRstd.data(), s.rows, s.cols, kEps);
+  EXPECT_TRUE(matches(gSum, sum, kExact)) << "sum";
+  EXPECT_TRUE(matches(gY, y, 1e-5)) << "y";
+  EXPECT_TRUE(matches(gMean, mean, 1e-5)) << "mean";
+  EXPECT_TRUE(matches(gRstd, rstd, 1e-5)) << "rstd";
+}
+
+// sum must not alias y, and nothing else may alias (restrict pointers).
+INSTANTIATE_TEST_SUITE_P(Shapes, ResidualLayerNormTest,
+                         ::testing::Values(Rows{37, 64, false, false},
+                                           Rows{37, 67, false, false},
+                                           Rows{37, 132, true, false},
+                                           Rows{300, 132, false, false},
+                                           Rows{5, 1000, true, false}),
+                         rowsName);
+
+// --- embeddings ---------------------------------------------------------
+
+struct EmbeddingShape {
+  int64_t N, Vl, C, vocabStart;
+  bool misaligned;
+};
+
+class EmbeddingTest : public ::testing::TestWithParam<EmbeddingShape> {
+protected:
+  const EmbeddingShape s = GetParam();
+  // Ids from three ranks' shards, so some are another rank's; the first two
+  // repeat one local id, whose gradient rows then add up.
+  std::vector<int32_t> ids = [&] {
+    std::vector<int32_t> v = randomIds(s.N, 3 * s.Vl, 12);
+    v[0] = v[1] = static_cast<int32_t>(s.vocabStart + 2);
+    return v;
+  }();
+  // Positions: B = 3 sequences of T = 5 tokens, a table of T + 2 rows.
+  static constexpr int64_t kB = 3, kT = 5;
+};
+
+TEST_P(EmbeddingTest, Forward) {
+  const std::vector<float> table = randomVector(s.Vl * s.C, 13);
+  std::vector<float> out(s.N * s.C);
+  mrt_embedding_fwd_f32(table.data(), ids.data(), s.vocabStart, s.Vl, s.C, s.N,
+                        out.data());
+  Buffer gTable(table, s.misaligned),
+      gOut = Buffer::garbage(s.N * s.C, s.misaligned);
+  gpu_mrt_embedding_fwd_f32(gTable.data(), ids.data(), s.vocabStart, s.Vl, s.C,
+                            s.N, gOut.data());
+  EXPECT_TRUE(matches(gOut, out, kExact));
+}
+
+TEST_P(EmbeddingTest, Backward) {
+  const std::vector<float> dout = randomVector(s.N * s.C, 14);
+  std::vector<float> dtable = randomVector(s.Vl * s.C, 15); // accumulates
+  Buffer gDout(dout, s.misaligned), gDtable(dtable, s.misaligned);
+  mrt_embedding_bwd_f32(dout.data(), ids.data(), s.vocabStart, s.Vl, s.C, s.N,
+                        dtable.data());
+  gpu_mrt_embedding_bwd_f32(gDout.data(), ids.data(), s.vocabStart, s.Vl, s.C,
+                            s.N, gDtable.data());
+  EXPECT_TRUE(matches(gDtable, dtable, 1e-6)); // atomics: any order
+}
+
+TEST_P(EmbeddingTest, PositionForward) {
+  std::vector<float> x = randomVector(kB * kT * s.C, 16);
+  const std::vector<float> wpe = randomVector((kT + 2) * s.C, 17);
+  Buffer gX(x, s.misaligned), gWpe(wpe, s.misaligned);
+  mrt_pos_embedding_fwd_f32(x.data(), wpe.data(), kB, kT, s.C);
+  gpu_mrt_pos_embedding_fwd_f32(gX.data(), gWpe.data(), kB, kT, s.C);
+  EXPECT_TRUE(matches(gX, x, kExact));
+}
+
+TEST_P(EmbeddingTest, PositionBackward) {
+  const std::vector<float> dx = randomVector(kB * kT * s.C, 18);
+  std::vector<float> dwpe = randomVector((kT + 2) * s.C, 19); // accumulates
+  Buffer gDx(dx, s.misaligned), gDwpe(dwpe, s.misaligned);
+  mrt_pos_embedding_bwd_f32(dx.data(), dwpe.data(), kB, kT, s.C);
+  gpu_mrt_pos_embedding_bwd_f32(gDx.data(), gDwpe.data(), kB, kT, s.C);
+  EXPECT_TRUE(matches(gDwpe, dwpe, kExact)); // the batch in order
+}
+
+// The second and third shards of a vocabulary of 33; C = 9 takes the scalar
+// path.
+INSTANTIATE_TEST_SUITE_P(Shapes, EmbeddingTest,
+                         ::testing::Values(EmbeddingShape{15, 11, 8, 11, false},
+                                           EmbeddingShape{15, 11, 9, 0, false},
+                                           EmbeddingShape{15, 11, 8, 22, true}),
+                         [](const auto &info) {
+                           const EmbeddingShape &s = info.param;
+                           return "N" + std::to_string(s.N) + "_Vl" +
+                                  std::to_string(s.Vl) + "_C" +
+                                  std::to_string(s.C) + "_start" +
+                                  std::to_string(s.vocabStart) +
+                                  flags(s.misaligned);
+                         });
+
+// --- GELU ---------------------------------------------------------------
+
+class GeluTest : public ::testing::TestWithParam<Rows> {
+protected:
+  const Rows s = GetParam();
+  std::vector<float> x = randomVector(s.size(), 20, -4.0f, 4.0f);
+  std::vector<float> dy = randomVector(s.size(), 21);
+  std::vector<float> bias = randomVector(s.cols, 22);
+};
+
+TEST_P(GeluTest, Forward) {
+  std::vector<float> y(s.size());
+  mrt_gelu_fwd_f32(x.data(), y.data(), s.size());
+  Buffer gX(x, s.misaligned), gY = Buffer::garbage(s.size(), s.misaligned);
+  Buffer &result = s.aliased ? gX : gY;
+  gpu_mrt_gelu_fwd_f32(gX.data(), result.data(), s.size());
+  EXPECT_TRUE(matches(result, y, 1e-6));
+}
+
+TEST_P(GeluTest, Backward) {
+  std::vector<float> dx(s.size());
+  mrt_gelu_bwd_f32(x.data(), dy.data(), dx.data(), s.size());
+  Buffer gX(x, s.misaligned), gDy(dy, s.misaligned),
+      gDx = Buffer::garbage(s.size(), s.misaligned);
+  Buffer &result = s.aliased ? gDy : gDx;
+  gpu_mrt_gelu_bwd_f32(gX.data(), gDy.data(), result.data(), s.size());
+  EXPECT_TRUE(matches(result, dx, 1e-6));
+}
+
+TEST_P(GeluTest, BiasForward) {
+  std::vector<float> y(s.size());
+  mrt_bias_gelu_fwd_f32(x.data(), bias.data(), y.data(), s.rows, s.cols);
+  Buffer gX(x, s.misaligned), gBias(bias, s.misaligned),
+      gY = Buffer::garbage(s.size(), s.misaligned);
+  Buffer &result = s.aliased ? gX : gY;
+  gpu_mrt_bias_gelu_fwd_f32(gX.data(), gBias.data(), result.data(), s.rows,
+                            s.cols);
+  EXPECT_TRUE(matches(result, y, 1e-6));
+}
+
+TEST_P(GeluTest, BiasBackward) {
+  std::vector<float> dx(s.size()), dbias = randomVector(s.cols, 23);
+  Buffer gX(x, s.misaligned), gBias(bias, s.misaligned), gDy(dy, s.misaligned),
+      gDx = Buffer::garbage(s.size(), s.misaligned), gDbias(dbias);
+  mrt_bias_gelu_bwd_f32(x.data(), bias.data(), dy.data(), dx.data(),
+                        dbias.data(), s.rows, s.cols);
+  Buffer &result = s.aliased ? gDy : gDx;
+  gpu_mrt_bias_gelu_bwd_f32(gX.data(), gBias.data(), gDy.data(), result.data(),
+                            gDbias.data(), s.rows, s.cols);
+  EXPECT_TRUE(matches(result, dx, 1e-6)) << "dx";
+  EXPECT_TRUE(matches(gDbias, dbias, 1e-5)) << "dbias (accumulated)";
+}
+
+// n % 4 != 0 leaves a scalar tail after the 16-byte groups.
+INSTANTIATE_TEST_SUITE_P(Shapes, GeluTest,
+                         ::testing::Values(Rows{19, 36, false, false},
+                                           Rows{19, 37, false, true},
+                                           Rows{300, 36, true, false},
+                                           Rows{7, 40, false, true}),
+                         rowsName);
+
+// --- vocabulary-parallel cross-entropy ----------------------------------
+
+struct VocabShard {
+  int64_t N, Vl, vocabStart, validVocab;
+  bool misaligned, aliased;
+};
+
+class CrossEntropyTest : public ::testing::TestWithParam<VocabShard> {
+protected:
+  const VocabShard s = GetParam();
+  std::vector<float> logits = randomVector(s.N * s.Vl, 24, -5.0f, 5.0f);
+  // The all-reduced maximum and sum of other ranks stand in as constants.
+  std::vector<float> gmax = randomVector(s.N, 25, 4.0f, 6.0f);
+  std::vector<int32_t> targets = [&] {
+    std::vector<int32_t> t = randomIds(s.N, s.validVocab, 26);
+    if (s.vocabStart + 1 < s.validVocab)
+      t[0] = static_cast<int32_t>(s.vocabStart + 1); // at least one local
+    return t;
+  }();
+};
+
+TEST_P(CrossEntropyTest, LocalMax) {
+  std::vector<float> max(s.N);
+  mrt_vocab_ce_local_max_f32(logits.data(), s.N, s.Vl, s.vocabStart,
+                             s.validVocab, max.data());
+  Buffer gLogits(logits, s.misaligned), gMax = Buffer::garbage(s.N);
+  gpu_mrt_vocab_ce_local_max_f32(gLogits.data(), s.N, s.Vl, s.vocabStart,
+                                 s.validVocab, gMax.data());
+  EXPECT_TRUE(matches(gMax, max, kExact));
+}
+
+TEST_P(CrossEntropyTest, LocalSumExp) {
+  std::vector<float> sumexp(s.N), tlogit(s.N);
+  mrt_vocab_ce_local_sumexp_f32(logits.data(), targets.data(), s.N, s.Vl,
+                                s.vocabStart, s.validVocab, gmax.data(),
+                                sumexp.data(), tlogit.data());
+  Buffer gLogits(logits, s.misaligned), gGmax(gmax),
+      gSumexp = Buffer::garbage(s.N), gTlogit = Buffer::garbage(s.N);
+  gpu_mrt_vocab_ce_local_sumexp_f32(gLogits.data(), targets.data(), s.N, s.Vl,
+                                    s.vocabStart, s.validVocab, gGmax.data(),
+                                    gSumexp.data(), gTlogit.data());
+  EXPECT_TRUE(matches(gSumexp, sumexp, 1e-6)) << "sumexp";
+  EXPECT_TRUE(matches(gTlogit, tlogit, kExact)) << "tlogit";
+}
+
+TEST_P(CrossEntropyTest, Loss) {
+  const std::vector<float> sumexp = randomVector(s.N, 27, 1.0f, 3.0f),
+                           tlogit = randomVector(s.N, 28);
+  const float loss =
+      mrt_vocab_ce_loss_f32(gmax.data(), sumexp.data(), tlogit.data(), s.N);
+  Buffer gGmax(gmax), gSumexp(sumexp), gTlogit(tlogit);
+  EXPECT_TRUE(
+      relativelyClose(gpu_mrt_vocab_ce_loss_f32(gGmax.data(), gSumexp.data(),
+                                                gTlogit.data(), s.N),
+                      loss, 1e-6));
+}
+
+TEST_P(CrossEntropyTest, Backward) {
+  const std::vector<float> sumexp = randomVector(s.N, 29, 1.0f, 3.0f);
+  std::vector<float> dlogits(s.N * s.Vl);
+  mrt_vocab_ce_bwd_f32(logits.data(), targets.data(), gmax.data(),
+                       sumexp.data(), s.N, s.Vl, s.vocabStart, s.validVocab,
+                       0.7f, dlogits.data());
+  Buffer gLogits(logits, s.misaligned), gGmax(gmax), gSumexp(sumexp),
+      gDlogits = Buffer::garbage(s.N * s.Vl, s.misaligned);
+  Buffer &result = s.aliased ? gLogits : gDlogits;
+  gpu_mrt_vocab_ce_bwd_f32(gLogits.data(), targets.data(), gGmax.data(),
+                           gSumexp.data(), s.N, s.Vl, s.vocabStart,
+                           s.validVocab, 0.7f, result.data());
+  EXPECT_TRUE(matches(result, dlogits, 1e-5));
+}
+
+// Shards of a vocabulary of 75: the second with padding past 75, the first,
+// one of 41 columns (scalar path), a large one, and one holding only
+// padding (its maximum is -inf, its sum 0).
+INSTANTIATE_TEST_SUITE_P(
+    Shards, CrossEntropyTest,
+    ::testing::Values(VocabShard{13, 40, 40, 75, false, false},
+                      VocabShard{13, 40, 40, 75, false, true},
+                      VocabShard{13, 41, 0, 75, false, false},
+                      VocabShard{13, 40, 0, 75, true, true},
+                      VocabShard{13, 1200, 1200, 2300, false, false},
+                      VocabShard{13, 40, 80, 75, false, false}),
+    [](const auto &info) {
+      const VocabShard &s = info.param;
+      return "N" + std::to_string(s.N) + "_Vl" + std::to_string(s.Vl) +
+             "_start" + std::to_string(s.vocabStart) + "_valid" +
+             std::to_string(s.validVocab) + flags(s.misaligned, s.aliased);
+    });
+
+// The kernel records a target outside the vocabulary; the loss, which
+// reads the result back anyway, ends the process as the CPU runtime does.
+void lossWithTarget(int32_t target) {
+  const std::vector<float> logits = randomVector(2 * 40, 30), gmax(2, 1.0f);
+  const std::vector<int32_t> targets = {3, target};
+  std::vector<float> sumexp(2), tlogit(2);
+  gpu_mrt_vocab_ce_local_sumexp_f32(logits.data(), targets.data(), 2, 40, 0, 75,
+                                    gmax.data(), sumexp.data(), tlogit.data());
+  gpu_mrt_vocab_ce_loss_f32(gmax.data(), sumexp.data(), tlogit.data(), 2);
+}
+
+TEST(CrossEntropyDeathTest, LossReportsBadTarget) {
+  EXPECT_DEATH(lossWithTarget(80),
+               "cross-entropy target 80 outside the vocabulary \\[0, 75\\)");
+}
+
+// --- optimizer ----------------------------------------------------------
+
+struct Elements {
+  int64_t n;
+  bool misaligned;
+};
+
+class OptimizerTest : public ::testing::TestWithParam<Elements> {
+protected:
+  const Elements s = GetParam();
+  std::vector<float> p = randomVector(s.n, 31);
+};
+
+// The kernel rounds every operation as the CPU does: equal bit for bit.
+TEST_P(OptimizerTest, AdamW) {
+  const std::vector<float> g = randomVector(s.n, 32);
+  std::vector<float> m = randomVector(s.n, 33), v = randomVector(s.n, 34, 0, 1);
+  Buffer gP(p, s.misaligned), gG(g, s.misaligned), gM(m, s.misaligned),
+      gV(v, s.misaligned);
+  mrt_adamw_f32(p.data(), g.data(), m.data(), v.data(), s.n, 1e-3, 0.9, 0.95,
+                1e-8, 0.1, 7);
+  gpu_mrt_adamw_f32(gP.data(), gG.data(), gM.data(), gV.data(), s.n, 1e-3, 0.9,
+                    0.95, 1e-8, 0.1, 7);
+  EXPECT_TRUE(matches(gP, p, kExact)) << "p";
+  EXPECT_TRUE(matches(gM, m, kExact)) << "m";
+  EXPECT_TRUE(matches(gV, v, kExact)) << "v";
+}
+
+TEST_P(OptimizerTest, SumSquares) {
+  Buffer gP(p, s.misaligned);
+  EXPECT_TRUE(relativelyClose(gpu_mrt_sum_squares_f32(gP.data(), s.n),
+                              mrt_sum_squares_f32(p.data(), s.n), 1e-12));
+  EXPECT_TRUE(gP.guardsIntact());
+}
+
+TEST_P(OptimizerTest, Scale) {
+  Buffer gP(p, s.misaligned);
+  mrt_scale_f32(p.data(), s.n, 0.3f);
+  gpu_mrt_scale_f32(gP.data(), s.n, 0.3f);
+  EXPECT_TRUE(matches(gP, p, kExact));
+}
+
+// 300001 elements fill the 1024-block grid of the scalar path, so its
+// grid-stride loops go round more than once.
+INSTANTIATE_TEST_SUITE_P(
+    Sizes, OptimizerTest,
+    ::testing::Values(Elements{1003, false}, Elements{1003, true},
+                      Elements{100003, false}, Elements{300001, true}),
+    [](const auto &info) {
+      return "n" + std::to_string(info.param.n) + flags(info.param.misaligned);
+    });
+
+// --- sums over rows -----------------------------------------------------
+
+class SumRowsTest : public ::testing::TestWithParam<Rows> {};
+
+TEST_P(SumRowsTest, MatchesCpu) {
+  const Rows s = GetParam();
+  const std::vector<float> x = randomVector(s.size(), 35);
+  std::vector<float> out(s.cols);
+  mrt_sum_rows_f32(x.data(), s.rows, s.cols, out.data());
+  Buffer gX(x, s.misaligned), gOut = Buffer::garbage(s.cols);
+  gpu_mrt_sum_rows_f32(gX.data(), s.rows, s.cols, gOut.data());
+  EXPECT_TRUE(matches(gOut, out, 1e-6));
+}
+
+// Row chunks of at least 32 rows: 1000 rows of 8 columns are 32 chunks; no
+// rows at all is zeros.
+INSTANTIATE_TEST_SUITE_P(Shapes, SumRowsTest,
+                         ::testing::Values(Rows{1, 1, false, false},
+                                           Rows{37, 67, false, false},
+                                           Rows{300, 132, true, false},
+                                           Rows{1000, 8, false, false},
+                                           Rows{0, 5, false, false}),
+                         rowsName);
+
+// A kernel file that adds an entry point fails here until the entry point
+// is compared with the CPU runtime above.
+TEST(EntryPoints, EveryOneIsTested) {
+  const std::set<std::string> tested = {"mrt_attention_fwd_f32",
+                                        "mrt_attention_bwd_f32",
+                                        "mrt_layernorm_fwd_f32",
+                                        "mrt_layernorm_stats_f32",
+                                        "mrt_layernorm_bwd_f32",
+                                        "mrt_residual_layernorm_fwd_f32",
+                                        "mrt_embedding_fwd_f32",
+                                        "mrt_embedding_bwd_f32",
+                                        "mrt_pos_embedding_fwd_f32",
+                                        "mrt_pos_embedding_bwd_f32",
+                                        "mrt_gelu_fwd_f32",
+                                        "mrt_gelu_bwd_f32",
+                                        "mrt_bias_gelu_fwd_f32",
+                                        "mrt_bias_gelu_bwd_f32",
+                                        "mrt_vocab_ce_local_max_f32",
+                                        "mrt_vocab_ce_local_sumexp_f32",
+                                        "mrt_vocab_ce_loss_f32",
+                                        "mrt_vocab_ce_bwd_f32",
+                                        "mrt_adamw_f32",
+                                        "mrt_sum_squares_f32",
+                                        "mrt_scale_f32",
+                                        "mrt_sum_rows_f32"};
+  std::set<std::string> defined;
+#define INSERT_NAME(name) defined.insert(#name);
+  MEGATRON_RT_GPU_ENTRY_POINTS(INSERT_NAME)
+  EXPECT_EQ(defined, tested);
+}
+
+} // namespace
