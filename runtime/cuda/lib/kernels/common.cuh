@@ -229,6 +229,21 @@ inline void launchSumColumnPartials(const float *partials, int64_t chunks,
   MRT_CUDA_CHECK_LAUNCH();
 }
 
+// Both passes of a sum over rows into out [cols] (=, or += with
+// kAccumulate): firstPass(grid, rowsEach, partials) launches the kernel that
+// writes partials [chunks][cols], 4-column groups when vec4.
+template <bool kAccumulate, typename FirstPass>
+void launchRowChunkSums(int64_t rows, int64_t cols, bool vec4, float *out,
+                        const FirstPass &firstPass) {
+  const int64_t groups = vec4 ? cols / 4 : cols;
+  const ColumnChunks chunks = planColumnChunks(rows, groups);
+  DeviceScratch<float> partials(chunks.count * cols);
+  firstPass(columnChunksGrid(groups, chunks), chunks.rowsEach, partials.get());
+  MRT_CUDA_CHECK_LAUNCH();
+  launchSumColumnPartials<kAccumulate>(partials.get(), chunks.count, cols,
+                                       out);
+}
+
 } // namespace mrt::cuda
 
 #endif // MEGATRON_RT_CUDA_KERNELS_COMMON_CUH

@@ -124,15 +124,12 @@ extern "C" void mrt_bias_gelu_bwd_f32(const float *x, const float *bias,
     return;
   const bool vec4 = cols % 4 == 0 && aligned16(x) && aligned16(bias) &&
                     aligned16(dy) && aligned16(dx);
-  const int64_t groups = vec4 ? cols / 4 : cols;
-  const mrt::cuda::ColumnChunks chunks =
-      mrt::cuda::planColumnChunks(rows, groups);
-  mrt::cuda::DeviceScratch<float> partials(chunks.count * cols);
   auto kernel = vec4 ? biasGeluBackward<4> : biasGeluBackward<1>;
-  kernel<<<mrt::cuda::columnChunksGrid(groups, chunks),
-           mrt::cuda::kBlockThreads, 0, mrt::cuda::computeStream()>>>(
-      x, bias, dy, dx, rows, cols, chunks.rowsEach, partials.get());
-  MRT_CUDA_CHECK_LAUNCH();
-  mrt::cuda::launchSumColumnPartials<true>(partials.get(), chunks.count, cols,
-                                           dbias);
+  mrt::cuda::launchRowChunkSums<true>(
+      rows, cols, vec4, dbias,
+      [&](dim3 grid, int64_t rowsEach, float *partials) {
+        kernel<<<grid, mrt::cuda::kBlockThreads, 0,
+                 mrt::cuda::computeStream()>>>(x, bias, dy, dx, rows, cols,
+                                               rowsEach, partials);
+      });
 }

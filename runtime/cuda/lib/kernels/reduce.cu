@@ -39,15 +39,11 @@ extern "C" void mrt_sum_rows_f32(const float *x, int64_t rows, int64_t cols,
     return;
   }
   const bool vec4 = cols % 4 == 0 && mrt::cuda::aligned16(x);
-  const int64_t groups = vec4 ? cols / 4 : cols;
-  const mrt::cuda::ColumnChunks chunks =
-      mrt::cuda::planColumnChunks(rows, groups);
-  mrt::cuda::DeviceScratch<float> partials(chunks.count * cols);
   auto kernel = vec4 ? sumRowChunks<4> : sumRowChunks<1>;
-  kernel<<<mrt::cuda::columnChunksGrid(groups, chunks),
-           mrt::cuda::kBlockThreads, 0, mrt::cuda::computeStream()>>>(
-      x, rows, cols, chunks.rowsEach, partials.get());
-  MRT_CUDA_CHECK_LAUNCH();
-  mrt::cuda::launchSumColumnPartials<false>(partials.get(), chunks.count, cols,
-                                            out);
+  mrt::cuda::launchRowChunkSums<false>(
+      rows, cols, vec4, out, [&](dim3 grid, int64_t rowsEach, float *partials) {
+        kernel<<<grid, mrt::cuda::kBlockThreads, 0,
+                 mrt::cuda::computeStream()>>>(x, rows, cols, rowsEach,
+                                               partials);
+      });
 }
