@@ -4,6 +4,7 @@
 // between barriers, so a missing barrier shows as a wrong or NaN result
 // rather than depending on how the host happens to schedule threads.
 #include "../lib/cuda_check.h"
+#include "mma.h"
 
 #include <sys/mman.h>
 #include <ucontext.h>
@@ -49,7 +50,8 @@ struct Thread {
   ucontext_t context;
   uint3 index;
   Wait wait;
-  unsigned shuffles; // shuffles taken part in: picks the slot buffer
+  unsigned shuffles;    // shuffles taken part in: picks the slot buffer
+  unsigned collectives; // wmma calls taken part in: picks the slot buffer
   std::vector<AsyncCopy> uncommitted;
   std::deque<std::vector<AsyncCopy>> groups; // committed, oldest first
 };
@@ -81,6 +83,13 @@ private:
 
 using WarpSlots = std::array<std::array<uint64_t, kWarpSize>, 2>;
 
+// A lane's part of a wmma call: which call, and the data it published.
+struct CollectiveSlot {
+  const char *operation;
+  unsigned char data[kCollectiveBytes];
+};
+using WarpCollectiveSlots = std::array<std::array<CollectiveSlot, kWarpSize>, 2>;
+
 // The block that runs now. Fibers and their stacks are kept from block to
 // block.
 struct Block {
@@ -89,6 +98,7 @@ struct Block {
   // Shuffle values, double buffered (Thread::shuffles): a lane can only
   // write a buffer again after a barrier every lane reaches after reading.
   std::vector<WarpSlots> slots;
+  std::vector<WarpCollectiveSlots> collectiveSlots; // the same for wmma
   // Dynamic shared memory at offset 0, static declarations after it.
   size_t dynamicBytes = 0, sharedEnd = 0;
   std::vector<std::pair<const void *, size_t>> statics; // key, offset
@@ -174,6 +184,7 @@ void startThread(unsigned i) {
   thread.index = {i, 0, 0};
   thread.wait = Wait::None;
   thread.shuffles = 0;
+  thread.collectives = 0;
   getcontext(&thread.context);
   thread.context.uc_stack.ss_sp = block.stacks[i]->lowest();
   thread.context.uc_stack.ss_size = kStackBytes;
@@ -272,6 +283,7 @@ void runGrid(const LaunchConfig &config, const std::function<void()> &body) {
     block.stacks.push_back(std::make_unique<Stack>());
   block.threads.resize(threads);
   block.slots.resize(threads / kWarpSize);
+  block.collectiveSlots.resize(threads / kWarpSize);
   block.dynamicBytes = config.sharedBytes;
   block.body = &body;
   currentGridDim = config.grid;
@@ -312,6 +324,42 @@ void shuffleXor(unsigned mask, const void *value, void *result, size_t bytes,
     fail("lane %u shuffled with lane %u, which did not take part", lane,
          source);
   std::memcpy(result, &slots[source], bytes);
+}
+
+unsigned currentLane() { return current().index.x % kWarpSize; }
+
+void failCollective(const char *operation, const char *problem) {
+  fail("%s: %s", operation, problem);
+}
+
+// Double buffered as shuffles are: a lane reaches the next collective's
+// buffer only once every lane has reached this one, and can only write this
+// buffer again after every lane has reached the one in between.
+void warpCollective(const char *operation, const void *data, size_t bytes,
+                    void *lanes) {
+  if (bytes > kCollectiveBytes)
+    fail("%s: %zu bytes exchanged, over %zu", operation, bytes,
+         kCollectiveBytes);
+  Thread &thread = current();
+  const unsigned lane = thread.index.x % kWarpSize;
+  const unsigned first = thread.index.x - lane;
+  const unsigned taken = thread.collectives++;
+  auto &slots = block.collectiveSlots[first / kWarpSize][taken % 2];
+  slots[lane].operation = operation;
+  std::memcpy(slots[lane].data, data, bytes);
+  suspend(Wait::WarpBarrier);
+  // Every lane must be at this call or already at the next one; a lane that
+  // ended, or was released from a __syncwarp or a shuffle, is not.
+  for (unsigned other = 0; other < kWarpSize; ++other) {
+    const unsigned otherTaken = block.threads[first + other].collectives - 1;
+    if ((otherTaken != taken && otherTaken != taken + 1) ||
+        std::strcmp(slots[other].operation, operation) != 0)
+      fail("%s: lane %u of the warp did not make the same call (the 32 lanes "
+           "of a warp must all make each wmma call)",
+           operation, other);
+    std::memcpy(static_cast<unsigned char *>(lanes) + other * bytes,
+                slots[other].data, bytes);
+  }
 }
 
 void *dynamicSharedBase() {

@@ -3,10 +3,16 @@
 #include "../cuda_check.h"
 #include "common.cuh"
 
-#include <cmath>
+#include <cuda_bf16.h>
+#include <mma.h>
 
-// FlashAttention-2 in fp32 on the CUDA cores: the T x T scores only ever
-// exist one 64 x 64 tile at a time, in registers and shared memory.
+#include <cmath>
+#include <type_traits>
+
+// FlashAttention-2: the T x T scores only ever exist one 64 x 64 tile at a
+// time, in registers and shared memory. Head sizes that are multiples of 16
+// run their matrix products on the tensor cores in bf16 (the second half of
+// this file); the others run in fp32 on the CUDA cores, as described here.
 //
 // Both kernels use 256 threads (8 warps) on 64 x 64 tiles. Warp w owns tile
 // rows [8w, 8w+8); within it, lane = 16 * group + col owns rows
@@ -531,6 +537,370 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
   }
 }
 
+// --- Tensor-core path: head sizes that are multiples of 16 ----------------
+//
+// The same tiling, schedule and fp32 softmax as above, but every matrix
+// product is a bf16 wmma m16n16k16 product with fp32 accumulation. Q, K, V
+// and dO are rounded to bf16 as they are staged into shared memory (plain
+// loads: cp.async cannot convert), P and dS as they are written there; the
+// statistics (row maxima and sums, lse, delta) and all accumulators stay
+// fp32. Only the layout-agnostic wmma API is used: no code depends on which
+// lane holds which fragment element, so a product whose result needs
+// per-row work (scores, the rescaled output, dQ) goes through an fp32
+// shared tile that the threads then read in the CUDA-core mapping above.
+// dK and dV need no per-row work and stay in accumulator fragments across
+// the query tiles.
+
+namespace wmma = nvcuda::wmma;
+using bf16 = __nv_bfloat16;
+using Accumulator = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+
+constexpr int kMma = 16;    // wmma tile side
+constexpr int kHalfPad = 8; // bf16 per row: ldm stays a multiple of 16 bytes
+constexpr int kMmaScoreStride = kTile + kHalfPad; // bf16 P and dS tiles
+constexpr int kMmaScoreHalves = kTile * kMmaScoreStride;
+
+// The tensor-core path takes every head size it can (the ABI caps D at
+// kMaxHeadDim); the fp32 kernels keep the rest.
+bool tensorCorePath(int D) { return D % kMma == 0; }
+
+template <int kHeadDim> struct MmaTile {
+  static_assert(kHeadDim % kMma == 0, "whole wmma tiles");
+  static constexpr int kStride = kHeadDim + kHalfPad; // bf16 head tile
+  static constexpr int kHalves = kTile * kStride;
+  // fp32 results of kTile rows: scores, or head-wide products.
+  static constexpr int kOutStride =
+      (kHeadDim > kTile ? kHeadDim : kTile) + kPad;
+  static constexpr int kOutFloats = kTile * kOutStride;
+  // Accumulator fragments per warp over a kTile x kHeadDim product.
+  static constexpr int kWarpBlocks = kTile / kMma * (kHeadDim / kMma) / kWarps;
+  static_assert(kWarpBlocks * kWarps * kMma * kMma == kTile * kHeadDim,
+                "the warps share a head tile's blocks evenly");
+};
+
+// Rows [t0, t0 + kTile) of one head's [T, D] slice (row t at head + t * ld),
+// rounded to bf16 into a padded shared tile. Rows past T and columns past D
+// are zeros, which add exact zeros to every product.
+template <int kHeadDim, int kVec>
+__device__ void stageTileAs(bf16 *tile, const float *head, int64_t ld, int t0,
+                            const Geometry &g) {
+  constexpr int kRowCopies = kHeadDim / kVec;
+  static_assert(kThreads % kRowCopies == 0, "whole rows per pass");
+  const int rows = min(kTile, g.T - t0);
+  const int c = threadIdx.x % kRowCopies * kVec;
+  for (int r = threadIdx.x / kRowCopies; r < kTile;
+       r += kThreads / kRowCopies) {
+    float v[kVec] = {};
+    if (r < rows && c < g.D)
+      mrt::cuda::loadVec<kVec>(head + int64_t(t0 + r) * ld + c, v);
+    bf16 *dst = tile + r * MmaTile<kHeadDim>::kStride + c;
+#pragma unroll
+    for (int i = 0; i < kVec; ++i)
+      dst[i] = __float2bfloat16(v[i]);
+  }
+}
+
+template <int kHeadDim>
+__device__ void stageTile(bf16 *tile, const float *head, int64_t ld, int t0,
+                          const Geometry &g) {
+  if (g.vec4)
+    stageTileAs<kHeadDim, 4>(tile, head, ld, t0, g);
+  else
+    stageTileAs<kHeadDim, 1>(tile, head, ld, t0, g);
+}
+
+template <typename Layout>
+__device__ __forceinline__ int elementOffset(int row, int col, int ld) {
+  return std::is_same_v<Layout, wmma::row_major> ? row * ld + col
+                                                 : col * ld + row;
+}
+
+template <int kBlocks>
+__device__ __forceinline__ void zero(Accumulator (&acc)[kBlocks]) {
+#pragma unroll
+  for (int i = 0; i < kBlocks; ++i)
+    wmma::fill_fragment(acc[i], 0.0f);
+}
+
+// acc[i] += block warp + kWarps i (row-major block order) of the
+// [kTile, kN] product A B, with A [kTile, depth] and B [depth, kN] bf16
+// shared tiles in the given layouts. depth is a multiple of kMma.
+template <int kN, typename LayoutA, typename LayoutB, int kBlocks>
+__device__ void warpProduct(Accumulator (&acc)[kBlocks], const bf16 *a,
+                            int lda, const bf16 *b, int ldb, int depth) {
+  constexpr int kColBlocks = kN / kMma;
+  static_assert(kBlocks * kWarps == kTile / kMma * kColBlocks,
+                "the warps share the blocks evenly");
+  const int warp = threadIdx.x / mrt::cuda::kWarpSize;
+#pragma unroll
+  for (int i = 0; i < kBlocks; ++i) {
+    const int blockIndex = warp + kWarps * i;
+    const int row = blockIndex / kColBlocks * kMma;
+    const int col = blockIndex % kColBlocks * kMma;
+    // Rolled: unrolled, the fragments of every step are loaded at once and
+    // the backward kernel spills.
+#pragma unroll 1
+    for (int k = 0; k < depth; k += kMma) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, LayoutA> fa;
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, LayoutB> fb;
+      wmma::load_matrix_sync(fa, a + elementOffset<LayoutA>(row, k, lda), lda);
+      wmma::load_matrix_sync(fb, b + elementOffset<LayoutB>(k, col, ldb), ldb);
+      wmma::mma_sync(acc[i], fa, fb, acc[i]);
+    }
+  }
+}
+
+// The blocks warpProduct<kN> gave this warp, into a row-major fp32 tile.
+template <int kN, int kBlocks>
+__device__ void storeBlocks(const Accumulator (&acc)[kBlocks], float *c,
+                            int ldc) {
+  constexpr int kColBlocks = kN / kMma;
+  const int warp = threadIdx.x / mrt::cuda::kWarpSize;
+#pragma unroll
+  for (int i = 0; i < kBlocks; ++i) {
+    const int blockIndex = warp + kWarps * i;
+    wmma::store_matrix_sync(c + blockIndex / kColBlocks * kMma * ldc +
+                                blockIndex % kColBlocks * kMma,
+                            acc[i], ldc, wmma::mem_row_major);
+  }
+}
+
+// c = A B, as warpProduct, into a row-major fp32 shared tile.
+template <int kN, typename LayoutA, typename LayoutB>
+__device__ void blockProduct(const bf16 *a, int lda, const bf16 *b, int ldb,
+                             int depth, float *c, int ldc) {
+  Accumulator acc[kTile / kMma * (kN / kMma) / kWarps];
+  zero(acc);
+  warpProduct<kN, LayoutA, LayoutB>(acc, a, lda, b, ldb, depth);
+  storeBlocks<kN>(acc, c, ldc);
+}
+
+template <int kHeadDim>
+__global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
+    attentionForwardMma(const float *__restrict__ qkv,
+                        float *__restrict__ out, float *__restrict__ lse,
+                        Geometry g) {
+  using Tile = MmaTile<kHeadDim>;
+  // The thread's head columns: col + kGroupLanes e.
+  constexpr int kCols = kHeadDim / kGroupLanes;
+  extern __shared__ float4 sharedRaw[];
+  float *sOut = reinterpret_cast<float *>(sharedRaw); // S, then P V
+  bf16 *sQ = reinterpret_cast<bf16 *>(sOut + Tile::kOutFloats);
+  bf16 *sK = sQ + Tile::kHalves;
+  bf16 *sV = sK + Tile::kHalves;
+  bf16 *sP = sV + Tile::kHalves;
+
+  const int qTile = g.tiles - 1 - static_cast<int>(blockIdx.x / g.heads);
+  const int bh = static_cast<int>(blockIdx.x % g.heads);
+  const int b = bh / g.H, h = bh % g.H;
+  const int q0 = qTile * kTile;
+  const int lane = threadIdx.x % mrt::cuda::kWarpSize;
+  const int col = lane % kGroupLanes;
+  const int row0 = threadIdx.x / mrt::cuda::kWarpSize * kWarpRows +
+                   lane / kGroupLanes * kMicro;
+
+  const float *qHead = qkv + int64_t(b) * g.T * g.qkvRow + h * g.D;
+  const float *kHead = qHead + g.H * g.D;
+  const float *vHead = kHead + g.H * g.D;
+  stageTile<kHeadDim>(sQ, qHead, g.qkvRow, q0, g);
+
+  // As in attentionForward: log2 units, rowMax finite after the first tile.
+  float acc[kMicro][kCols] = {};
+  float rowMax[kMicro], rowSum[kMicro];
+#pragma unroll
+  for (int i = 0; i < kMicro; ++i)
+    rowMax[i] = -INFINITY, rowSum[i] = 0.0f;
+
+  for (int kTileIndex = 0; kTileIndex <= qTile; ++kTileIndex) {
+    stageTile<kHeadDim>(sK, kHead, g.qkvRow, kTileIndex * kTile, g);
+    stageTile<kHeadDim>(sV, vHead, g.qkvRow, kTileIndex * kTile, g);
+    __syncthreads();
+    blockProduct<kTile, wmma::row_major, wmma::col_major>(
+        sQ, Tile::kStride, sK, Tile::kStride, g.D, sOut, Tile::kOutStride);
+    __syncthreads();
+
+    const bool diagonal = kTileIndex == qTile;
+    float shrink[kMicro];
+#pragma unroll
+    for (int i = 0; i < kMicro; ++i) {
+      const float *sRow = sOut + (row0 + i) * Tile::kOutStride;
+      float s[kMicro], tileMax = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < kMicro; ++j) {
+        const int key = col + kGroupLanes * j;
+        s[j] = diagonal && key > row0 + i ? -INFINITY
+                                          : sRow[key] * g.scaleLog2;
+        tileMax = fmaxf(tileMax, s[j]);
+      }
+      const float newMax = fmaxf(rowMax[i], groupMax(tileMax));
+      shrink[i] = exp2f(rowMax[i] - newMax);
+      rowMax[i] = newMax;
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kMicro; ++j) {
+        const float p = exp2f(s[j] - newMax);
+        sP[(row0 + i) * kMmaScoreStride + col + kGroupLanes * j] =
+            __float2bfloat16(p);
+        sum += p;
+      }
+      rowSum[i] = rowSum[i] * shrink[i] + sum;
+    }
+    __syncthreads(); // P complete, S read: P V may overwrite it
+    blockProduct<kHeadDim, wmma::row_major, wmma::row_major>(
+        sP, kMmaScoreStride, sV, Tile::kStride, kTile, sOut, Tile::kOutStride);
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kMicro; ++i)
+#pragma unroll
+      for (int e = 0; e < kCols; ++e)
+        acc[i][e] = fmaf(acc[i][e], shrink[i],
+                         sOut[(row0 + i) * Tile::kOutStride + col +
+                              kGroupLanes * e]);
+    // The next iteration's first barrier orders these reads before the
+    // next scores overwrite sOut.
+  }
+
+#pragma unroll
+  for (int i = 0; i < kMicro; ++i) {
+    const int t = q0 + row0 + i;
+    const float total = groupSum(rowSum[i]);
+    if (t >= g.T)
+      continue;
+    const float inverse = 1.0f / total;
+    float *o = out + (int64_t(b) * g.T + t) * g.outRow + h * g.D;
+#pragma unroll
+    for (int e = 0; e < kCols; ++e) {
+      const int d = col + kGroupLanes * e;
+      if (d < g.D)
+        o[d] = acc[i][e] * inverse;
+    }
+    if (col == 0)
+      lse[int64_t(bh) * g.T + t] = (rowMax[i] + log2f(total)) * kLn2F;
+  }
+}
+
+// Rows [0, kTile) x columns [0, D) of a row-major fp32 shared tile, times
+// `factor`, into rows [t0, T) of one head's slice (row t at head + t * ld):
+// stored, or added with atomics.
+template <int kHeadDim, bool kAtomic>
+__device__ void writeRows(const float *tile, int ldt, float factor,
+                          float *head, int64_t ld, int t0,
+                          const Geometry &g) {
+  for (int i = threadIdx.x; i < kTile * kHeadDim; i += kThreads) {
+    const int r = i / kHeadDim, d = i % kHeadDim;
+    if (t0 + r >= g.T || d >= g.D)
+      continue;
+    float *dst = head + int64_t(t0 + r) * ld + d;
+    const float v = tile[r * ldt + d] * factor;
+    if constexpr (kAtomic)
+      atomicAdd(dst, v);
+    else
+      *dst = v;
+  }
+}
+
+template <int kHeadDim>
+__global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
+    attentionBackwardMma(const float *__restrict__ qkv,
+                         const float *__restrict__ dout,
+                         const float *__restrict__ lse,
+                         const float *__restrict__ delta,
+                         float *__restrict__ dqkv, Geometry g) {
+  using Tile = MmaTile<kHeadDim>;
+  constexpr int kOutStride = kHeadDim + kPad; // dQ, dK, dV tiles in sScores
+  static_assert(kTile * kOutStride <= 2 * kScoreFloats,
+                "a head-wide fp32 tile fits where S^T and dP^T were");
+  extern __shared__ float4 sharedRaw[];
+  float *sScores = reinterpret_cast<float *>(sharedRaw); // S^T [key][query]
+  float *sDp = sScores + kScoreFloats;                   // dP^T
+  float *sLse = sDp + kScoreFloats;
+  float *sDelta = sLse + kTile;
+  bf16 *sK = reinterpret_cast<bf16 *>(sDelta + kTile);
+  bf16 *sV = sK + Tile::kHalves;
+  bf16 *sQ = sV + Tile::kHalves;
+  bf16 *sDout = sQ + Tile::kHalves;
+  bf16 *sP = sDout + Tile::kHalves; // P^T, bf16 [key][query]
+  bf16 *sDs = sP + kMmaScoreHalves; // dS^T
+
+  const int kTileIndex = static_cast<int>(blockIdx.x / g.heads);
+  const int bh = static_cast<int>(blockIdx.x % g.heads);
+  const int b = bh / g.H, h = bh % g.H;
+  const int k0 = kTileIndex * kTile;
+
+  const int64_t batchQkv = int64_t(b) * g.T * g.qkvRow + h * g.D;
+  const float *qHead = qkv + batchQkv;
+  const float *kHead = qHead + g.H * g.D;
+  const float *vHead = kHead + g.H * g.D;
+  const float *doutHead = dout + int64_t(b) * g.T * g.outRow + h * g.D;
+  const float *lseHead = lse + int64_t(bh) * g.T;
+  const float *deltaHead = delta + int64_t(bh) * g.T;
+
+  stageTile<kHeadDim>(sK, kHead, g.qkvRow, k0, g);
+  stageTile<kHeadDim>(sV, vHead, g.qkvRow, k0, g);
+  Accumulator dK[Tile::kWarpBlocks], dV[Tile::kWarpBlocks];
+  zero(dK);
+  zero(dV);
+
+  for (int qTileIndex = kTileIndex; qTileIndex < g.tiles; ++qTileIndex) {
+    const int q0 = qTileIndex * kTile;
+    stageTile<kHeadDim>(sQ, qHead, g.qkvRow, q0, g);
+    stageTile<kHeadDim>(sDout, doutHead, g.outRow, q0, g);
+    const int r = static_cast<int>(threadIdx.x);
+    if (r < kTile && q0 + r < g.T) {
+      sLse[r] = lseHead[q0 + r] * kLog2eF;
+      sDelta[r] = deltaHead[q0 + r];
+    }
+    __syncthreads();
+    blockProduct<kTile, wmma::row_major, wmma::col_major>(
+        sK, Tile::kStride, sQ, Tile::kStride, g.D, sScores, kScoreStride);
+    blockProduct<kTile, wmma::row_major, wmma::col_major>(
+        sV, Tile::kStride, sDout, Tile::kStride, g.D, sDp, kScoreStride);
+    __syncthreads();
+
+    // P^T and dS^T = P^T (dP^T - delta), keys by queries, one element a
+    // thread per step (the softmax scale is applied to dK and dQ later).
+    const bool diagonal = qTileIndex == kTileIndex;
+    for (int i = threadIdx.x; i < kTile * kTile; i += kThreads) {
+      const int key = i / kTile, query = i % kTile;
+      // Queries past T must not reach dK and dV (their lse and delta are
+      // never read); keys past T are later than every real query.
+      const bool visible = q0 + query < g.T && !(diagonal && key > query);
+      const float p =
+          visible ? exp2f(fmaf(sScores[key * kScoreStride + query],
+                               g.scaleLog2, -sLse[query]))
+                  : 0.0f;
+      const float ds =
+          visible ? p * (sDp[key * kScoreStride + query] - sDelta[query])
+                  : 0.0f;
+      sP[key * kMmaScoreStride + query] = __float2bfloat16(p);
+      sDs[key * kMmaScoreStride + query] = __float2bfloat16(ds);
+    }
+    __syncthreads();
+    warpProduct<kHeadDim, wmma::row_major, wmma::row_major>(
+        dV, sP, kMmaScoreStride, sDout, Tile::kStride, kTile);
+    warpProduct<kHeadDim, wmma::row_major, wmma::row_major>(
+        dK, sDs, kMmaScoreStride, sQ, Tile::kStride, kTile);
+    // dQ = dS K: dS [query][key] is dS^T read column-major.
+    blockProduct<kHeadDim, wmma::col_major, wmma::row_major>(
+        sDs, kMmaScoreStride, sK, Tile::kStride, kTile, sScores, kOutStride);
+    __syncthreads();
+    writeRows<kHeadDim, true>(sScores, kOutStride, g.scale, dqkv + batchQkv,
+                              g.qkvRow, q0, g);
+    __syncthreads(); // Q, dO, lse, delta and sScores are overwritten next
+  }
+
+  float *dkHead = dqkv + batchQkv + g.H * g.D;
+  storeBlocks<kHeadDim>(dK, sScores, kOutStride);
+  __syncthreads();
+  writeRows<kHeadDim, false>(sScores, kOutStride, g.scale, dkHead, g.qkvRow,
+                             k0, g);
+  __syncthreads();
+  storeBlocks<kHeadDim>(dV, sScores, kOutStride);
+  __syncthreads();
+  writeRows<kHeadDim, false>(sScores, kOutStride, 1.0f, dkHead + g.H * g.D,
+                             g.qkvRow, k0, g);
+}
+
 Geometry makeGeometry(int64_t B, int64_t T, int64_t H, int64_t D,
                       bool aligned) {
   if (D < 1 || D > kMaxHeadDim)
@@ -571,25 +941,44 @@ template <typename Kernel> void allowSharedBytes(Kernel kernel, size_t bytes) {
       static_cast<int>(bytes)));
 }
 
+template <int kHeadDim> constexpr size_t forwardMmaSharedBytes() {
+  using Tile = MmaTile<kHeadDim>;
+  return Tile::kOutFloats * sizeof(float) +
+         (3 * Tile::kHalves + kMmaScoreHalves) * sizeof(bf16);
+}
+
+template <int kHeadDim> constexpr size_t backwardMmaSharedBytes() {
+  return (2 * kScoreFloats + 2 * kTile) * sizeof(float) +
+         (4 * MmaTile<kHeadDim>::kHalves + 2 * kMmaScoreHalves) * sizeof(bf16);
+}
+
+// The kernels for head tiles of kHeadDim columns: on the tensor cores when
+// D allows it.
 template <int kHeadDim>
 void launchForward(const float *qkv, float *out, float *lse,
                    const Geometry &g) {
-  constexpr size_t bytes = forwardSharedBytes<kHeadDim>();
-  allowSharedBytes(attentionForward<kHeadDim>, bytes);
-  attentionForward<kHeadDim>
-      <<<g.tiles * g.heads, kThreads, bytes, computeStream()>>>(qkv, out, lse,
-                                                                 g);
+  const bool mma = tensorCorePath(g.D);
+  const auto kernel =
+      mma ? attentionForwardMma<kHeadDim> : attentionForward<kHeadDim>;
+  const size_t bytes = mma ? forwardMmaSharedBytes<kHeadDim>()
+                           : forwardSharedBytes<kHeadDim>();
+  allowSharedBytes(kernel, bytes);
+  kernel<<<g.tiles * g.heads, kThreads, bytes, computeStream()>>>(qkv, out,
+                                                                  lse, g);
   MRT_CUDA_CHECK_LAUNCH();
 }
 
 template <int kHeadDim>
 void launchBackward(const float *qkv, const float *dout, const float *lse,
                     const float *delta, float *dqkv, const Geometry &g) {
-  constexpr size_t bytes = backwardSharedBytes<kHeadDim>();
-  allowSharedBytes(attentionBackward<kHeadDim>, bytes);
-  attentionBackward<kHeadDim>
-      <<<g.tiles * g.heads, kThreads, bytes, computeStream()>>>(
-          qkv, dout, lse, delta, dqkv, g);
+  const bool mma = tensorCorePath(g.D);
+  const auto kernel =
+      mma ? attentionBackwardMma<kHeadDim> : attentionBackward<kHeadDim>;
+  const size_t bytes = mma ? backwardMmaSharedBytes<kHeadDim>()
+                           : backwardSharedBytes<kHeadDim>();
+  allowSharedBytes(kernel, bytes);
+  kernel<<<g.tiles * g.heads, kThreads, bytes, computeStream()>>>(
+      qkv, dout, lse, delta, dqkv, g);
   MRT_CUDA_CHECK_LAUNCH();
 }
 
