@@ -241,6 +241,147 @@ __device__ __forceinline__ int headColumn(int col, int e) {
   return (e / 4 * kGroupLanes + col) * 4 + e % 4;
 }
 
+// The (tile, b*h) pair of a block in the one-dimensional grid: `order` is
+// the tile's place in launch order. Every head of (b, h) starts at its
+// offset in qkv (the q head; k and v follow, H D apart) or out and dout.
+struct BlockHead {
+  int order, bh, b, h;
+  int64_t qkvOffset, outOffset;
+  const float *q, *k, *v; // the heads of qkv
+};
+
+__device__ __forceinline__ BlockHead blockHead(const float *qkv,
+                                               const Geometry &g) {
+  BlockHead k;
+  k.order = static_cast<int>(blockIdx.x / g.heads);
+  k.bh = static_cast<int>(blockIdx.x % g.heads);
+  k.b = k.bh / g.H;
+  k.h = k.bh % g.H;
+  k.qkvOffset = int64_t(k.b) * g.T * g.qkvRow + k.h * g.D;
+  k.outOffset = int64_t(k.b) * g.T * g.outRow + k.h * g.D;
+  k.q = qkv + k.qkvOffset;
+  k.k = k.q + g.H * g.D;
+  k.v = k.k + g.H * g.D;
+  return k;
+}
+
+// The thread's place in a 64 x 64 tile (see the top of the file): rows
+// row0 + {0..kMicro} and columns col + kGroupLanes {0..kMicro}.
+struct Lanes {
+  int col, row0;
+};
+
+__device__ __forceinline__ Lanes threadLanes() {
+  const int lane = threadIdx.x % mrt::cuda::kWarpSize;
+  Lanes at;
+  at.col = lane % kGroupLanes;
+  at.row0 = threadIdx.x / mrt::cuda::kWarpSize * kWarpRows +
+            lane / kGroupLanes * kMicro;
+  return at;
+}
+
+// Causal mask within a diagonal tile, where key and query tiles start
+// together: local indices compare as global ones.
+__device__ __forceinline__ bool masked(bool diagonal, int key, int query) {
+  return diagonal && key > query;
+}
+
+template <typename T> __device__ __forceinline__ T fromFloat(float v);
+template <> __device__ __forceinline__ float fromFloat<float>(float v) {
+  return v;
+}
+
+// The online softmax of the thread's kMicro query rows, in log2 units. Query
+// and key tiles have one size, so every row sees the first key of every key
+// tile it visits: max is finite after the first tile and exp2f never sees
+// -inf - -inf.
+struct SoftmaxRows {
+  float max[kMicro], sum[kMicro];
+
+  __device__ __forceinline__ SoftmaxRows() {
+#pragma unroll
+    for (int i = 0; i < kMicro; ++i)
+      max[i] = -INFINITY, sum[i] = 0.0f;
+  }
+
+  // Row i (tile row `row`) over one key tile: s holds the raw scores of the
+  // keys col + kGroupLanes j, masked and scaled in place; the probabilities
+  // go to pRow[key]. Returns the factor the row's output shrinks by (0 on
+  // the first tile).
+  template <typename T>
+  __device__ __forceinline__ float update(int i, float (&s)[kMicro],
+                                          bool diagonal, int row, int col,
+                                          float scaleLog2, T *pRow) {
+    float tileMax = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kMicro; ++j) {
+      // Keys past T fall under the mask too.
+      const int key = col + kGroupLanes * j;
+      s[j] = masked(diagonal, key, row) ? -INFINITY : s[j] * scaleLog2;
+      tileMax = fmaxf(tileMax, s[j]);
+    }
+    const float newMax = fmaxf(max[i], groupMax(tileMax));
+    const float shrink = exp2f(max[i] - newMax);
+    max[i] = newMax;
+    // Each lane keeps a partial sum of its own columns; the 16 partials are
+    // added once, after the last tile.
+    float partial = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kMicro; ++j) {
+      const float p = exp2f(s[j] - newMax);
+      pRow[col + kGroupLanes * j] = fromFloat<T>(p);
+      partial += p;
+    }
+    sum[i] = sum[i] * shrink + partial;
+    return shrink;
+  }
+};
+
+// The forward's epilogue: O = acc / sum into out, and the log-sum-exp (in
+// natural units) into lse, for the query rows q0 + row0 + i. Element e of a
+// register row is head column column(e).
+template <int kCols, typename Column>
+__device__ __forceinline__ void
+writeForward(const float (&acc)[kMicro][kCols], const SoftmaxRows &softmax,
+             int q0, Lanes at, const BlockHead &blk, float *out, float *lse,
+             const Geometry &g, Column column) {
+#pragma unroll
+  for (int i = 0; i < kMicro; ++i) {
+    const int t = q0 + at.row0 + i;
+    const float total = groupSum(softmax.sum[i]);
+    if (t >= g.T)
+      continue;
+    const float inverse = 1.0f / total;
+    float *o = out + blk.outOffset + t * g.outRow;
+#pragma unroll
+    for (int e = 0; e < kCols; ++e) {
+      const int d = column(e);
+      if (d < g.D)
+        o[d] = acc[i][e] * inverse;
+    }
+    if (at.col == 0)
+      lse[int64_t(blk.bh) * g.T + t] =
+          (softmax.max[i] + log2f(total)) * kLn2F;
+  }
+}
+
+// A backward block's heads: those of BlockHead, and the (b, h) slices of
+// dout ([B, T, H, D]), lse and delta ([B, H, T]).
+struct BackwardHeads {
+  BlockHead blk;
+  const float *dout, *lse, *delta;
+
+  __device__ __forceinline__ BackwardHeads(const float *qkv,
+                                           const float *dout,
+                                           const float *lse,
+                                           const float *delta,
+                                           const Geometry &g)
+      : blk(blockHead(qkv, g)), dout(dout + blk.outOffset),
+        lse(lse + int64_t(blk.bh) * g.T), delta(delta + int64_t(blk.bh) * g.T) {
+  }
+};
+
+
 template <int kHeadDim>
 __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
     attentionForward(const float *__restrict__ qkv, float *__restrict__ out,
@@ -254,35 +395,21 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
   float *sP = sV + Tile::kFloats;
 
   // The last query tiles see the most keys: schedule them first.
-  const int qTile = g.tiles - 1 - static_cast<int>(blockIdx.x / g.heads);
-  const int bh = static_cast<int>(blockIdx.x % g.heads);
-  const int b = bh / g.H, h = bh % g.H;
+  const BlockHead blk = blockHead(qkv, g);
+  const int qTile = g.tiles - 1 - blk.order;
   const int q0 = qTile * kTile;
-  const int lane = threadIdx.x % mrt::cuda::kWarpSize;
-  const int col = lane % kGroupLanes;
-  const int row0 = threadIdx.x / mrt::cuda::kWarpSize * kWarpRows +
-                   lane / kGroupLanes * kMicro;
+  const Lanes at = threadLanes();
+  const int col = at.col, row0 = at.row0;
 
-  const float *qHead = qkv + int64_t(b) * g.T * g.qkvRow + h * g.D;
-  const float *kHead = qHead + g.H * g.D;
-  const float *vHead = kHead + g.H * g.D;
-
-  loadTile<kHeadDim>(sQ, qHead, g.qkvRow, q0, g);
-  loadTile<kHeadDim>(sK, kHead, g.qkvRow, 0, g);
+  loadTile<kHeadDim>(sQ, blk.q, g.qkvRow, q0, g);
+  loadTile<kHeadDim>(sK, blk.k, g.qkvRow, 0, g);
   commitAsync();
 
-  // Scores stay in log2 units (scaled by scaleLog2). Query and key tiles
-  // have one size, so every row sees the first key of every key tile it
-  // visits: rowMax is finite after the first tile and exp2f never sees
-  // -inf - -inf.
   float acc[kMicro][kCols] = {};
-  float rowMax[kMicro], rowSum[kMicro];
-#pragma unroll
-  for (int i = 0; i < kMicro; ++i)
-    rowMax[i] = -INFINITY, rowSum[i] = 0.0f;
+  SoftmaxRows softmax;
 
   for (int kTileIndex = 0; kTileIndex <= qTile; ++kTileIndex) {
-    loadTile<kHeadDim>(sV, vHead, g.qkvRow, kTileIndex * kTile, g);
+    loadTile<kHeadDim>(sV, blk.v, g.qkvRow, kTileIndex * kTile, g);
     commitAsync();
     waitAsync<1>(); // Q and this K
     __syncthreads();
@@ -293,28 +420,9 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
     const bool diagonal = kTileIndex == qTile;
 #pragma unroll
     for (int i = 0; i < kMicro; ++i) {
-      float tileMax = -INFINITY;
-#pragma unroll
-      for (int j = 0; j < kMicro; ++j) {
-        // On the diagonal the key and query tiles start together, so local
-        // indices compare as global ones; keys past T fall under it too.
-        bool masked = diagonal && col + kGroupLanes * j > row0 + i;
-        s[i][j] = masked ? -INFINITY : s[i][j] * g.scaleLog2;
-        tileMax = fmaxf(tileMax, s[i][j]);
-      }
-      float newMax = fmaxf(rowMax[i], groupMax(tileMax));
-      float shrink = exp2f(rowMax[i] - newMax); // 0 on the first tile
-      rowMax[i] = newMax;
-      // Each lane keeps a partial sum of its own columns; the 16 partials
-      // are added once, after the last tile.
-      float sum = 0.0f;
-#pragma unroll
-      for (int j = 0; j < kMicro; ++j) {
-        float p = exp2f(s[i][j] - newMax);
-        sP[(row0 + i) * kScoreStride + col + kGroupLanes * j] = p;
-        sum += p;
-      }
-      rowSum[i] = rowSum[i] * shrink + sum;
+      const float shrink =
+          softmax.update(i, s[i], diagonal, row0 + i, col, g.scaleLog2,
+                         sP + (row0 + i) * kScoreStride);
 #pragma unroll
       for (int e = 0; e < kCols; ++e)
         acc[i][e] *= shrink;
@@ -325,30 +433,15 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
     // more: the next K may load during O += P V.
     __syncthreads();
     if (kTileIndex < qTile) {
-      loadTile<kHeadDim>(sK, kHead, g.qkvRow, (kTileIndex + 1) * kTile, g);
+      loadTile<kHeadDim>(sK, blk.k, g.qkvRow, (kTileIndex + 1) * kTile, g);
       commitAsync();
     }
     weightedRows<kHeadDim>(sP, row0, sV, col, acc);
     __syncthreads(); // V and P are overwritten next
   }
 
-#pragma unroll
-  for (int i = 0; i < kMicro; ++i) {
-    const int t = q0 + row0 + i;
-    const float total = groupSum(rowSum[i]);
-    if (t >= g.T)
-      continue;
-    const float inverse = 1.0f / total;
-    float *o = out + (int64_t(b) * g.T + t) * g.outRow + h * g.D;
-#pragma unroll
-    for (int e = 0; e < kCols; ++e) {
-      int d = headColumn(col, e);
-      if (d < g.D)
-        o[d] = acc[i][e] * inverse;
-    }
-    if (col == 0)
-      lse[int64_t(bh) * g.T + t] = (rowMax[i] + log2f(total)) * kLn2F;
-  }
+  writeForward(acc, softmax, q0, at, blk, out, lse, g,
+               [col](int e) { return headColumn(col, e); });
 }
 
 // delta[b,h,t] = dout[b,t,h,:] . out[b,t,h,:] = sum_j P[t,j] dP[t,j]: one
@@ -393,39 +486,28 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
   float *sDelta = sLse + kTile;
 
   // The first key tiles are seen by the most queries: schedule them first.
-  const int kTileIndex = static_cast<int>(blockIdx.x / g.heads);
-  const int bh = static_cast<int>(blockIdx.x % g.heads);
-  const int b = bh / g.H, h = bh % g.H;
+  const BackwardHeads heads(qkv, dout, lse, delta, g);
+  const int kTileIndex = heads.blk.order;
   const int k0 = kTileIndex * kTile;
-  const int lane = threadIdx.x % mrt::cuda::kWarpSize;
-  const int col = lane % kGroupLanes;
   // The thread's key rows in the score and dK/dV tiles, and its query rows
   // in the dQ tile.
-  const int row0 = threadIdx.x / mrt::cuda::kWarpSize * kWarpRows +
-                   lane / kGroupLanes * kMicro;
-
-  const int64_t batchQkv = int64_t(b) * g.T * g.qkvRow + h * g.D;
-  const float *qHead = qkv + batchQkv;
-  const float *kHead = qHead + g.H * g.D;
-  const float *vHead = kHead + g.H * g.D;
-  const float *doutHead = dout + int64_t(b) * g.T * g.outRow + h * g.D;
-  const float *lseHead = lse + int64_t(bh) * g.T;
-  const float *deltaHead = delta + int64_t(bh) * g.T;
+  const Lanes at = threadLanes();
+  const int col = at.col, row0 = at.row0;
 
   // The per-query inputs of the tile at q0 other than q: dout, lse, delta.
   auto loadQueryGrads = [&](int q0) {
-    loadTile<kHeadDim>(sDout, doutHead, g.outRow, q0, g);
+    loadTile<kHeadDim>(sDout, heads.dout, g.outRow, q0, g);
     if (threadIdx.x < 2 * kTile) {
       const int r = threadIdx.x % kTile;
-      const float *src = threadIdx.x < kTile ? lseHead : deltaHead;
+      const float *src = threadIdx.x < kTile ? heads.lse : heads.delta;
       float *dst = threadIdx.x < kTile ? sLse : sDelta;
       const bool inside = q0 + r < g.T;
       copyAsync4(dst + r, inside ? src + q0 + r : src, inside);
     }
   };
 
-  loadTile<kHeadDim>(sK, kHead, g.qkvRow, k0, g);
-  loadTile<kHeadDim>(sV, vHead, g.qkvRow, k0, g);
+  loadTile<kHeadDim>(sK, heads.blk.k, g.qkvRow, k0, g);
+  loadTile<kHeadDim>(sV, heads.blk.v, g.qkvRow, k0, g);
   loadQueryGrads(k0);
   commitAsync();
 
@@ -433,7 +515,7 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
 
   for (int qTileIndex = kTileIndex; qTileIndex < g.tiles; ++qTileIndex) {
     const int q0 = qTileIndex * kTile;
-    loadTile<kHeadDim>(sQ, qHead, g.qkvRow, q0, g);
+    loadTile<kHeadDim>(sQ, heads.blk.q, g.qkvRow, q0, g);
     commitAsync();
     waitAsync<0>();
     __syncthreads();
@@ -451,10 +533,12 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
 #pragma unroll
       for (int i = 0; i < kMicro; ++i) {
         // Queries past T (zero rows of the last tile) must not reach dK and
-        // dV; keys past T are later than every real query.
-        const bool visible = q0 + r < g.T && !(diagonal && row0 + i > r);
+        // dV; keys past T are later than every real query. (Inline: through
+        // a helper shared with attentionBackwardMma, even one taking T by
+        // value, ptxas spills this kernel at 128 registers.)
+        const bool seen = q0 + r < g.T && !masked(diagonal, row0 + i, r);
         const float p =
-            visible ? exp2f(fmaf(s[i][j], g.scaleLog2, -lseLog2)) : 0.0f;
+            seen ? exp2f(fmaf(s[i][j], g.scaleLog2, -lseLog2)) : 0.0f;
         s[i][j] = p;
         dp[i][j] = p * (dp[i][j] - rowDelta);
       }
@@ -508,7 +592,7 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
       const int t = q0 + row0 + i;
       if (t >= g.T)
         continue;
-      float *dq = dqkv + batchQkv + t * g.qkvRow;
+      float *dq = dqkv + heads.blk.qkvOffset + t * g.qkvRow;
 #pragma unroll
       for (int e = 0; e < kCols; ++e) {
         int d = headColumn(col, e);
@@ -524,7 +608,7 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
     const int t = k0 + row0 + i;
     if (t >= g.T)
       continue;
-    float *dk = dqkv + batchQkv + t * g.qkvRow + g.H * g.D;
+    float *dk = dqkv + heads.blk.qkvOffset + t * g.qkvRow + g.H * g.D;
     float *dv = dk + g.H * g.D;
 #pragma unroll
     for (int e = 0; e < kCols; ++e) {
@@ -563,6 +647,10 @@ constexpr int kMmaScoreHalves = kTile * kMmaScoreStride;
 // The tensor-core path takes every head size it can (the ABI caps D at
 // kMaxHeadDim); the fp32 kernels keep the rest.
 bool tensorCorePath(int D) { return D % kMma == 0; }
+
+template <> __device__ __forceinline__ bf16 fromFloat<bf16>(float v) {
+  return __float2bfloat16(v);
+}
 
 template <int kHeadDim> struct MmaTile {
   static_assert(kHeadDim % kMma == 0, "whole wmma tiles");
@@ -690,30 +778,19 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
   bf16 *sV = sK + Tile::kHalves;
   bf16 *sP = sV + Tile::kHalves;
 
-  const int qTile = g.tiles - 1 - static_cast<int>(blockIdx.x / g.heads);
-  const int bh = static_cast<int>(blockIdx.x % g.heads);
-  const int b = bh / g.H, h = bh % g.H;
+  const BlockHead blk = blockHead(qkv, g);
+  const int qTile = g.tiles - 1 - blk.order;
   const int q0 = qTile * kTile;
-  const int lane = threadIdx.x % mrt::cuda::kWarpSize;
-  const int col = lane % kGroupLanes;
-  const int row0 = threadIdx.x / mrt::cuda::kWarpSize * kWarpRows +
-                   lane / kGroupLanes * kMicro;
+  const Lanes at = threadLanes();
+  const int col = at.col, row0 = at.row0;
+  stageTile<kHeadDim>(sQ, blk.q, g.qkvRow, q0, g);
 
-  const float *qHead = qkv + int64_t(b) * g.T * g.qkvRow + h * g.D;
-  const float *kHead = qHead + g.H * g.D;
-  const float *vHead = kHead + g.H * g.D;
-  stageTile<kHeadDim>(sQ, qHead, g.qkvRow, q0, g);
-
-  // As in attentionForward: log2 units, rowMax finite after the first tile.
   float acc[kMicro][kCols] = {};
-  float rowMax[kMicro], rowSum[kMicro];
-#pragma unroll
-  for (int i = 0; i < kMicro; ++i)
-    rowMax[i] = -INFINITY, rowSum[i] = 0.0f;
+  SoftmaxRows softmax;
 
   for (int kTileIndex = 0; kTileIndex <= qTile; ++kTileIndex) {
-    stageTile<kHeadDim>(sK, kHead, g.qkvRow, kTileIndex * kTile, g);
-    stageTile<kHeadDim>(sV, vHead, g.qkvRow, kTileIndex * kTile, g);
+    stageTile<kHeadDim>(sK, blk.k, g.qkvRow, kTileIndex * kTile, g);
+    stageTile<kHeadDim>(sV, blk.v, g.qkvRow, kTileIndex * kTile, g);
     __syncthreads();
     blockProduct<kTile, wmma::row_major, wmma::col_major>(
         sQ, Tile::kStride, sK, Tile::kStride, g.D, sOut, Tile::kOutStride);
@@ -724,26 +801,12 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
 #pragma unroll
     for (int i = 0; i < kMicro; ++i) {
       const float *sRow = sOut + (row0 + i) * Tile::kOutStride;
-      float s[kMicro], tileMax = -INFINITY;
+      float s[kMicro];
 #pragma unroll
-      for (int j = 0; j < kMicro; ++j) {
-        const int key = col + kGroupLanes * j;
-        s[j] = diagonal && key > row0 + i ? -INFINITY
-                                          : sRow[key] * g.scaleLog2;
-        tileMax = fmaxf(tileMax, s[j]);
-      }
-      const float newMax = fmaxf(rowMax[i], groupMax(tileMax));
-      shrink[i] = exp2f(rowMax[i] - newMax);
-      rowMax[i] = newMax;
-      float sum = 0.0f;
-#pragma unroll
-      for (int j = 0; j < kMicro; ++j) {
-        const float p = exp2f(s[j] - newMax);
-        sP[(row0 + i) * kMmaScoreStride + col + kGroupLanes * j] =
-            __float2bfloat16(p);
-        sum += p;
-      }
-      rowSum[i] = rowSum[i] * shrink[i] + sum;
+      for (int j = 0; j < kMicro; ++j)
+        s[j] = sRow[col + kGroupLanes * j];
+      shrink[i] = softmax.update(i, s, diagonal, row0 + i, col, g.scaleLog2,
+                                 sP + (row0 + i) * kMmaScoreStride);
     }
     __syncthreads(); // P complete, S read: P V may overwrite it
     blockProduct<kHeadDim, wmma::row_major, wmma::row_major>(
@@ -760,23 +823,8 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
     // next scores overwrite sOut.
   }
 
-#pragma unroll
-  for (int i = 0; i < kMicro; ++i) {
-    const int t = q0 + row0 + i;
-    const float total = groupSum(rowSum[i]);
-    if (t >= g.T)
-      continue;
-    const float inverse = 1.0f / total;
-    float *o = out + (int64_t(b) * g.T + t) * g.outRow + h * g.D;
-#pragma unroll
-    for (int e = 0; e < kCols; ++e) {
-      const int d = col + kGroupLanes * e;
-      if (d < g.D)
-        o[d] = acc[i][e] * inverse;
-    }
-    if (col == 0)
-      lse[int64_t(bh) * g.T + t] = (rowMax[i] + log2f(total)) * kLn2F;
-  }
+  writeForward(acc, softmax, q0, at, blk, out, lse, g,
+               [col](int e) { return col + kGroupLanes * e; });
 }
 
 // Rows [0, kTile) x columns [0, D) of a row-major fp32 shared tile, times
@@ -822,33 +870,25 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
   bf16 *sP = sDout + Tile::kHalves; // P^T, bf16 [key][query]
   bf16 *sDs = sP + kMmaScoreHalves; // dS^T
 
-  const int kTileIndex = static_cast<int>(blockIdx.x / g.heads);
-  const int bh = static_cast<int>(blockIdx.x % g.heads);
-  const int b = bh / g.H, h = bh % g.H;
+  const BackwardHeads heads(qkv, dout, lse, delta, g);
+  const int kTileIndex = heads.blk.order;
   const int k0 = kTileIndex * kTile;
+  const int64_t batchQkv = heads.blk.qkvOffset;
 
-  const int64_t batchQkv = int64_t(b) * g.T * g.qkvRow + h * g.D;
-  const float *qHead = qkv + batchQkv;
-  const float *kHead = qHead + g.H * g.D;
-  const float *vHead = kHead + g.H * g.D;
-  const float *doutHead = dout + int64_t(b) * g.T * g.outRow + h * g.D;
-  const float *lseHead = lse + int64_t(bh) * g.T;
-  const float *deltaHead = delta + int64_t(bh) * g.T;
-
-  stageTile<kHeadDim>(sK, kHead, g.qkvRow, k0, g);
-  stageTile<kHeadDim>(sV, vHead, g.qkvRow, k0, g);
+  stageTile<kHeadDim>(sK, heads.blk.k, g.qkvRow, k0, g);
+  stageTile<kHeadDim>(sV, heads.blk.v, g.qkvRow, k0, g);
   Accumulator dK[Tile::kWarpBlocks], dV[Tile::kWarpBlocks];
   zero(dK);
   zero(dV);
 
   for (int qTileIndex = kTileIndex; qTileIndex < g.tiles; ++qTileIndex) {
     const int q0 = qTileIndex * kTile;
-    stageTile<kHeadDim>(sQ, qHead, g.qkvRow, q0, g);
-    stageTile<kHeadDim>(sDout, doutHead, g.outRow, q0, g);
+    stageTile<kHeadDim>(sQ, heads.blk.q, g.qkvRow, q0, g);
+    stageTile<kHeadDim>(sDout, heads.dout, g.outRow, q0, g);
     const int r = static_cast<int>(threadIdx.x);
     if (r < kTile && q0 + r < g.T) {
-      sLse[r] = lseHead[q0 + r] * kLog2eF;
-      sDelta[r] = deltaHead[q0 + r];
+      sLse[r] = heads.lse[q0 + r] * kLog2eF;
+      sDelta[r] = heads.delta[q0 + r];
     }
     __syncthreads();
     blockProduct<kTile, wmma::row_major, wmma::col_major>(
@@ -864,14 +904,12 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
       const int key = i / kTile, query = i % kTile;
       // Queries past T must not reach dK and dV (their lse and delta are
       // never read); keys past T are later than every real query.
-      const bool visible = q0 + query < g.T && !(diagonal && key > query);
-      const float p =
-          visible ? exp2f(fmaf(sScores[key * kScoreStride + query],
-                               g.scaleLog2, -sLse[query]))
-                  : 0.0f;
+      const bool seen = q0 + query < g.T && !masked(diagonal, key, query);
+      const float p = seen ? exp2f(fmaf(sScores[key * kScoreStride + query],
+                                        g.scaleLog2, -sLse[query]))
+                           : 0.0f;
       const float ds =
-          visible ? p * (sDp[key * kScoreStride + query] - sDelta[query])
-                  : 0.0f;
+          seen ? p * (sDp[key * kScoreStride + query] - sDelta[query]) : 0.0f;
       sP[key * kMmaScoreStride + query] = __float2bfloat16(p);
       sDs[key * kMmaScoreStride + query] = __float2bfloat16(ds);
     }
