@@ -19,6 +19,7 @@
 #   torch_eager    the same model in PyTorch, eager, bf16 autocast, fused AdamW
 #   torch_compile  the same with torch.compile
 #   sanitizer      compute-sanitizer (memcheck) on 2 steps of tiny, if present
+#   profile        nsys per-kernel times of 4 steps of our 124M step, if present
 #   results        $OUT/results.json and $OUT/results.md
 #
 # What comes out in $OUT (at most 8 files come back from the device tool):
@@ -282,6 +283,36 @@ stage_sanitizer() {
     --tool "$SANITIZER_TOOL" --out "$WORK/sanitizer.json"
 }
 
+# nsys from PATH or the toolkits: the per-kernel time of our step, so the
+# run that measures the gap also says where the time goes.
+find_nsys() {
+  local c
+  for c in "$(command -v nsys 2>/dev/null || true)" /usr/local/cuda*/bin/nsys \
+           /opt/nvidia/nsight-systems*/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys; do
+    [[ -n $c && -x $c ]] && { echo "$c"; return 0; }
+  done
+  return 1
+}
+
+stage_profile() {
+  local nsys batch step entry
+  nsys=$(find_nsys) || skip "nsys not found (PATH, /usr/local/cuda*/bin, /opt/nvidia/nsight-systems*)"
+  [[ $TARGET == cuda ]] || skip "the bundle's steps are not CUDA steps"
+  batch=$(cat "$WORK/ours_batch" 2>/dev/null) || skip "the ours stage did not run a step"
+  for entry in $TIMING_STEPS_LIST; do
+    [[ ${entry%%:*} == "$batch" ]] && step=${entry#*:}
+  done
+  say "$nsys on 4 steps of GPT-2 $TIMING_PRESET, B=$batch: kernel time summary"
+  # shellcheck disable=SC2046
+  run_cmd "$nsys" profile --stats=false --force-overwrite true -o "$WORK/profile" \
+    "$MRUN" "$BDIR/$step" --data "$BDIR/$TIMING_DATA" --steps 4 $(train_flags) \
+    --log "$WORK/profile_run.jsonl" >"$WORK/profile.log" 2>&1
+  run_cmd "$nsys" stats --report cuda_gpu_kern_sum --format csv \
+    --output "$WORK/profile" "$WORK/profile.nsys-rep" >>"$WORK/profile.log" 2>&1
+  rm -f "$WORK/profile.nsys-rep" "$WORK/profile.sqlite"
+  head -n 25 "$WORK"/profile_cuda_gpu_kern_sum.csv 2>/dev/null || tail -n 20 "$WORK/profile.log"
+}
+
 stage_results() {
   run_cmd "$PYTHON" "$HERE/report.py" results --work "$WORK" --out-dir "$OUT"
 }
@@ -366,6 +397,7 @@ main() {
   run_stage torch_eager 120
   run_stage torch_compile 300
   run_stage sanitizer 150
+  run_stage profile 90
   run_stage results 30 always
   echo
   echo "stages:"
