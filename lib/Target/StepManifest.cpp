@@ -72,11 +72,11 @@ megatron::buildStepManifest(ModuleOp module, func::FuncOp function,
     ArrayRef<int64_t> global = globalAttr ? globalAttr.asArrayRef() : local;
     auto unpadded = function.getArgAttrOfType<DenseI64ArrayAttr>(
         index, TPDialect::kUnpaddedShapeAttrName);
-    if (name.getValue() == "input_ids" && type.getRank() == 2) {
+    ArgumentKind kind = classifyArgument(name.getValue());
+    if (kind.role == ArgumentRole::InputIds && type.getRank() == 2) {
       batch = global[0];
       seq = global[1];
     }
-    ArgumentKind kind = classifyArgument(name.getValue());
     llvm::json::Object entry{
         {"name", name.getValue()},
         {"role", stringifyArgumentRole(kind.role)},

@@ -85,8 +85,7 @@ static cl::opt<Emit> emit(
                           "with --target=cuda, the PTX of the step's kernels")),
     cl::cat(category));
 
-static LogicalResult run(MLIRContext &context, PassManager &pm,
-                         ModuleOp module) {
+static LogicalResult run(PassManager &pm, ModuleOp module) {
   if (failed(applyPassManagerCLOptions(pm)))
     return failure();
   return pm.run(module);
@@ -175,7 +174,7 @@ buildTrainStep(MLIRContext &context, ModuleOp module) {
   training.addPass(megatron::createAutodiff());
   training.addPass(megatron::createOptimizer(
       megatron::OptimizerOptions{exportGrads.getValue()}));
-  if (failed(run(context, training, module)))
+  if (failed(run(training, module)))
     return failure();
   forward->remove();
   module.push_back(forward);
@@ -223,7 +222,7 @@ static LogicalResult compile(MLIRContext &context) {
   options.tp = tpSize;
   options.exportLogits = exportLogits;
   megatron::buildMegatronPipeline(partition, options);
-  if (failed(run(context, partition, *module)))
+  if (failed(run(partition, *module)))
     return failure();
   FailureOr<SmallVector<megatron::StepEntry>> entries =
       train ? buildTrainStep(context, *module) : forwardOnly(*module);
@@ -250,7 +249,7 @@ static LogicalResult compile(MLIRContext &context) {
   } else {
     megatron::buildCPULoweringPipeline(lower);
   }
-  if (failed(run(context, lower, *module)))
+  if (failed(run(lower, *module)))
     return failure();
   if (emit == Emit::LoweredMLIR)
     return writeModule(*module);

@@ -19,6 +19,16 @@ namespace mlir::megatron {
 #define GEN_PASS_DECL
 #include "megatron/Conversion/Passes.h.inc"
 
+/// The module's functions with a body, taken before a conversion adds or
+/// rewrites functions.
+inline SmallVector<func::FuncOp> definedFunctions(ModuleOp module) {
+  SmallVector<func::FuncOp> functions;
+  for (auto function : module.getOps<func::FuncOp>())
+    if (!function.isExternal())
+      functions.push_back(function);
+  return functions;
+}
+
 #define GEN_PASS_REGISTRATION
 #include "megatron/Conversion/Passes.h.inc"
 

@@ -247,13 +247,11 @@ struct OffloadToGPUPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (blockSize <= 0 || blockSize > 1024) {
-      module.emitError("block-size must be in [1, 1024], got ") << blockSize;
+      module.emitError("block-size must be in [1, 1024], got ")
+          << static_cast<int64_t>(blockSize);
       return signalPassFailure();
     }
-    SmallVector<func::FuncOp> functions;
-    for (auto function : module.getOps<func::FuncOp>())
-      if (!function.isExternal())
-        functions.push_back(function);
+    SmallVector<func::FuncOp> functions = megatron::definedFunctions(module);
     for (func::FuncOp function : functions) {
       copiesToLinalg(function);
       if (failed(linalgToKernels(function, blockSize)))

@@ -173,10 +173,10 @@ private:
     auto rhs = op.getRhs().getType();
     if (rhs.getRank() != 2)
       return op.emitOpError(
-          "with a batched rhs has no CPU lowering; only [K, N] weights");
+          "with a batched rhs has no runtime lowering; only [K, N] weights");
     if (op.getTransposeLhs() && lhs.getRank() != 2)
       return op.emitOpError(
-          "with transpose_lhs and batch dimensions has no CPU lowering");
+          "with transpose_lhs and batch dimensions has no runtime lowering");
     // Batch dimensions fold into the rows of one GEMM against the weight.
     int64_t k = op.getTransposeLhs() ? lhs.getDimSize(0) : lhs.getShape().back();
     int64_t m = numElements(op.getLhs()) / k;
@@ -296,18 +296,11 @@ private:
     return success();
   }
 
-  LogicalResult lowerBiasAdd(BiasAddOp op) {
-    op.replaceAllUsesWith(elementwise(
-        op.getLoc(), op.getType(), {op.getInput(), op.getBias()},
-        [](OpBuilder &nb, Location loc, ValueRange args) -> Value {
-          return arith::AddFOp::create(nb, loc, args[0], args[1]);
-        }));
-    return success();
-  }
-
-  LogicalResult lowerAdd(AddOp op) {
-    op.replaceAllUsesWith(elementwise(
-        op.getLoc(), op.getType(), {op.getLhs(), op.getRhs()},
+  /// x + y elementwise, y broadcast over x's leading dimensions (a bias) or
+  /// of x's shape (a residual).
+  LogicalResult lowerSum(Operation *op, Value x, Value y) {
+    op->getResult(0).replaceAllUsesWith(elementwise(
+        op->getLoc(), cast<RankedTensorType>(op->getResult(0).getType()), {x, y},
         [](OpBuilder &nb, Location loc, ValueRange args) -> Value {
           return arith::AddFOp::create(nb, loc, args[0], args[1]);
         }));
@@ -490,7 +483,7 @@ private:
     if (!isOutermost(op.getType(), op.getDim()))
       return op.emitOpError("along dimension ")
              << op.getDim()
-             << " has no CPU lowering; only the outermost dimension";
+             << " has no runtime lowering; only the outermost dimension";
     FailureOr<int64_t> runtime = runtimeAxis(op, op.getAxis());
     if (failed(runtime))
       return failure();
@@ -637,7 +630,6 @@ private:
     return success();
   }
 
-  /// A reduction over the leading dimensions, as linalg so it fuses.
   /// The bias gradient: a sum over every leading (token) dimension, which
   /// the runtime splits across threads by rows as well as columns.
   LogicalResult lowerSumTo(SumToOp op) {
@@ -883,8 +875,10 @@ LogicalResult RuntimeLowering::lower(Operation *op) {
           .Case([&](PositionEmbeddingOp op) {
             return lowerPositionEmbedding(op);
           })
-          .Case([&](BiasAddOp op) { return lowerBiasAdd(op); })
-          .Case([&](AddOp op) { return lowerAdd(op); })
+          .Case([&](BiasAddOp op) {
+            return lowerSum(op, op.getInput(), op.getBias());
+          })
+          .Case([&](AddOp op) { return lowerSum(op, op.getLhs(), op.getRhs()); })
           .Case([&](GeluOp op) { return lowerGelu(op); })
           .Case([&](CrossEntropyOp op) { return lowerCrossEntropy(op); })
           .Case([&](XentMaxOp op) { return lowerXentMax(op); })
@@ -926,13 +920,13 @@ LogicalResult RuntimeLowering::lower(Operation *op) {
           .Case([&](ReduceScatterOp op) {
             if (op.getKind() != ReductionKind::sum)
               return LogicalResult(op.emitOpError(
-                  "has no CPU lowering for a max reduction"));
+                  "has no runtime lowering for a max reduction"));
             return lowerGatherOrScatter(op, "mrt_reduce_scatter_f32",
                                         op.getType());
           })
           .Default([&](Operation *op) -> LogicalResult {
             if (isa<TPDialect>(op->getDialect()))
-              return op->emitOpError("has no CPU lowering");
+              return op->emitOpError("has no runtime lowering");
             return success();
           });
   if (succeeded(result) && isa<TPDialect>(op->getDialect()))
@@ -1002,10 +996,7 @@ struct ConvertTPToRuntimePass
     : public megatron::impl::ConvertTPToRuntimeBase<ConvertTPToRuntimePass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SmallVector<func::FuncOp> functions;
-    for (auto function : module.getOps<func::FuncOp>())
-      if (!function.isExternal())
-        functions.push_back(function);
+    SmallVector<func::FuncOp> functions = megatron::definedFunctions(module);
     for (func::FuncOp function : functions) {
       // Only the entry points generated around the step are exported; a
       // private step lets bufferization drop the results it wrote in place.

@@ -290,12 +290,6 @@ int run(const Options &opt) {
       error("cannot load " + opt.stepLibrary + ": " + why);
     return 1;
   }
-  const std::string missing = loadRuntimeApi(lib, rt);
-  if (!missing.empty()) {
-    error(opt.stepLibrary + " is not linked against a megatron runtime (no " +
-          missing + ")");
-    return 1;
-  }
   auto manifestFn = reinterpret_cast<ManifestFn>(dlsym(lib, "mgt_manifest"));
   auto forwardFn = reinterpret_cast<ForwardFn>(dlsym(lib, "mgt_forward"));
   auto trainFn = reinterpret_cast<TrainFn>(dlsym(lib, "mgt_train_step"));
@@ -303,6 +297,12 @@ int run(const Options &opt) {
     error(opt.stepLibrary + " does not export " +
           (manifestFn ? "mgt_forward" : "mgt_manifest") +
           " (not a step library compiled by megatron-mlir?)");
+    return 1;
+  }
+  const std::string missing = loadRuntimeApi(lib, rt);
+  if (!missing.empty()) {
+    error(opt.stepLibrary + " is not linked against a megatron runtime (no " +
+          missing + ")");
     return 1;
   }
   Manifest m;
@@ -316,7 +316,7 @@ int run(const Options &opt) {
   const bool train = !opt.evalOnly;
   if (train) {
     if (!trainFn) {
-      error("step.so was compiled without --train; pass --eval-only");
+      error(opt.stepLibrary + " was compiled without --train; pass --eval-only");
       return 1;
     }
     if (!m.hasEntry("train_step")) {

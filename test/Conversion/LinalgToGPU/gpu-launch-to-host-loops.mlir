@@ -46,3 +46,20 @@ func.func @barrier() {
   }
   return
 }
+
+// -----
+
+// A body with control flow between blocks has no single sequence to clone.
+func.func @branches(%c: i1) {
+  %c1 = arith.constant 1 : index
+  // expected-error @below {{'gpu.launch' op has more than one block}}
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+      threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    cf.cond_br %c, ^a, ^b
+  ^a:
+    gpu.terminator
+  ^b:
+    gpu.terminator
+  }
+  return
+}

@@ -112,3 +112,16 @@ func.func @long_rows(%x: memref<70000x4xf32>) {
   }
   return
 }
+
+// -----
+
+// Four parallel dimensions: the grid and block have three.
+#id4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+func.func @four_dims(%x: memref<2x2x2x2xf32>) {
+  // expected-error @below {{'scf.parallel' op has 4 parallel dimensions; the CUDA target maps at most 3}}
+  linalg.generic {indexing_maps = [#id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} outs(%x : memref<2x2x2x2xf32>) {
+  ^bb0(%o: f32):
+    linalg.yield %o : f32
+  }
+  return
+}

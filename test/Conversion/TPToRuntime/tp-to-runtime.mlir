@@ -98,7 +98,7 @@ func.func @embedding(%table: tensor<8x4xf32>, %ids: tensor<2x3xi32>) -> tensor<2
 // -----
 
 func.func @batched_rhs(%a: tensor<2x3x4xf32>, %b: tensor<2x4x5xf32>) -> tensor<2x3x5xf32> {
-  // expected-error @+1 {{'tp.matmul' op with a batched rhs has no CPU lowering; only [K, N] weights}}
+  // expected-error @+1 {{'tp.matmul' op with a batched rhs has no runtime lowering; only [K, N] weights}}
   %y = tp.matmul %a, %b : tensor<2x3x4xf32>, tensor<2x4x5xf32> -> tensor<2x3x5xf32>
   return %y : tensor<2x3x5xf32>
 }
@@ -115,7 +115,7 @@ func.func @unknown_axis(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
 // -----
 
 func.func @transpose_lhs_batched(%a: tensor<2x4x3xf32>, %w: tensor<4x5xf32>) -> tensor<2x3x5xf32> {
-  // expected-error @+1 {{'tp.matmul' op with transpose_lhs and batch dimensions has no CPU lowering}}
+  // expected-error @+1 {{'tp.matmul' op with transpose_lhs and batch dimensions has no runtime lowering}}
   %y = tp.matmul %a, %w {transpose_lhs} : tensor<2x4x3xf32>, tensor<4x5xf32> -> tensor<2x3x5xf32>
   return %y : tensor<2x3x5xf32>
 }
@@ -126,7 +126,7 @@ func.func @transpose_lhs_batched(%a: tensor<2x4x3xf32>, %w: tensor<4x5xf32>) -> 
 
 tp.mesh @m axes = ["tp" = 4]
 func.func @gather_inner(%x: tensor<4x8xf32>) -> tensor<4x32xf32> {
-  // expected-error @+1 {{'tp.all_gather' op along dimension 1 has no CPU lowering; only the outermost dimension}}
+  // expected-error @+1 {{'tp.all_gather' op along dimension 1 has no runtime lowering; only the outermost dimension}}
   %g = tp.all_gather %x over @m["tp"] dim = 1 : tensor<4x8xf32> -> tensor<4x32xf32>
   return %g : tensor<4x32xf32>
 }
@@ -135,7 +135,7 @@ func.func @gather_inner(%x: tensor<4x8xf32>) -> tensor<4x32xf32> {
 
 tp.mesh @m axes = ["tp" = 4]
 func.func @scatter_inner(%x: tensor<4x32xf32>) -> tensor<4x8xf32> {
-  // expected-error @+1 {{'tp.reduce_scatter' op along dimension 1 has no CPU lowering; only the outermost dimension}}
+  // expected-error @+1 {{'tp.reduce_scatter' op along dimension 1 has no runtime lowering; only the outermost dimension}}
   %s = tp.reduce_scatter sum %x over @m["tp"] dim = 1 : tensor<4x32xf32> -> tensor<4x8xf32>
   return %s : tensor<4x8xf32>
 }
@@ -144,7 +144,7 @@ func.func @scatter_inner(%x: tensor<4x32xf32>) -> tensor<4x8xf32> {
 
 tp.mesh @m axes = ["tp" = 4]
 func.func @scatter_max(%x: tensor<32x4xf32>) -> tensor<8x4xf32> {
-  // expected-error @+1 {{'tp.reduce_scatter' op has no CPU lowering for a max reduction}}
+  // expected-error @+1 {{'tp.reduce_scatter' op has no runtime lowering for a max reduction}}
   %s = tp.reduce_scatter max %x over @m["tp"] dim = 0 : tensor<32x4xf32> -> tensor<8x4xf32>
   return %s : tensor<8x4xf32>
 }
@@ -152,7 +152,7 @@ func.func @scatter_max(%x: tensor<32x4xf32>) -> tensor<8x4xf32> {
 // -----
 
 func.func @reshard(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
-  // expected-error @+1 {{'tp.reshard' op has no CPU lowering}}
+  // expected-error @+1 {{'tp.reshard' op has no runtime lowering}}
   %s = tp.reshard %x : tensor<4x8xf32>
   return %s : tensor<4x8xf32>
 }

@@ -263,6 +263,31 @@ TEST(Manifest, ParsesTheExample) {
   EXPECT_EQ(m.numLayers(), 2);
 }
 
+TEST(Manifest, TargetAndMemory) {
+  // Defaults: a CPU step with every argument in host memory.
+  Manifest m = parseManifest(manifestWith(""));
+  EXPECT_EQ(m.target, "cpu");
+  EXPECT_FALSE(m.args[0].onDevice);
+  std::string cuda = manifestWith(
+      R"({"name":"w","role":"param","dtype":"f32","memory":"device",
+          "global_shape":[8],"local_shape":[8],"split":[]})");
+  cuda.insert(1, "\"target\":\"cuda\",");
+  m = parseManifest(cuda);
+  EXPECT_EQ(m.target, "cuda");
+  EXPECT_TRUE(m.args[0].onDevice);
+  EXPECT_FALSE(m.args[1].onDevice);
+
+  EXPECT_NE(manifestError(manifestWith(
+                R"({"name":"w","role":"param","dtype":"f32","memory":"gpu",
+                    "global_shape":[8],"local_shape":[8],"split":[]})"))
+                .find("\"memory\" must be \"host\" or \"device\""),
+            std::string::npos);
+  std::string tpu = manifestWith("");
+  tpu.insert(1, "\"target\":\"tpu\",");
+  EXPECT_NE(manifestError(tpu).find("\"target\" must be \"cpu\" or \"cuda\""),
+            std::string::npos);
+}
+
 TEST(Manifest, RejectsInconsistentShapes) {
   EXPECT_NE(manifestError("not json").find("not JSON"), std::string::npos);
   EXPECT_NE(manifestError(manifestWith(

@@ -378,15 +378,18 @@ def case_load_errors():
     expect_fail([A.megatron_run, A.rt_lib, "--data", t, "--eval-only"],
                 r"does not export mgt_manifest", what="no mgt_manifest",
                 code=1)
+    expect_fail([A.megatron_run, A.no_runtime_step, "--data", t, "--eval-only"],
+                r"no_runtime_step\.so is not linked against a megatron runtime "
+                r"\(no mrt_context_create\)", what="no runtime", code=1)
 
 
 def case_no_train():
     t = token_file(range(10))
     expect_fail([A.megatron_run, A.mock_tp1_eval, "--data", t],
-                r"step\.so was compiled without --train; pass --eval-only",
+                r"_eval\.so was compiled without --train; pass --eval-only",
                 what="tp1 without mgt_train_step, without --eval-only", code=1)
     expect_fail(command(2, ["--data", t], variant="eval"),
-                r"step\.so was compiled without --train; pass --eval-only",
+                r"_eval\.so was compiled without --train; pass --eval-only",
                 what="tp2 without mgt_train_step, without --eval-only")
     out = expect_ok(command(2, ["--data", t, "--eval-only"], variant="eval"),
                     what="the forward-only library runs --eval-only")
@@ -1071,6 +1074,9 @@ def case_device_args():
         check(set(host[3]) == set(device[3]) and
               all(np.array_equal(host[3][n], device[3][n]) for n in host[3]),
               f"tp{tp}: the saved checkpoint is bitwise the host run's")
+    expect_fail([A.megatron_run, A.mock_tp1_device_cpu, "--data", t, "--steps", "1"],
+                r"keeps arguments in device memory, but its runtime has no "
+                r"mrt_device_alloc", what="device manifest, CPU runtime", code=1)
 
 
 CASES = {name[5:]: fn for name, fn in globals().items()
@@ -1087,6 +1093,8 @@ def main():
     for tp in (1, 2):
         for variant in ("grads", "eval", "logits", "device"):
             ap.add_argument(f"--mock-tp{tp}-{variant}", required=True)
+    ap.add_argument("--mock-tp1-device-cpu", required=True)
+    ap.add_argument("--no-runtime-step", required=True)
     ap.add_argument("--rt-lib", required=True)
     ap.add_argument("--mpirun", required=True)
     ap.add_argument("--reference-dir", required=True)

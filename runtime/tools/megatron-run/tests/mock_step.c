@@ -33,6 +33,8 @@
  * -DMOCK_DEVICE=1 (with mock_device_rt.c): the manifest says target "cuda"
  * and puts every argument but the hyperparameters in "device" memory; both
  * entries abort unless megatron-run passes exactly those as device buffers.
+ * With -DMOCK_CPU_RUNTIME=1, linked to libmegatron_rt alone, it is a step
+ * whose runtime lacks the device memory its manifest asks for.
  *
  * Environment:
  *   MOCK_DUMP_DIR=D    rank 0 writes D/step<k>.txt at its k-th mgt_forward
@@ -356,13 +358,20 @@ static float checksum(mrt_context *ctx, void **args, FILE *dump) {
   return paddingOk ? (float)sum : NAN;
 }
 
-#if MOCK_DEVICE
+/* MOCK_CPU_RUNTIME: the device manifest linked to the CPU runtime alone,
+ * which megatron-run must refuse before any call. */
+#ifndef MOCK_CPU_RUNTIME
+#define MOCK_CPU_RUNTIME 0
+#endif
+#define MOCK_CHECKS_MEMORY (MOCK_DEVICE && !MOCK_CPU_RUNTIME)
+
+#if MOCK_CHECKS_MEMORY
 int mock_device_owns(const void *p);
 #endif
 
 /* MOCK_DEVICE: each argument must be in the memory its manifest entry says. */
 static void checkMemory(void **args) {
-#if MOCK_DEVICE
+#if MOCK_CHECKS_MEMORY
   for (int i = 0; i < NARGS; ++i)
     if (mock_device_owns(args[i]) != (i != kHyper)) {
       fprintf(stderr, "mock_step: %s was passed in %s memory\n", kArgs[i].name,
