@@ -12,6 +12,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "gpt2_reference"))
 import numpy as np  # noqa: E402
 import safetensors_io  # noqa: E402
+from comparison import relative_error  # noqa: E402
 
 KEY_BIAS = re.compile(r"(^|\.)h\.\d+\.attn\.c_attn\.bias$")
 
@@ -44,7 +45,7 @@ def main():
                     sys.exit(f"{path}: {name} key section is not ~0")
                 got = np.concatenate([got[:width], got[2 * width:]])
                 want = np.concatenate([want[:width], want[2 * width:]])
-            error = np.abs(got - want).max() / max(np.abs(want).max(), 1e-30)
+            error = relative_error(got, want)
             worst = max(worst, error)
             if error > args.rtol:
                 sys.exit(f"{path}: {name} differs from the reference by {error:.3g} "

@@ -10,6 +10,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "gpt2_reference"))
 import numpy as np  # noqa: E402
 import safetensors_io  # noqa: E402
+from comparison import relative_error  # noqa: E402
 
 
 def main():
@@ -29,7 +30,7 @@ def main():
             want = reference[step][..., :got.shape[-1]]
             if got.shape != want.shape:
                 sys.exit(f"{path}: logits.{step} has shape {got.shape}, the reference {want.shape}")
-            error = np.abs(got - want).max() / np.abs(want).max()
+            error = relative_error(got, want)
             worst = max(worst, error)
             if error > args.rtol:
                 sys.exit(f"{path}: logits.{step} differ by {error:.3g} relative (> {args.rtol})")

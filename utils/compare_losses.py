@@ -6,6 +6,8 @@ import argparse
 import re
 import sys
 
+from comparison import relative_error
+
 LINE = re.compile(r"^step (\d+) loss (\S+)(?: grad_norm (\S+))?")
 
 
@@ -35,7 +37,7 @@ def main():
             sys.exit(f"{path}: steps {sorted(log)} differ from the reference's {sorted(reference)}")
         for step, expected in reference.items():
             for name, want, got in zip(("loss", "grad_norm"), expected, log[step]):
-                error = abs(got - want) / max(abs(want), 1e-30)
+                error = relative_error(got, want)
                 worst = max(worst, error)
                 if error > args.rtol:
                     sys.exit(f"{path}: step {step} {name} {got!r} differs from the "

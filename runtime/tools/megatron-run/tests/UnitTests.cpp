@@ -288,6 +288,31 @@ TEST(Manifest, TargetAndMemory) {
             std::string::npos);
 }
 
+TEST(Manifest, RejectsMalformedArgs) {
+  EXPECT_NE(manifestError(manifestWith(
+                R"({"name":"w","role":"param","dtype":"f32",
+                    "global_shape":[8],"local_shape":[8],"split":[3]})"))
+                .find("split entries must be objects"),
+            std::string::npos);
+  EXPECT_NE(manifestError(manifestWith(
+                R"({"name":"w","role":"param","dtype":"f32",
+                    "global_shape":[8],"local_shape":[2],
+                    "split":[{"dim":0,"axis":"tp"},{"dim":0,"axis":"tp"}]})"))
+                .find("dim 0 split twice"),
+            std::string::npos);
+  EXPECT_NE(manifestError(manifestWith(
+                R"({"name":"input_ids","role":"param","dtype":"f32",
+                    "global_shape":[8],"local_shape":[8],"split":[]})"))
+                .find("duplicate arg name \"input_ids\""),
+            std::string::npos);
+  EXPECT_NE(manifestError(
+                R"({"format":"megatron-step","version":1,"tp":1,"batch":2,
+                    "seq":3,"valid_vocab":10,"args":[]})")
+                .find("needs one arg with role \"input_ids\" and one with "
+                      "\"targets\""),
+            std::string::npos);
+}
+
 TEST(Manifest, RejectsInconsistentShapes) {
   EXPECT_NE(manifestError("not json").find("not JSON"), std::string::npos);
   EXPECT_NE(manifestError(manifestWith(
