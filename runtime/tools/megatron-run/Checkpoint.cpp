@@ -1,4 +1,5 @@
 #include "Checkpoint.h"
+#include "JsonObject.h"
 
 #include <nlohmann/json.hpp>
 
@@ -97,14 +98,11 @@ Checkpoint::Checkpoint(const std::string &path) : file_("checkpoint", path) {
   dataStart_ = 8 + headerLen;
   dataSize_ = fileSize - dataStart_;
 
-  json header;
-  try {
-    header = json::parse(text);
-  } catch (const json::exception &e) {
-    fail(std::string("header is not valid JSON: ") + e.what());
-  }
-  if (!header.is_object())
-    fail("header is not a JSON object");
+  std::string why;
+  std::optional<json> parsed = parseJsonObject(text, why);
+  if (!parsed)
+    fail("header is " + why);
+  const json &header = *parsed;
 
   static const std::regex buffer(R"(^h\.\d+\.attn\.(bias|masked_bias)$)");
   for (auto it = header.begin(); it != header.end(); ++it) {

@@ -1,4 +1,5 @@
 #include "Manifest.h"
+#include "JsonObject.h"
 
 #include <nlohmann/json.hpp>
 
@@ -175,14 +176,11 @@ Arg parseArg(const json &j, size_t index, int64_t tp) {
 } // namespace
 
 Manifest parseManifest(const std::string &text) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception &e) {
-    fail(std::string("not JSON: ") + e.what());
-  }
-  if (!j.is_object())
-    fail("not a JSON object");
+  std::string why;
+  std::optional<json> parsed = parseJsonObject(text, why);
+  if (!parsed)
+    fail(why);
+  const json &j = *parsed;
   if (getString(j, "format", "manifest") != "megatron-step")
     fail("\"format\" is not \"megatron-step\"");
   int64_t version = getInt(j, "version", "manifest");

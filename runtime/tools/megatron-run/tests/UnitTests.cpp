@@ -314,7 +314,8 @@ TEST(Manifest, RejectsMalformedArgs) {
 }
 
 TEST(Manifest, RejectsInconsistentShapes) {
-  EXPECT_NE(manifestError("not json").find("not JSON"), std::string::npos);
+  EXPECT_NE(manifestError("not json").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(manifestError("[1]").find("not a JSON object"), std::string::npos);
   EXPECT_NE(manifestError(manifestWith(
                 R"({"name":"w","role":"param","dtype":"f32",
                     "global_shape":[8,4],"local_shape":[8,4],
