@@ -38,11 +38,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+# The batching rule megatron-run and the JAX reference share.
+sys.path.insert(0, os.path.join(HERE, "..", "..", "utils", "gpt2_reference"))
 import mfu  # noqa: E402
+from tokens_io import batch, read_tokens  # noqa: E402
 
 LN_EPS = 1e-5
-TOKENS_MAGIC = 20240520
 
 
 # --------------------------------------------------------------------------
@@ -133,28 +136,6 @@ def param_shapes(model):
 # --------------------------------------------------------------------------
 # data: llm.c token files and megatron-run's batching rule
 # --------------------------------------------------------------------------
-def read_tokens(path):
-    """llm.c shard (256 x int32 header: 20240520, 1, N; then uint16) or raw
-    uint16, as megatron-run reads them."""
-    raw = np.fromfile(path, dtype="<u2")
-    header = np.frombuffer(raw[:512].tobytes(), dtype="<i4") if raw.size >= 512 else None
-    if header is not None and header[0] == TOKENS_MAGIC:
-        n = int(header[2])
-        tokens = raw[512:]
-        if tokens.size != n:
-            raise ValueError(f"{path}: header says {n} tokens, file has {tokens.size}")
-        return tokens
-    return raw
-
-
-def batch(tokens, step, B, T):
-    """Inputs/targets [B, T] of step `step`: tokens (step*B*T + j) mod N for
-    j in [0, B*T] (utils/gpt2_reference/tokens_io.batch, megatron-run)."""
-    idx = (step * B * T + np.arange(B * T + 1, dtype=np.int64)) % tokens.size
-    w = tokens[idx].astype(np.int64)
-    return w[:-1].reshape(B, T), w[1:].reshape(B, T)
-
-
 def make_batches(args, vocab, device):
     if args.data:
         tokens = read_tokens(args.data)
@@ -166,7 +147,8 @@ def make_batches(args, vocab, device):
     out = []
     for s in range(args.warmup + args.steps):
         ids, tgt = batch(tokens, s, args.batch, args.seq)
-        out.append((torch.from_numpy(ids).to(device), torch.from_numpy(tgt).to(device)))
+        out.append((torch.from_numpy(ids).long().to(device),
+                    torch.from_numpy(tgt).long().to(device)))
     return out
 
 
