@@ -193,11 +193,21 @@ private:
     return success();
   }
 
+  /// A layer norm's input as rows of its last dimension, and the type of
+  /// its per-row statistics (mean, rstd).
+  struct NormRows {
+    int64_t rows, cols;
+    RankedTensorType stats;
+  };
+  NormRows normRows(Value input) {
+    int64_t cols = cast<ShapedType>(input.getType()).getShape().back();
+    int64_t rows = numElements(input) / cols;
+    return {rows, cols, RankedTensorType::get({rows}, b.getF32Type())};
+  }
+
   LogicalResult lowerLayerNorm(LayerNormOp op) {
     Location loc = op.getLoc();
-    int64_t cols = op.getType().getShape().back();
-    int64_t rows = numElements(op.getInput()) / cols;
-    auto stats = RankedTensorType::get({rows}, b.getF32Type());
+    auto [rows, cols, stats] = normRows(op.getInput());
     Value x = input(loc, op.getInput()), w = input(loc, op.getWeight()),
           bias = input(loc, op.getBias());
     Output y = output(loc, op.getType()), mean = output(loc, stats),
@@ -226,9 +236,7 @@ private:
     b.setInsertionPoint(add);
     Value residual = add.getLhs() == branch.getResult() ? add.getRhs()
                                                         : add.getLhs();
-    int64_t cols = norm.getType().getShape().back();
-    int64_t rows = numElements(add.getResult()) / cols;
-    auto stats = RankedTensorType::get({rows}, b.getF32Type());
+    auto [rows, cols, stats] = normRows(add.getResult());
     Value x = input(loc, residual), delta = input(loc, branch.getInput()),
           bias = input(loc, branch.getBias()), w = input(loc, norm.getWeight()),
           beta = input(loc, norm.getBias());
@@ -678,9 +686,7 @@ private:
   /// The statistics are recomputed rather than stored from the forward.
   LogicalResult lowerLayerNormGrad(LayerNormGradOp op) {
     Location loc = op.getLoc();
-    int64_t cols = op.getWeight().getType().getDimSize(0);
-    int64_t rows = numElements(op.getInput()) / cols;
-    auto stats = RankedTensorType::get({rows}, b.getF32Type());
+    auto [rows, cols, stats] = normRows(op.getInput());
     Value x = input(loc, op.getInput()), w = input(loc, op.getWeight()),
           dy = input(loc, op.getGrad());
     Output mean = output(loc, stats), rstd = output(loc, stats);
