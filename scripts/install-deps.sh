@@ -29,3 +29,8 @@ fi
 # reference's packages go into it all the same, as the tests need them there.
 PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q \
   -r utils/gpt2_reference/requirements.txt
+# The CUDA toolkit comes with the machine image (it is not a Debian package
+# of the version the CUDA target needs); say so when it is absent.
+if ! command -v nvcc >/dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+  echo "note: no CUDA toolkit (nvcc): the CUDA target and its tests are skipped"
+fi
