@@ -1,7 +1,12 @@
 /* Shared declarations of the megatron-rt C ABI.
  *
  * Every kernel works on fp32, row-major, contiguous tensors unless a leading
- * dimension is passed; sizes are int64_t, token ids int32_t. Kernels do not
+ * dimension is passed; sizes are int64_t, token ids int32_t. The `_bf16`
+ * variants serve bf16 mixed precision: activations, their gradients and the
+ * bf16 copies of the parameters are mrt_bf16, while statistics (layer-norm
+ * mean and rstd, attention log-sum-exps, cross-entropy maxima and sums) and
+ * parameter gradients stay fp32. They compute in fp32 and round each bf16
+ * they store to nearest even. Kernels do not
  * return errors: a violated contract that would silently give wrong numbers
  * (an index out of range, a size a library cannot represent) prints
  * "megatron-rt: ..." to stderr and aborts the process. */
@@ -22,5 +27,9 @@
 #define MRT_EXTERN_C_BEGIN
 #define MRT_EXTERN_C_END
 #endif
+
+/* A bfloat16 as its bits: the upper half of the fp32 with the same sign,
+ * exponent and leading 7 mantissa bits. */
+typedef uint16_t mrt_bf16;
 
 #endif /* MEGATRON_RT_API_H */

@@ -22,6 +22,15 @@ MRT_API void mrt_attention_bwd_f32(const float *qkv, const float *out,
                                    float *dqkv, int64_t B, int64_t T, int64_t H,
                                    int64_t D);
 
+/* The same two on bf16 qkv, out, dout and dqkv; lse stays fp32. */
+MRT_API void mrt_attention_fwd_bf16(const mrt_bf16 *qkv, mrt_bf16 *out,
+                                    float *lse, int64_t B, int64_t T, int64_t H,
+                                    int64_t D);
+MRT_API void mrt_attention_bwd_bf16(const mrt_bf16 *qkv, const mrt_bf16 *out,
+                                    const mrt_bf16 *dout, const float *lse,
+                                    mrt_bf16 *dqkv, int64_t B, int64_t T,
+                                    int64_t H, int64_t D);
+
 MRT_EXTERN_C_END
 
 #endif /* MEGATRON_RT_ATTENTION_H */

@@ -52,6 +52,17 @@ MRT_API void mrt_all_gather_f32(mrt_context *ctx, int axis, const float *in,
 MRT_API void mrt_reduce_scatter_f32(mrt_context *ctx, int axis, const float *in,
                                     float *out, int64_t n_per_rank);
 
+/* The three collectives on bf16 buffers (summed in fp32 on the CPU runtime,
+ * by NCCL in bf16 on the CUDA runtime). */
+MRT_API void mrt_all_reduce_bf16(mrt_context *ctx, int axis, mrt_bf16 *buf,
+                                 int64_t n, int op);
+MRT_API void mrt_all_gather_bf16(mrt_context *ctx, int axis,
+                                 const mrt_bf16 *in, mrt_bf16 *out,
+                                 int64_t n_per_rank);
+MRT_API void mrt_reduce_scatter_bf16(mrt_context *ctx, int axis,
+                                     const mrt_bf16 *in, mrt_bf16 *out,
+                                     int64_t n_per_rank);
+
 /* Copies root's buf[bytes] to every rank of the axis (root: rank in axis). */
 MRT_API void mrt_broadcast_bytes(mrt_context *ctx, int axis, void *buf,
                                  int64_t bytes, int root);

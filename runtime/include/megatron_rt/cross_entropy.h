@@ -41,6 +41,23 @@ MRT_API void mrt_vocab_ce_bwd_f32(const float *logits, const int32_t *targets,
                                   int64_t valid_vocab, float dloss,
                                   float *dlogits);
 
+/* The pieces that read the logits, on bf16 logits (and dlogits); gmax,
+ * sumexp and tlogit stay fp32, and mrt_vocab_ce_loss_f32 serves both. */
+MRT_API void mrt_vocab_ce_local_max_bf16(const mrt_bf16 *logits, int64_t N,
+                                         int64_t Vl, int64_t vocab_start,
+                                         int64_t valid_vocab, float *max);
+MRT_API void mrt_vocab_ce_local_sumexp_bf16(const mrt_bf16 *logits,
+                                            const int32_t *targets, int64_t N,
+                                            int64_t Vl, int64_t vocab_start,
+                                            int64_t valid_vocab,
+                                            const float *gmax, float *sumexp,
+                                            float *tlogit);
+MRT_API void mrt_vocab_ce_bwd_bf16(const mrt_bf16 *logits,
+                                   const int32_t *targets, const float *gmax,
+                                   const float *sumexp, int64_t N, int64_t Vl,
+                                   int64_t vocab_start, int64_t valid_vocab,
+                                   float dloss, mrt_bf16 *dlogits);
+
 MRT_EXTERN_C_END
 
 #endif /* MEGATRON_RT_CROSS_ENTROPY_H */

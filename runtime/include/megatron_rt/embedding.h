@@ -27,6 +27,15 @@ MRT_API void mrt_pos_embedding_fwd_f32(float *x, const float *wpe, int64_t B,
 MRT_API void mrt_pos_embedding_bwd_f32(const float *dx, float *dwpe, int64_t B,
                                        int64_t T, int64_t C);
 
+/* mrt_embedding_fwd_f32 from a bf16 table into bf16 out, and its backward
+ * from bf16 dout, ACCUMULATING into the fp32 gradient dtable. */
+MRT_API void mrt_embedding_fwd_bf16(const mrt_bf16 *table, const int32_t *ids,
+                                    int64_t vocab_start, int64_t Vl, int64_t C,
+                                    int64_t N, mrt_bf16 *out);
+MRT_API void mrt_embedding_bwd_bf16(const mrt_bf16 *dout, const int32_t *ids,
+                                    int64_t vocab_start, int64_t Vl, int64_t C,
+                                    int64_t N, float *dtable);
+
 MRT_EXTERN_C_END
 
 #endif /* MEGATRON_RT_EMBEDDING_H */

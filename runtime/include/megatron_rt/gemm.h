@@ -15,6 +15,17 @@ MRT_API void mrt_gemm_f32(int transA, int transB, int64_t M, int64_t N,
                           const float *B, int64_t ldb, float beta, float *C,
                           int64_t ldc);
 
+/* mrt_gemm_f32 on bf16 A and B with fp32 accumulation: C is bf16 here and
+ * fp32 in mrt_gemm_bf16_f32 (the parameter gradients). */
+MRT_API void mrt_gemm_bf16(int transA, int transB, int64_t M, int64_t N,
+                           int64_t K, float alpha, const mrt_bf16 *A,
+                           int64_t lda, const mrt_bf16 *B, int64_t ldb,
+                           float beta, mrt_bf16 *C, int64_t ldc);
+MRT_API void mrt_gemm_bf16_f32(int transA, int transB, int64_t M, int64_t N,
+                               int64_t K, float alpha, const mrt_bf16 *A,
+                               int64_t lda, const mrt_bf16 *B, int64_t ldb,
+                               float beta, float *C, int64_t ldc);
+
 MRT_EXTERN_C_END
 
 #endif /* MEGATRON_RT_GEMM_H */

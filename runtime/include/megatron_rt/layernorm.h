@@ -36,6 +36,24 @@ MRT_API void mrt_layernorm_bwd_f32(const float *dy, const float *x,
                                    const float *rstd, float *dx, float *dw,
                                    float *db, int64_t rows, int64_t cols);
 
+/* The same four on bf16 x, w, b, y, sum, delta, delta_bias, dy, dx; mean,
+ * rstd, dw and db stay fp32. */
+MRT_API void mrt_layernorm_fwd_bf16(const mrt_bf16 *x, const mrt_bf16 *w,
+                                    const mrt_bf16 *b, mrt_bf16 *y, float *mean,
+                                    float *rstd, int64_t rows, int64_t cols,
+                                    float eps);
+MRT_API void mrt_residual_layernorm_fwd_bf16(
+    const mrt_bf16 *x, const mrt_bf16 *delta, const mrt_bf16 *delta_bias,
+    mrt_bf16 *sum, const mrt_bf16 *w, const mrt_bf16 *b, mrt_bf16 *y,
+    float *mean, float *rstd, int64_t rows, int64_t cols, float eps);
+MRT_API void mrt_layernorm_stats_bf16(const mrt_bf16 *x, float *mean,
+                                      float *rstd, int64_t rows, int64_t cols,
+                                      float eps);
+MRT_API void mrt_layernorm_bwd_bf16(const mrt_bf16 *dy, const mrt_bf16 *x,
+                                    const mrt_bf16 *w, const float *mean,
+                                    const float *rstd, mrt_bf16 *dx, float *dw,
+                                    float *db, int64_t rows, int64_t cols);
+
 MRT_EXTERN_C_END
 
 #endif /* MEGATRON_RT_LAYERNORM_H */
