@@ -7,6 +7,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -19,6 +20,12 @@ namespace {
 void addHostLoopStages(OpPassManager &pm) {
   // tanh as exp: a loop LLVM can vectorise, not a libm call per element.
   pm.addPass(math::createMathExpandOpsPass());
+  // bf16 rounding as integer code: LLVM would call __truncsfbf2, which
+  // libgcc before GCC 13 lacks, and this rounds to nearest even as the
+  // runtime's bf16 kernels do.
+  arith::ArithExpandOpsPassOptions expand;
+  expand.includeBf16 = true;
+  pm.addPass(arith::createArithExpandOpsPass(expand));
   megatron::addHostToLLVMStages(pm);
   pm.addPass(createReconcileUnrealizedCastsPass());
 }

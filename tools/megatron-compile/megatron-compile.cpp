@@ -50,6 +50,17 @@ static cl::opt<megatron::Target> target(
 static cl::opt<std::string> arch("arch",
                                  cl::desc("with --target=cuda: sm_80 or sm_90"),
                                  cl::init("sm_90"), cl::cat(category));
+enum class Precision { Auto, FP32, BF16 };
+static cl::opt<Precision> precision(
+    "precision", cl::desc("storage of activations and parameter copies"),
+    cl::init(Precision::Auto),
+    cl::values(clEnumValN(Precision::Auto, "auto",
+                          "bf16 on --target=cuda, fp32 otherwise"),
+               clEnumValN(Precision::FP32, "fp32", "everything fp32"),
+               clEnumValN(Precision::BF16, "bf16",
+                          "bf16 activations and parameter copies, fp32 "
+                          "master weights, gradients and AdamW state")),
+    cl::cat(category));
 static cl::opt<bool> train("train",
                            cl::desc("emit the training step (backward pass "
                                     "and AdamW) beside the forward entry"),
@@ -84,6 +95,12 @@ static cl::opt<Emit> emit(
                clEnumValN(Emit::PTX, "ptx",
                           "with --target=cuda, the PTX of the step's kernels")),
     cl::cat(category));
+
+static bool usesBF16() {
+  if (precision == Precision::Auto)
+    return target == megatron::Target::CUDA;
+  return precision == Precision::BF16;
+}
 
 static LogicalResult run(PassManager &pm, ModuleOp module) {
   if (failed(applyPassManagerCLOptions(pm)))
@@ -228,6 +245,12 @@ static LogicalResult compile(MLIRContext &context) {
       train ? buildTrainStep(context, *module) : forwardOnly(*module);
   if (failed(entries))
     return failure();
+  if (usesBF16()) {
+    PassManager mixed(&context);
+    mixed.addPass(megatron::createMixedPrecision());
+    if (failed(run(mixed, *module)))
+      return failure();
+  }
   if (emit == Emit::PartitionedMLIR)
     return writeModule(*module);
   FailureOr<std::string> manifest = megatron::buildStepManifest(

@@ -117,6 +117,26 @@ def Optimizer : Pass<"tp-optimizer", "ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def MixedPrecision : Pass<"tp-mixed-precision", "ModuleOp"> {
+  let summary = "bf16 activations and parameter copies, fp32 master weights";
+  let description = [{
+    Runs on the per-rank program (after tp-partition, and after tp-optimizer
+    for the training step) and gives it llm.c's mixed precision. Every
+    activation, every activation gradient and every parameter a forward or
+    backward op reads become bf16: each fp32 parameter is rounded once per
+    step by a `tp.convert`, which all its forward and backward uses share.
+    What rounding would hurt stays fp32: the cross-entropy's maxima, sums
+    and loss, the parameter gradients (GEMMs, bias sums, embedding and
+    layer-norm parameter gradients accumulate into fp32), the gradient norm,
+    the AdamW update and its moments, and softmax, whose reductions the
+    generic lowering would accumulate in the element type. Collectives and
+    sums follow their operands. The function signatures do not change: the
+    manifest, the checkpoints and megatron-run stay fp32, and a bf16 value
+    a function returns is widened back.
+  }];
+  let dependentDialects = ["::mlir::tp::TPDialect"];
+}
+
 def Explain : Pass<"tp-explain", "ModuleOp"> {
   let summary = "Report parameters, FLOPs and communication per rank";
   let description = [{

@@ -135,8 +135,30 @@ private:
            << axis << "\" has no runtime communicator (only \"dp\" and \"tp\")";
   }
 
+  /// The runtime's variant of kernel `base` for `storage`'s element type
+  /// (checkElementTypes admitted only these two).
+  static std::string kernel(StringRef base, Value storage) {
+    bool bf16 = getElementTypeOrSelf(storage.getType()).isBF16();
+    return (base + (bf16 ? "_bf16" : "_f32")).str();
+  }
+
+  /// A GEMM's runtime entry point: bf16 operands may write fp32 (the
+  /// parameter gradients).
+  FailureOr<std::string> gemmKernel(Operation *op, Value operand,
+                                    Value result) {
+    Type in = getElementTypeOrSelf(operand.getType());
+    Type out = getElementTypeOrSelf(result.getType());
+    if (in == out)
+      return kernel("mrt_gemm", operand);
+    if (in.isBF16() && out.isF32())
+      return std::string("mrt_gemm_bf16_f32");
+    return op->emitOpError("has no runtime GEMM from ")
+           << in << " operands to a " << out << " result";
+  }
+
   /// An elementwise linalg.generic over `result`'s shape; `inputs` are
-  /// indexed by the trailing dimensions they have.
+  /// indexed by the trailing dimensions they have. `body` computes in fp32
+  /// whatever the storage: bf16 operands are widened, the result rounded.
   Value elementwise(Location loc, RankedTensorType result, ValueRange inputs,
                     function_ref<Value(OpBuilder &, Location, ValueRange)>
                         body) {
@@ -157,8 +179,21 @@ private:
     auto generic = linalg::GenericOp::create(
         b, loc, result, inputs, init, maps, iterators,
         [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
-          linalg::YieldOp::create(nested, nestedLoc,
-                                  body(nested, nestedLoc, args.drop_back()));
+          Type f32 = nested.getF32Type();
+          SmallVector<Value> wide;
+          for (Value arg : args.drop_back())
+            wide.push_back(cast<FloatType>(arg.getType()).getWidth() < 32
+                               ? arith::ExtFOp::create(nested, nestedLoc, f32,
+                                                       arg)
+                               : arg);
+          Value value = body(nested, nestedLoc, wide);
+          Type element = result.getElementType();
+          if (cast<FloatType>(element).getWidth() <
+              cast<FloatType>(value.getType()).getWidth())
+            value = arith::TruncFOp::create(nested, nestedLoc, element, value);
+          else if (element != value.getType())
+            value = arith::ExtFOp::create(nested, nestedLoc, element, value);
+          linalg::YieldOp::create(nested, nestedLoc, value);
         });
     return generic.getResult(0);
   }
@@ -181,9 +216,12 @@ private:
     int64_t k = op.getTransposeLhs() ? lhs.getDimSize(0) : lhs.getShape().back();
     int64_t m = numElements(op.getLhs()) / k;
     int64_t n = op.getType().getShape().back();
+    FailureOr<std::string> gemm = gemmKernel(op, op.getLhs(), op.getResult());
+    if (failed(gemm))
+      return failure();
     Value a = input(loc, op.getLhs()), w = input(loc, op.getRhs());
     Output c = output(loc, op.getType());
-    call(loc, "mrt_gemm_f32",
+    call(loc, *gemm,
          {i32(loc, op.getTransposeLhs()), i32(loc, op.getTransposeRhs()),
           i64(loc, m), i64(loc, n), i64(loc, k), f32(loc, 1.0f), a,
           i64(loc, op.getTransposeLhs() ? m : k), w,
@@ -212,7 +250,7 @@ private:
           bias = input(loc, op.getBias());
     Output y = output(loc, op.getType()), mean = output(loc, stats),
            rstd = output(loc, stats);
-    call(loc, "mrt_layernorm_fwd_f32",
+    call(loc, kernel("mrt_layernorm_fwd", op.getInput()),
          {x, w, bias, y.view, mean.view, rstd.view, i64(loc, rows),
           i64(loc, cols), f32(loc, op.getEpsilon().convertToFloat())});
     op.replaceAllUsesWith(tensor(loc, y));
@@ -242,7 +280,7 @@ private:
           beta = input(loc, norm.getBias());
     Output sum = output(loc, add.getType()), y = output(loc, norm.getType()),
            mean = output(loc, stats), rstd = output(loc, stats);
-    call(loc, "mrt_residual_layernorm_fwd_f32",
+    call(loc, kernel("mrt_residual_layernorm_fwd", add.getResult()),
          {x, delta, bias, sum.view, w, beta, y.view, mean.view, rstd.view,
           i64(loc, rows), i64(loc, cols),
           f32(loc, norm.getEpsilon().convertToFloat())});
@@ -262,7 +300,7 @@ private:
     Output y = output(loc, out);
     Output lse = output(
         loc, RankedTensorType::get({batch, heads, seq}, b.getF32Type()));
-    call(loc, "mrt_attention_fwd_f32",
+    call(loc, kernel("mrt_attention_fwd", op.getQkv()),
          {qkv, y.view, lse.view, i64(loc, batch), i64(loc, seq),
           i64(loc, heads), i64(loc, width)});
     op.replaceAllUsesWith(tensor(loc, y));
@@ -282,7 +320,7 @@ private:
     Value start = vocabStart(loc, op.getOffset());
     Value t = input(loc, op.getTable()), ids = input(loc, op.getIds());
     Output y = output(loc, op.getType());
-    call(loc, "mrt_embedding_fwd_f32",
+    call(loc, kernel("mrt_embedding_fwd", op.getTable()),
          {t, ids, start, i64(loc, table.getDimSize(0)),
           i64(loc, table.getDimSize(1)), i64(loc, numElements(op.getIds())),
           y.view});
@@ -312,6 +350,14 @@ private:
         [](OpBuilder &nb, Location loc, ValueRange args) -> Value {
           return arith::AddFOp::create(nb, loc, args[0], args[1]);
         }));
+    return success();
+  }
+
+  /// The elementwise generic widens and rounds; the body is the identity.
+  LogicalResult lowerConvert(ConvertOp op) {
+    op.replaceAllUsesWith(elementwise(
+        op.getLoc(), op.getType(), {op.getInput()},
+        [](OpBuilder &, Location, ValueRange args) { return args[0]; }));
     return success();
   }
 
@@ -348,7 +394,7 @@ private:
     Location loc = op.getLoc();
     auto logits = op.getLogits().getType();
     auto tokens = RankedTensorType::get(logits.getShape().drop_back(),
-                                        logits.getElementType());
+                                        op.getType().getElementType());
     Value offset = arith::ConstantIndexOp::create(b, loc, 0);
     auto max = XentMaxOp::create(b, loc, tokens, op.getLogits(), offset,
                                  op.getValidVocab());
@@ -371,7 +417,7 @@ private:
     Value start = vocabStart(loc, op.getOffset());
     Value logits = input(loc, op.getLogits());
     Output max = output(loc, op.getType());
-    call(loc, "mrt_vocab_ce_local_max_f32",
+    call(loc, kernel("mrt_vocab_ce_local_max", op.getLogits()),
          {logits, i64(loc, numElements(op.getMax())), i64(loc, vocab), start,
           i64(loc, op.getValidVocab()), max.view});
     op.replaceAllUsesWith(tensor(loc, max));
@@ -386,7 +432,7 @@ private:
           targets = input(loc, op.getTargets()), max = input(loc, op.getMax());
     Output sumExp = output(loc, op.getSumExp().getType()),
            target = output(loc, op.getTargetLogit().getType());
-    call(loc, "mrt_vocab_ce_local_sumexp_f32",
+    call(loc, kernel("mrt_vocab_ce_local_sumexp", op.getLogits()),
          {logits, targets, i64(loc, numElements(op.getMax())), i64(loc, vocab),
           start, i64(loc, op.getValidVocab()), max, sumExp.view, target.view});
     op.getSumExp().replaceAllUsesWith(tensor(loc, sumExp));
@@ -433,7 +479,7 @@ private:
         /*read_only=*/true);
     Output result = output(loc, type);
     memref::CopyOp::create(b, loc, source, result.buffer);
-    call(loc, "mrt_all_reduce_f32",
+    call(loc, kernel("mrt_all_reduce", value),
          {ctx, i32(loc, *runtime), result.view, i64(loc, numElements(value)),
           i32(loc, reduction)});
     op->getResult(0).replaceAllUsesWith(tensor(loc, result));
@@ -498,7 +544,7 @@ private:
     Location loc = op.getLoc();
     Value in = input(loc, op.getInput());
     Output out = output(loc, op.getType());
-    call(loc, runtimeName,
+    call(loc, kernel(runtimeName, op.getInput()),
          {ctx, i32(loc, *runtime), in, out.view,
           i64(loc, local.getNumElements())});
     op.replaceAllUsesWith(tensor(loc, out));
@@ -628,9 +674,12 @@ private:
     Location loc = op.getLoc();
     int64_t k = op.getType().getDimSize(0), n = op.getType().getDimSize(1);
     int64_t rows = numElements(op.getLhs()) / k;
+    FailureOr<std::string> gemm = gemmKernel(op, op.getLhs(), op.getResult());
+    if (failed(gemm))
+      return failure();
     Value a = input(loc, op.getLhs()), g = input(loc, op.getRhs());
     Output c = output(loc, op.getType());
-    call(loc, "mrt_gemm_f32",
+    call(loc, *gemm,
          {i32(loc, 1), i32(loc, 0), i64(loc, k), i64(loc, n), i64(loc, rows),
           f32(loc, 1.0f), a, i64(loc, k), g, i64(loc, n), f32(loc, 0.0f),
           c.view, i64(loc, n)});
@@ -645,7 +694,7 @@ private:
     int64_t cols = numElements(op.getResult());
     Value input = this->input(loc, op.getInput());
     Output sum = output(loc, op.getType());
-    call(loc, "mrt_sum_rows_f32",
+    call(loc, kernel("mrt_sum_rows", op.getInput()),
          {input, i64(loc, numElements(op.getInput()) / cols), i64(loc, cols),
           sum.view});
     op.replaceAllUsesWith(tensor(loc, sum));
@@ -690,13 +739,13 @@ private:
     Value x = input(loc, op.getInput()), w = input(loc, op.getWeight()),
           dy = input(loc, op.getGrad());
     Output mean = output(loc, stats), rstd = output(loc, stats);
-    call(loc, "mrt_layernorm_stats_f32",
+    call(loc, kernel("mrt_layernorm_stats", op.getInput()),
          {x, mean.view, rstd.view, i64(loc, rows), i64(loc, cols),
           f32(loc, op.getEpsilon().convertToFloat())});
     Output dx = output(loc, op.getInputGrad().getType()),
            dw = output(loc, op.getWeightGrad().getType()),
            db = output(loc, op.getBiasGrad().getType());
-    call(loc, "mrt_layernorm_bwd_f32",
+    call(loc, kernel("mrt_layernorm_bwd", op.getInput()),
          {dy, x, w, mean.view, rstd.view, dx.view, dw.view, db.view,
           i64(loc, rows), i64(loc, cols)});
     op.getInputGrad().replaceAllUsesWith(tensor(loc, dx));
@@ -720,11 +769,11 @@ private:
                                 i64(loc, heads), i64(loc, width)};
     SmallVector<Value> forward = {qkv, out.view, lse.view};
     forward.append(sizes);
-    call(loc, "mrt_attention_fwd_f32", forward);
+    call(loc, kernel("mrt_attention_fwd", op.getQkv()), forward);
     Output dqkv = output(loc, op.getType());
     SmallVector<Value> backward = {qkv, out.view, dout, lse.view, dqkv.view};
     backward.append(sizes);
-    call(loc, "mrt_attention_bwd_f32", backward);
+    call(loc, kernel("mrt_attention_bwd", op.getQkv()), backward);
     op.replaceAllUsesWith(tensor(loc, dqkv));
     return success();
   }
@@ -737,7 +786,7 @@ private:
     Output dtable = output(loc, table);
     // The kernel accumulates: rows no id selects stay zero.
     linalg::FillOp::create(b, loc, f32(loc, 0.0f), dtable.buffer);
-    call(loc, "mrt_embedding_bwd_f32",
+    call(loc, kernel("mrt_embedding_bwd", op.getGrad()),
          {dy, ids, start, i64(loc, table.getDimSize(0)),
           i64(loc, table.getDimSize(1)), i64(loc, numElements(op.getIds())),
           dtable.view});
@@ -751,8 +800,14 @@ private:
     auto type = op.getType();
     Value init = tensor::EmptyOp::create(b, loc, type.getShape(),
                                          type.getElementType());
-    Value zero = linalg::FillOp::create(b, loc, f32(loc, 0.0f), init)
-                     .getResult(0);
+    Value zero =
+        linalg::FillOp::create(
+            b, loc,
+            arith::ConstantOp::create(
+                b, loc, b.getFloatAttr(type.getElementType(), 0.0))
+                .getResult(),
+            init)
+            .getResult(0);
     auto grad = op.getGrad().getType();
     SmallVector<OpFoldResult> offsets(2, b.getIndexAttr(0)),
         strides(2, b.getIndexAttr(1));
@@ -775,7 +830,7 @@ private:
           targets = input(loc, op.getTargets()), max = input(loc, op.getMax()),
           sumExp = input(loc, op.getSumExp());
     Output dlogits = output(loc, op.getType());
-    call(loc, "mrt_vocab_ce_bwd_f32",
+    call(loc, kernel("mrt_vocab_ce_bwd", op.getLogits()),
          {logits, targets, max, sumExp, i64(loc, numElements(op.getMax())),
           i64(loc, vocab), start, i64(loc, op.getValidVocab()), lossGrad,
           dlogits.view});
@@ -803,6 +858,9 @@ private:
   /// moments in their own buffers. The scalar factors are computed in double,
   /// as torch.optim.AdamW computes them in Python floats.
   LogicalResult lowerAdamW(AdamWOp op) {
+    if (!op.getParam().getType().getElementType().isF32())
+      return op.emitOpError("updates fp32 master weights only, got ")
+             << op.getParam().getType();
     Location loc = op.getLoc();
     Type f64 = b.getF64Type(), f32Type = b.getF32Type();
     auto hyper = [&](int64_t index) -> Value {
@@ -870,7 +928,21 @@ private:
   OpBuilder b;
 };
 
+/// The runtime's kernels store f32 or bf16 (the _f32 and _bf16 variants).
+static LogicalResult checkElementTypes(Operation *op) {
+  for (Type type : llvm::concat<Type>(op->getOperandTypes(),
+                                      op->getResultTypes())) {
+    Type element = getElementTypeOrSelf(type);
+    if (isa<FloatType>(element) && !element.isF32() && !element.isBF16())
+      return op->emitOpError("has no runtime lowering for element type ")
+             << element << "; the runtime stores f32 and bf16";
+  }
+  return success();
+}
+
 LogicalResult RuntimeLowering::lower(Operation *op) {
+  if (isa<TPDialect>(op->getDialect()) && failed(checkElementTypes(op)))
+    return failure();
   b.setInsertionPoint(op);
   LogicalResult result =
       llvm::TypeSwitch<Operation *, LogicalResult>(op)
@@ -886,6 +958,7 @@ LogicalResult RuntimeLowering::lower(Operation *op) {
           })
           .Case([&](AddOp op) { return lowerSum(op, op.getLhs(), op.getRhs()); })
           .Case([&](GeluOp op) { return lowerGelu(op); })
+          .Case([&](ConvertOp op) { return lowerConvert(op); })
           .Case([&](CrossEntropyOp op) { return lowerCrossEntropy(op); })
           .Case([&](XentMaxOp op) { return lowerXentMax(op); })
           .Case([&](XentSumExpOp op) { return lowerXentSumExp(op); })
@@ -920,14 +993,14 @@ LogicalResult RuntimeLowering::lower(Operation *op) {
           .Case([&](AxisIndexOp op) { return lowerAxisIndex(op); })
           .Case([&](LocalSliceOp op) { return lowerLocalSlice(op); })
           .Case([&](AllGatherOp op) {
-            return lowerGatherOrScatter(op, "mrt_all_gather_f32",
+            return lowerGatherOrScatter(op, "mrt_all_gather",
                                         op.getInput().getType());
           })
           .Case([&](ReduceScatterOp op) {
             if (op.getKind() != ReductionKind::sum)
               return LogicalResult(op.emitOpError(
                   "has no runtime lowering for a max reduction"));
-            return lowerGatherOrScatter(op, "mrt_reduce_scatter_f32",
+            return lowerGatherOrScatter(op, "mrt_reduce_scatter",
                                         op.getType());
           })
           .Default([&](Operation *op) -> LogicalResult {

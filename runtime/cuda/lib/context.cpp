@@ -259,16 +259,59 @@ ncclRedOp_t ncclOp(const mrt_context &ctx, int op) {
   mrt::abortJob(ctx.mesh.worldRank, "all_reduce: invalid reduce op %d", op);
 }
 
-/// Host buffers (megatron-run's own) take the MPI path; a collective may not
-/// mix the two.
+/// Host buffers (megatron-run's own, never bf16) take the MPI path, which
+/// has no bf16; a collective may not mix host and device buffers.
 bool onDevice(const mrt_context &ctx, const char *what, const void *in,
-              const void *out) {
+              const void *out, ncclDataType_t type) {
   bool device = isDevicePointer(in);
   if (device != isDevicePointer(out))
     mrt::abortJob(ctx.mesh.worldRank,
                   "%s: one buffer is in host and the other in device memory",
                   what);
+  if (!device && type == ncclBfloat16)
+    mrt::abortJob(ctx.mesh.worldRank,
+                  "%s: bf16 buffers must be in device memory", what);
   return device;
+}
+
+// The _f32 and _bf16 collectives: `type` is the buffers' element type.
+
+void allReduce(mrt_context *ctx, int axis, void *buf, int64_t n, int op,
+               ncclDataType_t type) {
+  const char *what = "all_reduce";
+  if (!onDevice(*ctx, what, buf, buf, type))
+    return mrt::mpiAllReduce(ctx->mesh, axis, static_cast<float *>(buf), n,
+                             op);
+  ncclRedOp_t reduction = ncclOp(*ctx, op);
+  collective(ctx, axis, what, [&](ncclComm_t comm, cudaStream_t stream) {
+    return ncclAllReduce(buf, buf, static_cast<size_t>(n), type, reduction,
+                         comm, stream);
+  });
+}
+
+void allGather(mrt_context *ctx, int axis, const void *in, void *out,
+               int64_t nPerRank, ncclDataType_t type) {
+  const char *what = "all_gather";
+  if (!onDevice(*ctx, what, in, out, type))
+    return mrt::mpiAllGather(ctx->mesh, axis, static_cast<const float *>(in),
+                             static_cast<float *>(out), nPerRank);
+  collective(ctx, axis, what, [&](ncclComm_t comm, cudaStream_t stream) {
+    return ncclAllGather(in, out, static_cast<size_t>(nPerRank), type, comm,
+                         stream);
+  });
+}
+
+void reduceScatter(mrt_context *ctx, int axis, const void *in, void *out,
+                   int64_t nPerRank, ncclDataType_t type) {
+  const char *what = "reduce_scatter";
+  if (!onDevice(*ctx, what, in, out, type))
+    return mrt::mpiReduceScatter(ctx->mesh, axis,
+                                 static_cast<const float *>(in),
+                                 static_cast<float *>(out), nPerRank);
+  collective(ctx, axis, what, [&](ncclComm_t comm, cudaStream_t stream) {
+    return ncclReduceScatter(in, out, static_cast<size_t>(nPerRank), type,
+                             ncclSum, comm, stream);
+  });
 }
 
 } // namespace
@@ -343,43 +386,41 @@ extern "C" void mrt_context_destroy(mrt_context *ctx) {
 
 extern "C" void mrt_all_reduce_f32(mrt_context *ctx, int axis, float *buf,
                                    int64_t n, int op) {
-  const char *what = "all_reduce";
-  if (!onDevice(*ctx, what, buf, buf))
-    return mrt::mpiAllReduce(ctx->mesh, axis, buf, n, op);
-  ncclRedOp_t reduction = ncclOp(*ctx, op);
-  collective(ctx, axis, what, [&](ncclComm_t comm, cudaStream_t stream) {
-    return ncclAllReduce(buf, buf, static_cast<size_t>(n), ncclFloat32,
-                         reduction, comm, stream);
-  });
+  allReduce(ctx, axis, buf, n, op, ncclFloat32);
+}
+
+extern "C" void mrt_all_reduce_bf16(mrt_context *ctx, int axis, mrt_bf16 *buf,
+                                    int64_t n, int op) {
+  allReduce(ctx, axis, buf, n, op, ncclBfloat16);
 }
 
 extern "C" void mrt_all_gather_f32(mrt_context *ctx, int axis, const float *in,
                                    float *out, int64_t n_per_rank) {
-  const char *what = "all_gather";
-  if (!onDevice(*ctx, what, in, out))
-    return mrt::mpiAllGather(ctx->mesh, axis, in, out, n_per_rank);
-  collective(ctx, axis, what, [&](ncclComm_t comm, cudaStream_t stream) {
-    return ncclAllGather(in, out, static_cast<size_t>(n_per_rank), ncclFloat32,
-                         comm, stream);
-  });
+  allGather(ctx, axis, in, out, n_per_rank, ncclFloat32);
+}
+
+extern "C" void mrt_all_gather_bf16(mrt_context *ctx, int axis,
+                                    const mrt_bf16 *in, mrt_bf16 *out,
+                                    int64_t n_per_rank) {
+  allGather(ctx, axis, in, out, n_per_rank, ncclBfloat16);
 }
 
 extern "C" void mrt_reduce_scatter_f32(mrt_context *ctx, int axis,
                                        const float *in, float *out,
                                        int64_t n_per_rank) {
-  const char *what = "reduce_scatter";
-  if (!onDevice(*ctx, what, in, out))
-    return mrt::mpiReduceScatter(ctx->mesh, axis, in, out, n_per_rank);
-  collective(ctx, axis, what, [&](ncclComm_t comm, cudaStream_t stream) {
-    return ncclReduceScatter(in, out, static_cast<size_t>(n_per_rank),
-                             ncclFloat32, ncclSum, comm, stream);
-  });
+  reduceScatter(ctx, axis, in, out, n_per_rank, ncclFloat32);
+}
+
+extern "C" void mrt_reduce_scatter_bf16(mrt_context *ctx, int axis,
+                                        const mrt_bf16 *in, mrt_bf16 *out,
+                                        int64_t n_per_rank) {
+  reduceScatter(ctx, axis, in, out, n_per_rank, ncclBfloat16);
 }
 
 extern "C" void mrt_broadcast_bytes(mrt_context *ctx, int axis, void *buf,
                                     int64_t bytes, int root) {
   const char *what = "broadcast";
-  if (!onDevice(*ctx, what, buf, buf))
+  if (!onDevice(*ctx, what, buf, buf, ncclUint8))
     return mrt::mpiBroadcast(ctx->mesh, axis, buf, bytes, root);
   collective(ctx, axis, what, [&](ncclComm_t comm, cudaStream_t stream) {
     return ncclBroadcast(buf, buf, static_cast<size_t>(bytes), ncclUint8, root,

@@ -1,9 +1,12 @@
-// mrt_gemm_f32 on the GPU through cuBLASLt.
+// mrt_gemm_f32, mrt_gemm_bf16 and mrt_gemm_bf16_f32 on the GPU through
+// cuBLASLt, one code path for the three: a plan per shape and data types.
 //
-// Buffers stay fp32 (the step's manifest, checkpoints and master weights are
-// fp32); the products run on bf16 tensor cores with fp32 accumulation
-// (CUBLAS_COMPUTE_32F_FAST_16BF) unless MEGATRON_CUDA_MATMUL asks for "tf32"
-// or "fp32", which the correctness check uses to tell rounding from bugs.
+// fp32 buffers (the step's manifest, checkpoints and master weights) run on
+// bf16 tensor cores with fp32 accumulation (CUBLAS_COMPUTE_32F_FAST_16BF)
+// unless MEGATRON_CUDA_MATMUL asks for "tf32" or "fp32", which the
+// correctness check uses to tell rounding from bugs. bf16 operands are
+// already what the tensor cores take: CUBLAS_COMPUTE_32F, whatever the
+// variable says.
 #include "megatron_rt/gemm.h"
 
 #include "cuda_check.h"
@@ -43,10 +46,14 @@ struct Shape {
   // The operands' common alignment in bytes (at most 256): the heuristic
   // may otherwise pick a kernel that assumes cudaMalloc's 256.
   uint32_t alignment;
+  // A and B share a type; C may differ (bf16 products into fp32 gradients).
+  cudaDataType_t abType, cType;
   bool operator<(const Shape &other) const {
-    return std::tie(transA, transB, m, n, k, lda, ldb, ldc, alignment) <
-           std::tie(other.transA, other.transB, other.m, other.n, other.k,
-                    other.lda, other.ldb, other.ldc, other.alignment);
+    return std::tie(transA, transB, m, n, k, lda, ldb, ldc, alignment, abType,
+                    cType) < std::tie(other.transA, other.transB, other.m,
+                                      other.n, other.k, other.lda, other.ldb,
+                                      other.ldc, other.alignment, other.abType,
+                                      other.cType);
   }
 };
 
@@ -67,13 +74,13 @@ struct Plan {
 
 class Gemm {
 public:
-  Gemm() : compute(computeTypeFromEnvironment()) {
+  Gemm() : fp32Compute(computeTypeFromEnvironment()) {
     checkCublas(cublasLtCreate(&handle), "cublasLtCreate");
     MRT_CUDA_CHECK(cudaMalloc(&workspace, kWorkspaceBytes));
   }
 
-  void run(const Shape &shape, float alpha, const float *A, const float *B,
-           float beta, float *C) {
+  void run(const Shape &shape, float alpha, const void *A, const void *B,
+           float beta, void *C) {
     std::lock_guard<std::mutex> lock(mutex);
     const Plan &plan = planFor(shape);
     // Column-major view: cuBLAS's first operand is the row-major B.
@@ -87,12 +94,18 @@ public:
 private:
   static constexpr size_t kWorkspaceBytes = 32u << 20;
 
+  cublasComputeType_t computeFor(const Shape &s) const {
+    return s.abType == CUDA_R_32F ? fp32Compute : CUBLAS_COMPUTE_32F;
+  }
+
   const Plan &planFor(const Shape &s) {
     auto found = plans.find(s);
     if (found != plans.end())
       return found->second;
     Plan plan;
-    checkCublas(cublasLtMatmulDescCreate(&plan.operation, compute, CUDA_R_32F),
+    // alpha and beta stay fp32 scalars whatever the operands.
+    checkCublas(cublasLtMatmulDescCreate(&plan.operation, computeFor(s),
+                                         CUDA_R_32F),
                 "creating a matmul descriptor");
     cublasOperation_t opFirst = s.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t opSecond = s.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -109,13 +122,13 @@ private:
     int64_t rowsFirst = s.transB ? s.n : s.k, colsFirst = s.transB ? s.k : s.n;
     int64_t rowsSecond = s.transA ? s.k : s.m,
             colsSecond = s.transA ? s.m : s.k;
-    checkCublas(cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_32F, colsFirst,
+    checkCublas(cublasLtMatrixLayoutCreate(&plan.a, s.abType, colsFirst,
                                            rowsFirst, s.ldb),
                 "creating the layout of B");
-    checkCublas(cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_32F, colsSecond,
+    checkCublas(cublasLtMatrixLayoutCreate(&plan.b, s.abType, colsSecond,
                                            rowsSecond, s.lda),
                 "creating the layout of A");
-    checkCublas(cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_32F, s.n, s.m, s.ldc),
+    checkCublas(cublasLtMatrixLayoutCreate(&plan.c, s.cType, s.n, s.m, s.ldc),
                 "creating the layout of C");
     cublasLtMatmulPreference_t preference;
     checkCublas(cublasLtMatmulPreferenceCreate(&preference),
@@ -149,7 +162,7 @@ private:
     return plans.emplace(s, plan).first->second;
   }
 
-  cublasComputeType_t compute;
+  cublasComputeType_t fp32Compute;
   cublasLtHandle_t handle = nullptr;
   void *workspace = nullptr;
   std::mutex mutex;
@@ -161,18 +174,45 @@ Gemm &gemm() {
   return *instance;
 }
 
+// The three entry points: the same row-major GEMM on operands of the given
+// types.
+void gemmEntry(const char *name, int transA, int transB, int64_t M, int64_t N,
+               int64_t K, float alpha, const void *A, int64_t lda,
+               const void *B, int64_t ldb, float beta, void *C, int64_t ldc,
+               cudaDataType_t abType, cudaDataType_t cType) {
+  if (M == 0 || N == 0)
+    return;
+  if (K == 0)
+    // An empty product: C = beta * C, which no step of ours asks for.
+    mrt::fatal("%s with K = 0 is not supported on the GPU", name);
+  gemm().run({transA != 0, transB != 0, M, N, K, lda, ldb, ldc,
+              commonAlignment(A, B, C), abType, cType},
+             alpha, A, B, beta, C);
+}
+
 } // namespace
 
 extern "C" void mrt_gemm_f32(int transA, int transB, int64_t M, int64_t N,
                              int64_t K, float alpha, const float *A,
                              int64_t lda, const float *B, int64_t ldb,
                              float beta, float *C, int64_t ldc) {
-  if (M == 0 || N == 0)
-    return;
-  if (K == 0)
-    // An empty product: C = beta * C, which no step of ours asks for.
-    mrt::fatal("mrt_gemm_f32 with K = 0 is not supported on the GPU");
-  gemm().run({transA != 0, transB != 0, M, N, K, lda, ldb, ldc,
-              commonAlignment(A, B, C)},
-             alpha, A, B, beta, C);
+  gemmEntry("mrt_gemm_f32", transA, transB, M, N, K, alpha, A, lda, B, ldb,
+            beta, C, ldc, CUDA_R_32F, CUDA_R_32F);
 }
+
+extern "C" void mrt_gemm_bf16(int transA, int transB, int64_t M, int64_t N,
+                              int64_t K, float alpha, const mrt_bf16 *A,
+                              int64_t lda, const mrt_bf16 *B, int64_t ldb,
+                              float beta, mrt_bf16 *C, int64_t ldc) {
+  gemmEntry("mrt_gemm_bf16", transA, transB, M, N, K, alpha, A, lda, B, ldb,
+            beta, C, ldc, CUDA_R_16BF, CUDA_R_16BF);
+}
+
+extern "C" void mrt_gemm_bf16_f32(int transA, int transB, int64_t M, int64_t N,
+                                  int64_t K, float alpha, const mrt_bf16 *A,
+                                  int64_t lda, const mrt_bf16 *B, int64_t ldb,
+                                  float beta, float *C, int64_t ldc) {
+  gemmEntry("mrt_gemm_bf16_f32", transA, transB, M, N, K, alpha, A, lda, B,
+            ldb, beta, C, ldc, CUDA_R_16BF, CUDA_R_32F);
+}
+

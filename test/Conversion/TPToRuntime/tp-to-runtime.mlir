@@ -232,3 +232,61 @@ func.func @residual_norm(%x: tensor<2x3x4xf32>, %h: tensor<2x3x4xf32>, %b: tenso
   %y = tp.layer_norm %s, %w, %beta {epsilon = 1.0e-05 : f32} : tensor<2x3x4xf32>, tensor<4xf32>
   return %s, %y : tensor<2x3x4xf32>, tensor<2x3x4xf32>
 }
+
+// -----
+
+// bf16 storage calls the runtime's _bf16 kernels; a bf16 GEMM may write the
+// fp32 gradient of a weight.
+
+// CHECK-LABEL: func.func private @bf16_kernels(
+// CHECK: call @mrt_gemm_bf16({{.*}}) : ({{.*}}memref<?xbf16>, i64, memref<?xbf16>, i64, f32, memref<?xbf16>, i64) -> ()
+// CHECK: call @mrt_gemm_bf16_f32({{.*}}) : ({{.*}}memref<?xbf16>, i64, memref<?xbf16>, i64, f32, memref<?xf32>, i64) -> ()
+// CHECK: call @mrt_layernorm_fwd_bf16({{.*}}) : (memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, memref<?xf32>, memref<?xf32>, i64, i64, f32) -> ()
+func.func @bf16_kernels(%x: tensor<4x8xbf16>, %w: tensor<8x8xbf16>, %g: tensor<8xbf16>)
+    -> (tensor<4x8xbf16>, tensor<8x8xf32>, tensor<4x8xbf16>) {
+  %y = tp.matmul %x, %w : tensor<4x8xbf16>, tensor<8x8xbf16> -> tensor<4x8xbf16>
+  %dw = tp.weight_grad %x, %y : tensor<4x8xbf16>, tensor<4x8xbf16> -> tensor<8x8xf32>
+  %n = tp.layer_norm %y, %g, %g : tensor<4x8xbf16>, tensor<8xbf16>
+  return %y, %dw, %n : tensor<4x8xbf16>, tensor<8x8xf32>, tensor<4x8xbf16>
+}
+
+// -----
+
+// Elementwise bodies compute in fp32 on bf16 storage: operands widen, the
+// result rounds once. tp.convert is such a body with nothing in between.
+
+// CHECK-LABEL: func.func private @bf16_elementwise(
+// CHECK: linalg.generic
+// CHECK-NEXT: ^bb0(%[[A:.*]]: bf16, %[[B:.*]]: bf16, %{{.*}}: bf16):
+// CHECK-DAG: %[[AW:.*]] = arith.extf %[[A]] : bf16 to f32
+// CHECK-DAG: %[[BW:.*]] = arith.extf %[[B]] : bf16 to f32
+// CHECK: %[[S:.*]] = arith.addf %[[AW]], %[[BW]] : f32
+// CHECK: %[[R:.*]] = arith.truncf %[[S]] : f32 to bf16
+// CHECK: linalg.yield %[[R]] : bf16
+// CHECK: linalg.generic
+// CHECK-NEXT: ^bb0(%[[V:.*]]: bf16, %{{.*}}: f32):
+// CHECK-NEXT: %[[VW:.*]] = arith.extf %[[V]] : bf16 to f32
+// CHECK-NEXT: linalg.yield %[[VW]] : f32
+func.func @bf16_elementwise(%x: tensor<4x8xbf16>, %b: tensor<8xbf16>) -> tensor<4x8xf32> {
+  %y = tp.bias_add %x, %b : tensor<4x8xbf16>, tensor<8xbf16>
+  %f = tp.convert %y : tensor<4x8xbf16> -> tensor<4x8xf32>
+  return %f : tensor<4x8xf32>
+}
+
+// -----
+
+// The runtime stores f32 and bf16 only.
+
+func.func @f16_gemm(%x: tensor<4x8xf16>, %w: tensor<8x8xf16>) -> tensor<4x8xf16> {
+  // expected-error @+1 {{'tp.matmul' op has no runtime lowering for element type 'f16'; the runtime stores f32 and bf16}}
+  %y = tp.matmul %x, %w : tensor<4x8xf16>, tensor<8x8xf16> -> tensor<4x8xf16>
+  return %y : tensor<4x8xf16>
+}
+
+// -----
+
+func.func @f32_gradient_to_bf16(%x: tensor<4x8xf32>) -> tensor<8x8xbf16> {
+  // expected-error @+1 {{'tp.weight_grad' op has no runtime GEMM from 'f32' operands to a 'bf16' result}}
+  %dw = tp.weight_grad %x, %x : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<8x8xbf16>
+  return %dw : tensor<8x8xbf16>
+}

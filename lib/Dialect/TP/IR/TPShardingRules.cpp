@@ -74,6 +74,10 @@ ShardingRule AddOp::getShardingRule() {
   return ShardingRule::elementwise(2, rankOf(getResult()));
 }
 
+ShardingRule ConvertOp::getShardingRule() {
+  return ShardingRule::elementwise(1, rankOf(getResult()));
+}
+
 ShardingRule GeluOp::getShardingRule() {
   return ShardingRule::elementwise(1, rankOf(getResult()));
 }

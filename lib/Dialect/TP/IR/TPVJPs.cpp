@@ -65,7 +65,9 @@ LogicalResult SoftmaxOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
 
 LogicalResult LayerNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
                                     Accumulate accumulate) {
-  auto grads = LayerNormGradOp::create(b, getLoc(), getInput(), getWeight(),
+  auto weight = getWeight().getType();
+  auto grads = LayerNormGradOp::create(b, getLoc(), getInput().getType(),
+                                       weight, weight, getInput(), getWeight(),
                                        resultGrads[0], getEpsilonAttr());
   accumulate(getInput(), grads.getInputGrad());
   accumulate(getWeight(), grads.getWeightGrad());

@@ -7,6 +7,7 @@
 #include <mma.h>
 
 #include <cmath>
+#include <memory>
 #include <type_traits>
 
 // FlashAttention-2: the T x T scores only ever exist one 64 x 64 tile at a
@@ -34,10 +35,17 @@
 // forward's log-sum-exp. dQ of a query tile gets a contribution from every
 // key tile; blocks add theirs with fp32 atomics into the q columns of dqkv,
 // zeroed first (the k and v columns are each written by exactly one block).
+//
+// Every kernel templates on the storage type of qkv, out, dout and dqkv
+// (float, or bf16 for mixed precision); lse, delta and all arithmetic stay
+// fp32. A bf16 dqkv cannot take the atomics (each addition would round), so
+// dQ then accumulates in fp32 scratch, rounded into dqkv once complete.
 
 namespace {
 
+using mrt::cuda::bf16;
 using mrt::cuda::computeStream;
+using mrt::cuda::fromFloat;
 
 constexpr int kTile = 64;
 constexpr int kThreads = 256;
@@ -72,11 +80,12 @@ struct Geometry {
   int T, H, D;
   int tiles;       // ceil(T / kTile)
   int heads;       // B * H
-  int64_t qkvRow;  // floats per token of qkv: 3 H D
-  int64_t outRow;  // floats per token of out: H D
+  int64_t qkvRow;  // elements per token of qkv: 3 H D
+  int64_t outRow;  // elements per token of out: H D
+  int64_t dqRow;   // floats per token of the dQ accumulator (backward)
   float scale;     // 1/sqrt(D)
   float scaleLog2; // scale log2(e): exp(scale x) = exp2(scaleLog2 x)
-  bool vec4;       // every tile row starts 16-byte aligned: 16-byte copies
+  bool vec4;       // every tile row starts 4-element aligned: vector copies
 };
 
 __device__ __forceinline__ unsigned sharedAddress(const void *p) {
@@ -111,11 +120,31 @@ template <int kPending> __device__ __forceinline__ void waitAsync() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
-// loadTile with kVec-float copies. A thread always copies the same column
+// One kVec group of loadTileAs (src valid even when not `inside`): an fp32
+// source goes by cp.async; a bf16 one by plain loads, as cp.async cannot
+// widen. A plain store lands at issue, which a cp.async may too: the
+// barriers that order the copies order it as well.
+template <int kVec, typename Storage>
+__device__ __forceinline__ void copyGroup(float *dst, const Storage *src,
+                                          bool inside) {
+  if constexpr (std::is_same_v<Storage, float>) {
+    if constexpr (kVec == 4)
+      copyAsync16(dst, src, inside);
+    else
+      copyAsync4(dst, src, inside);
+  } else {
+    float v[kVec] = {};
+    if (inside)
+      mrt::cuda::loadVec(src, v);
+    mrt::cuda::storeVec(dst, v);
+  }
+}
+
+// loadTile with kVec-element copies. A thread always copies the same column
 // and steps down the rows. The loop stays rolled: unrolled, the compiler
 // hoists every copy's offset out of the key-tile loop into registers.
-template <int kHeadDim, int kVec>
-__device__ __forceinline__ void loadTileAs(float *tile, const float *head,
+template <int kHeadDim, int kVec, typename Storage>
+__device__ __forceinline__ void loadTileAs(float *tile, const Storage *head,
                                            int64_t ld, int t0,
                                            const Geometry &g) {
   constexpr int kRowCopies = kHeadDim / kVec;
@@ -123,17 +152,14 @@ __device__ __forceinline__ void loadTileAs(float *tile, const float *head,
   constexpr int kRowsPerPass = kThreads / kRowCopies;
   const int rows = min(kTile, g.T - t0);
   const int c = threadIdx.x % kRowCopies * kVec;
-  const float *first = head + t0 * ld;
+  const Storage *first = head + t0 * ld;
   int r = threadIdx.x / kRowCopies;
   int64_t offset = r * ld + c;
   float *dst = tile + r * HeadTile<kHeadDim>::kStride + c;
 #pragma unroll 1
   for (; r < kTile; r += kRowsPerPass) {
     const bool inside = r < rows && c < g.D;
-    if constexpr (kVec == 4)
-      copyAsync16(dst, inside ? first + offset : head, inside);
-    else
-      copyAsync4(dst, inside ? first + offset : head, inside);
+    copyGroup<kVec>(dst, inside ? first + offset : head, inside);
     offset += kRowsPerPass * ld;
     dst += kRowsPerPass * HeadTile<kHeadDim>::kStride;
   }
@@ -143,8 +169,8 @@ __device__ __forceinline__ void loadTileAs(float *tile, const float *head,
 // at head + t * ld) into a padded shared tile. Rows past T and columns past D
 // are zero-filled: they then add exact zeros to every product, and stale
 // shared memory (NaN, say) never meets a zero probability.
-template <int kHeadDim>
-__device__ void loadTile(float *tile, const float *head, int64_t ld, int t0,
+template <int kHeadDim, typename Storage>
+__device__ void loadTile(float *tile, const Storage *head, int64_t ld, int t0,
                          const Geometry &g) {
   if (g.vec4)
     loadTileAs<kHeadDim, 4>(tile, head, ld, t0, g);
@@ -244,15 +270,16 @@ __device__ __forceinline__ int headColumn(int col, int e) {
 // The (tile, b*h) pair of a block in the one-dimensional grid: `order` is
 // the tile's place in launch order. Every head of (b, h) starts at its
 // offset in qkv (the q head; k and v follow, H D apart) or out and dout.
-struct BlockHead {
+template <typename Storage> struct BlockHead {
   int order, bh, b, h;
   int64_t qkvOffset, outOffset;
-  const float *q, *k, *v; // the heads of qkv
+  const Storage *q, *k, *v; // the heads of qkv
 };
 
-__device__ __forceinline__ BlockHead blockHead(const float *qkv,
-                                               const Geometry &g) {
-  BlockHead k;
+template <typename Storage>
+__device__ __forceinline__ BlockHead<Storage> blockHead(const Storage *qkv,
+                                                        const Geometry &g) {
+  BlockHead<Storage> k;
   k.order = static_cast<int>(blockIdx.x / g.heads);
   k.bh = static_cast<int>(blockIdx.x % g.heads);
   k.b = k.bh / g.H;
@@ -284,11 +311,6 @@ __device__ __forceinline__ Lanes threadLanes() {
 // together: local indices compare as global ones.
 __device__ __forceinline__ bool masked(bool diagonal, int key, int query) {
   return diagonal && key > query;
-}
-
-template <typename T> __device__ __forceinline__ T fromFloat(float v);
-template <> __device__ __forceinline__ float fromFloat<float>(float v) {
-  return v;
 }
 
 // The online softmax of the thread's kMicro query rows, in log2 units. Query
@@ -340,11 +362,11 @@ struct SoftmaxRows {
 // The forward's epilogue: O = acc / sum into out, and the log-sum-exp (in
 // natural units) into lse, for the query rows q0 + row0 + i. Element e of a
 // register row is head column column(e).
-template <int kCols, typename Column>
+template <int kCols, typename Storage, typename Column>
 __device__ __forceinline__ void
 writeForward(const float (&acc)[kMicro][kCols], const SoftmaxRows &softmax,
-             int q0, Lanes at, const BlockHead &blk, float *out, float *lse,
-             const Geometry &g, Column column) {
+             int q0, Lanes at, const BlockHead<Storage> &blk, Storage *out,
+             float *lse, const Geometry &g, Column column) {
 #pragma unroll
   for (int i = 0; i < kMicro; ++i) {
     const int t = q0 + at.row0 + i;
@@ -352,12 +374,12 @@ writeForward(const float (&acc)[kMicro][kCols], const SoftmaxRows &softmax,
     if (t >= g.T)
       continue;
     const float inverse = 1.0f / total;
-    float *o = out + blk.outOffset + t * g.outRow;
+    Storage *o = out + blk.outOffset + t * g.outRow;
 #pragma unroll
     for (int e = 0; e < kCols; ++e) {
       const int d = column(e);
       if (d < g.D)
-        o[d] = acc[i][e] * inverse;
+        o[d] = fromFloat<Storage>(acc[i][e] * inverse);
     }
     if (at.col == 0)
       lse[int64_t(blk.bh) * g.T + t] =
@@ -365,27 +387,31 @@ writeForward(const float (&acc)[kMicro][kCols], const SoftmaxRows &softmax,
   }
 }
 
-// A backward block's heads: those of BlockHead, and the (b, h) slices of
-// dout ([B, T, H, D]), lse and delta ([B, H, T]).
-struct BackwardHeads {
-  BlockHead blk;
-  const float *dout, *lse, *delta;
+// A backward block's heads: those of BlockHead, the (b, h) slices of dout
+// ([B, T, H, D]), lse and delta ([B, H, T]), and the head's dQ accumulator
+// (row t at dq + t * dqRow).
+template <typename Storage> struct BackwardHeads {
+  BlockHead<Storage> blk;
+  const Storage *dout;
+  const float *lse, *delta;
+  float *dq;
 
-  __device__ __forceinline__ BackwardHeads(const float *qkv,
-                                           const float *dout,
+  __device__ __forceinline__ BackwardHeads(const Storage *qkv,
+                                           const Storage *dout,
                                            const float *lse,
-                                           const float *delta,
+                                           const float *delta, float *dq,
                                            const Geometry &g)
       : blk(blockHead(qkv, g)), dout(dout + blk.outOffset),
-        lse(lse + int64_t(blk.bh) * g.T), delta(delta + int64_t(blk.bh) * g.T) {
-  }
+        lse(lse + int64_t(blk.bh) * g.T), delta(delta + int64_t(blk.bh) * g.T),
+        dq(dq + int64_t(blk.b) * g.T * g.dqRow + blk.h * g.D) {}
 };
 
 
-template <int kHeadDim>
+template <int kHeadDim, typename Storage>
 __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
-    attentionForward(const float *__restrict__ qkv, float *__restrict__ out,
-                     float *__restrict__ lse, Geometry g) {
+    attentionForward(const Storage *__restrict__ qkv,
+                     Storage *__restrict__ out, float *__restrict__ lse,
+                     Geometry g) {
   using Tile = HeadTile<kHeadDim>;
   constexpr int kCols = Tile::kGroups * 4;
   extern __shared__ float4 sharedRaw[];
@@ -395,7 +421,7 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
   float *sP = sV + Tile::kFloats;
 
   // The last query tiles see the most keys: schedule them first.
-  const BlockHead blk = blockHead(qkv, g);
+  const auto blk = blockHead(qkv, g);
   const int qTile = g.tiles - 1 - blk.order;
   const int q0 = qTile * kTile;
   const Lanes at = threadLanes();
@@ -446,18 +472,19 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
 
 // delta[b,h,t] = dout[b,t,h,:] . out[b,t,h,:] = sum_j P[t,j] dP[t,j]: one
 // warp per (b, t, h), written in lse's [B,H,T] layout.
+template <typename Storage>
 __global__ void __launch_bounds__(kThreads)
-    attentionDelta(const float *__restrict__ out,
-                   const float *__restrict__ dout, float *__restrict__ delta,
+    attentionDelta(const Storage *__restrict__ out,
+                   const Storage *__restrict__ dout, float *__restrict__ delta,
                    Geometry g, int64_t rows) {
   const int lane = threadIdx.x % mrt::cuda::kWarpSize;
   for (int64_t row = blockIdx.x * int64_t(kWarps) +
                      threadIdx.x / mrt::cuda::kWarpSize;
        row < rows; row += int64_t(gridDim.x) * kWarps) {
-    const float *o = out + row * g.D, *dO = dout + row * g.D;
+    const Storage *o = out + row * g.D, *dO = dout + row * g.D;
     float sum = 0.0f;
     for (int d = lane; d < g.D; d += mrt::cuda::kWarpSize)
-      sum = fmaf(o[d], dO[d], sum);
+      sum = fmaf(mrt::cuda::toFloat(o[d]), mrt::cuda::toFloat(dO[d]), sum);
     sum = mrt::cuda::warpReduce(sum, mrt::cuda::SumOp{});
     if (lane == 0) {
       const int64_t bt = row / g.H, b = bt / g.T, t = bt % g.T;
@@ -467,13 +494,15 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <int kHeadDim>
+template <int kHeadDim, typename Storage>
 __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
-    attentionBackward(const float *__restrict__ qkv,
-                      const float *__restrict__ dout,
+    attentionBackward(const Storage *__restrict__ qkv,
+                      const Storage *__restrict__ dout,
                       const float *__restrict__ lse,
                       const float *__restrict__ delta,
-                      float *__restrict__ dqkv, Geometry g) {
+                      Storage *__restrict__ dqkv,
+                      float *dq, // may be dqkv itself (its q columns)
+                      Geometry g) {
   using Tile = HeadTile<kHeadDim>;
   constexpr int kCols = Tile::kGroups * 4;
   extern __shared__ float4 sharedRaw[];
@@ -486,7 +515,7 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
   float *sDelta = sLse + kTile;
 
   // The first key tiles are seen by the most queries: schedule them first.
-  const BackwardHeads heads(qkv, dout, lse, delta, g);
+  const BackwardHeads<Storage> heads(qkv, dout, lse, delta, dq, g);
   const int kTileIndex = heads.blk.order;
   const int k0 = kTileIndex * kTile;
   // The thread's key rows in the score and dK/dV tiles, and its query rows
@@ -592,12 +621,12 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
       const int t = q0 + row0 + i;
       if (t >= g.T)
         continue;
-      float *dq = dqkv + heads.blk.qkvOffset + t * g.qkvRow;
+      float *dqRow = heads.dq + t * g.dqRow;
 #pragma unroll
       for (int e = 0; e < kCols; ++e) {
         int d = headColumn(col, e);
         if (d < g.D)
-          atomicAdd(dq + d, dQ[i][e] * g.scale);
+          atomicAdd(dqRow + d, dQ[i][e] * g.scale);
       }
     }
     __syncthreads(); // Q and the scores are overwritten next
@@ -608,14 +637,14 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
     const int t = k0 + row0 + i;
     if (t >= g.T)
       continue;
-    float *dk = dqkv + heads.blk.qkvOffset + t * g.qkvRow + g.H * g.D;
-    float *dv = dk + g.H * g.D;
+    Storage *dk = dqkv + heads.blk.qkvOffset + t * g.qkvRow + g.H * g.D;
+    Storage *dv = dk + g.H * g.D;
 #pragma unroll
     for (int e = 0; e < kCols; ++e) {
       int d = headColumn(col, e);
       if (d < g.D) {
-        dk[d] = dK[i][e] * g.scale;
-        dv[d] = dV[i][e];
+        dk[d] = fromFloat<Storage>(dK[i][e] * g.scale);
+        dv[d] = fromFloat<Storage>(dV[i][e]);
       }
     }
   }
@@ -625,8 +654,9 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
 //
 // The same tiling, schedule and fp32 softmax as above, but every matrix
 // product is a bf16 wmma m16n16k16 product with fp32 accumulation. Q, K, V
-// and dO are rounded to bf16 as they are staged into shared memory (plain
-// loads: cp.async cannot convert), P and dS as they are written there; the
+// and dO are staged into shared memory by plain loads, rounded to bf16 from
+// fp32 storage (cp.async cannot convert) and copied as they are from bf16
+// storage; P and dS are rounded as they are written there; the
 // statistics (row maxima and sums, lse, delta) and all accumulators stay
 // fp32. Only the layout-agnostic wmma API is used: no code depends on which
 // lane holds which fragment element, so a product whose result needs
@@ -636,7 +666,6 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
 // the query tiles.
 
 namespace wmma = nvcuda::wmma;
-using bf16 = __nv_bfloat16;
 using Accumulator = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
 constexpr int kMma = 16;    // wmma tile side
@@ -647,10 +676,6 @@ constexpr int kMmaScoreHalves = kTile * kMmaScoreStride;
 // The tensor-core path takes every head size it can (the ABI caps D at
 // kMaxHeadDim); the fp32 kernels keep the rest.
 bool tensorCorePath(int D) { return D % kMma == 0; }
-
-template <> __device__ __forceinline__ bf16 fromFloat<bf16>(float v) {
-  return __float2bfloat16(v);
-}
 
 template <int kHeadDim> struct MmaTile {
   static_assert(kHeadDim % kMma == 0, "whole wmma tiles");
@@ -667,29 +692,29 @@ template <int kHeadDim> struct MmaTile {
 };
 
 // Rows [t0, t0 + kTile) of one head's [T, D] slice (row t at head + t * ld),
-// rounded to bf16 into a padded shared tile. Rows past T and columns past D
-// are zeros, which add exact zeros to every product.
-template <int kHeadDim, int kVec>
-__device__ void stageTileAs(bf16 *tile, const float *head, int64_t ld, int t0,
-                            const Geometry &g) {
+// as bf16 into a padded shared tile. Rows past T and columns past D are
+// zeros, which add exact zeros to every product.
+template <int kHeadDim, int kVec, typename Storage>
+__device__ void stageTileAs(bf16 *tile, const Storage *head, int64_t ld,
+                            int t0, const Geometry &g) {
   constexpr int kRowCopies = kHeadDim / kVec;
   static_assert(kThreads % kRowCopies == 0, "whole rows per pass");
   const int rows = min(kTile, g.T - t0);
   const int c = threadIdx.x % kRowCopies * kVec;
   for (int r = threadIdx.x / kRowCopies; r < kTile;
        r += kThreads / kRowCopies) {
-    float v[kVec] = {};
+    bf16 v[kVec] = {};
     if (r < rows && c < g.D)
       mrt::cuda::loadVec<kVec>(head + int64_t(t0 + r) * ld + c, v);
     bf16 *dst = tile + r * MmaTile<kHeadDim>::kStride + c;
 #pragma unroll
     for (int i = 0; i < kVec; ++i)
-      dst[i] = __float2bfloat16(v[i]);
+      dst[i] = v[i];
   }
 }
 
-template <int kHeadDim>
-__device__ void stageTile(bf16 *tile, const float *head, int64_t ld, int t0,
+template <int kHeadDim, typename Storage>
+__device__ void stageTile(bf16 *tile, const Storage *head, int64_t ld, int t0,
                           const Geometry &g) {
   if (g.vec4)
     stageTileAs<kHeadDim, 4>(tile, head, ld, t0, g);
@@ -763,10 +788,10 @@ __device__ void blockProduct(const bf16 *a, int lda, const bf16 *b, int ldb,
   storeBlocks<kN>(acc, c, ldc);
 }
 
-template <int kHeadDim>
+template <int kHeadDim, typename Storage>
 __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
-    attentionForwardMma(const float *__restrict__ qkv,
-                        float *__restrict__ out, float *__restrict__ lse,
+    attentionForwardMma(const Storage *__restrict__ qkv,
+                        Storage *__restrict__ out, float *__restrict__ lse,
                         Geometry g) {
   using Tile = MmaTile<kHeadDim>;
   // The thread's head columns: col + kGroupLanes e.
@@ -778,7 +803,7 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
   bf16 *sV = sK + Tile::kHalves;
   bf16 *sP = sV + Tile::kHalves;
 
-  const BlockHead blk = blockHead(qkv, g);
+  const auto blk = blockHead(qkv, g);
   const int qTile = g.tiles - 1 - blk.order;
   const int q0 = qTile * kTile;
   const Lanes at = threadLanes();
@@ -829,31 +854,34 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
 
 // Rows [0, kTile) x columns [0, D) of a row-major fp32 shared tile, times
 // `factor`, into rows [t0, T) of one head's slice (row t at head + t * ld):
-// stored, or added with atomics.
-template <int kHeadDim, bool kAtomic>
+// stored, or added with atomics (into fp32 only).
+template <int kHeadDim, bool kAtomic, typename Storage>
 __device__ void writeRows(const float *tile, int ldt, float factor,
-                          float *head, int64_t ld, int t0,
+                          Storage *head, int64_t ld, int t0,
                           const Geometry &g) {
+  static_assert(!kAtomic || std::is_same_v<Storage, float>, "fp32 atomics");
   for (int i = threadIdx.x; i < kTile * kHeadDim; i += kThreads) {
     const int r = i / kHeadDim, d = i % kHeadDim;
     if (t0 + r >= g.T || d >= g.D)
       continue;
-    float *dst = head + int64_t(t0 + r) * ld + d;
+    Storage *dst = head + int64_t(t0 + r) * ld + d;
     const float v = tile[r * ldt + d] * factor;
     if constexpr (kAtomic)
       atomicAdd(dst, v);
     else
-      *dst = v;
+      *dst = fromFloat<Storage>(v);
   }
 }
 
-template <int kHeadDim>
+template <int kHeadDim, typename Storage>
 __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
-    attentionBackwardMma(const float *__restrict__ qkv,
-                         const float *__restrict__ dout,
+    attentionBackwardMma(const Storage *__restrict__ qkv,
+                         const Storage *__restrict__ dout,
                          const float *__restrict__ lse,
                          const float *__restrict__ delta,
-                         float *__restrict__ dqkv, Geometry g) {
+                         Storage *__restrict__ dqkv,
+                         float *dq, // may be dqkv itself (its q columns)
+                         Geometry g) {
   using Tile = MmaTile<kHeadDim>;
   constexpr int kOutStride = kHeadDim + kPad; // dQ, dK, dV tiles in sScores
   static_assert(kTile * kOutStride <= 2 * kScoreFloats,
@@ -870,10 +898,9 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
   bf16 *sP = sDout + Tile::kHalves; // P^T, bf16 [key][query]
   bf16 *sDs = sP + kMmaScoreHalves; // dS^T
 
-  const BackwardHeads heads(qkv, dout, lse, delta, g);
+  const BackwardHeads<Storage> heads(qkv, dout, lse, delta, dq, g);
   const int kTileIndex = heads.blk.order;
   const int k0 = kTileIndex * kTile;
-  const int64_t batchQkv = heads.blk.qkvOffset;
 
   stageTile<kHeadDim>(sK, heads.blk.k, g.qkvRow, k0, g);
   stageTile<kHeadDim>(sV, heads.blk.v, g.qkvRow, k0, g);
@@ -922,12 +949,12 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
     blockProduct<kHeadDim, wmma::col_major, wmma::row_major>(
         sDs, kMmaScoreStride, sK, Tile::kStride, kTile, sScores, kOutStride);
     __syncthreads();
-    writeRows<kHeadDim, true>(sScores, kOutStride, g.scale, dqkv + batchQkv,
-                              g.qkvRow, q0, g);
+    writeRows<kHeadDim, true>(sScores, kOutStride, g.scale, heads.dq,
+                              g.dqRow, q0, g);
     __syncthreads(); // Q, dO, lse, delta and sScores are overwritten next
   }
 
-  float *dkHead = dqkv + batchQkv + g.H * g.D;
+  Storage *dkHead = dqkv + heads.blk.qkvOffset + g.H * g.D;
   storeBlocks<kHeadDim>(dK, sScores, kOutStride);
   __syncthreads();
   writeRows<kHeadDim, false>(sScores, kOutStride, g.scale, dkHead, g.qkvRow,
@@ -955,6 +982,7 @@ Geometry makeGeometry(int64_t B, int64_t T, int64_t H, int64_t D,
   mrt::checkedInt(int64_t(g.tiles) * g.heads, "attention blocks");
   g.qkvRow = mrt::checkedInt(3 * H * D, "attention qkv columns");
   g.outRow = H * D;
+  g.dqRow = g.qkvRow;
   const double scale = 1.0 / std::sqrt(double(D));
   g.scale = static_cast<float>(scale);
   g.scaleLog2 = static_cast<float>(scale * kLog2e);
@@ -992,12 +1020,12 @@ template <int kHeadDim> constexpr size_t backwardMmaSharedBytes() {
 
 // The kernels for head tiles of kHeadDim columns: on the tensor cores when
 // D allows it.
-template <int kHeadDim>
-void launchForward(const float *qkv, float *out, float *lse,
+template <int kHeadDim, typename Storage>
+void launchForward(const Storage *qkv, Storage *out, float *lse,
                    const Geometry &g) {
   const bool mma = tensorCorePath(g.D);
-  const auto kernel =
-      mma ? attentionForwardMma<kHeadDim> : attentionForward<kHeadDim>;
+  const auto kernel = mma ? attentionForwardMma<kHeadDim, Storage>
+                          : attentionForward<kHeadDim, Storage>;
   const size_t bytes = mma ? forwardMmaSharedBytes<kHeadDim>()
                            : forwardSharedBytes<kHeadDim>();
   allowSharedBytes(kernel, bytes);
@@ -1006,59 +1034,131 @@ void launchForward(const float *qkv, float *out, float *lse,
   MRT_CUDA_CHECK_LAUNCH();
 }
 
-template <int kHeadDim>
-void launchBackward(const float *qkv, const float *dout, const float *lse,
-                    const float *delta, float *dqkv, const Geometry &g) {
+template <int kHeadDim, typename Storage>
+void launchBackward(const Storage *qkv, const Storage *dout, const float *lse,
+                    const float *delta, Storage *dqkv, float *dq,
+                    const Geometry &g) {
   const bool mma = tensorCorePath(g.D);
-  const auto kernel =
-      mma ? attentionBackwardMma<kHeadDim> : attentionBackward<kHeadDim>;
+  const auto kernel = mma ? attentionBackwardMma<kHeadDim, Storage>
+                          : attentionBackward<kHeadDim, Storage>;
   const size_t bytes = mma ? backwardMmaSharedBytes<kHeadDim>()
                            : backwardSharedBytes<kHeadDim>();
   allowSharedBytes(kernel, bytes);
   kernel<<<g.tiles * g.heads, kThreads, bytes, computeStream()>>>(
-      qkv, dout, lse, delta, dqkv, g);
+      qkv, dout, lse, delta, dqkv, dq, g);
   MRT_CUDA_CHECK_LAUNCH();
 }
 
-} // namespace
+// The finished fp32 dQ ([B*T, H*D]) into the q columns of a bf16 dqkv.
+struct RoundDq {
+  const float *dq;
+  bf16 *dqkv;
+  int64_t qkvRow, outRow;
+  template <int kVec> __device__ void apply(int64_t r, int64_t c) const {
+    float v[kVec];
+    mrt::cuda::loadVec(dq + r * outRow + c, v);
+    mrt::cuda::storeVec(dqkv + r * qkvRow + c, v);
+  }
+};
 
-extern "C" void mrt_attention_fwd_f32(const float *qkv, float *out, float *lse,
-                                      int64_t B, int64_t T, int64_t H,
-                                      int64_t D) {
+// dQ sums every key tile's share with atomics: in place in an fp32 dqkv,
+// in fp32 scratch for a bf16 one. Zeroes it, returns it and sets g.dqRow.
+template <typename Storage> class DqAccumulator {
+public:
+  DqAccumulator(Storage *dqkv, int64_t tokens, Geometry &g) {
+    if constexpr (std::is_same_v<Storage, float>) {
+      dq_ = dqkv;
+    } else {
+      scratch_ = std::make_unique<mrt::cuda::DeviceScratch<float>>(
+          tokens * g.outRow);
+      dq_ = scratch_->get();
+      g.dqRow = g.outRow;
+    }
+    MRT_CUDA_CHECK(cudaMemset2DAsync(dq_, g.dqRow * sizeof(float), 0,
+                                     g.outRow * sizeof(float), tokens,
+                                     computeStream()));
+  }
+  float *get() const { return dq_; }
+
+  // After the backward kernel: a bf16 dqkv gets its q columns.
+  void finish(Storage *dqkv, int64_t tokens, const Geometry &g) const {
+    if constexpr (!std::is_same_v<Storage, float>)
+      mrt::cuda::launchRowSweep(
+          tokens, g.outRow, RoundDq{dq_, dqkv, g.qkvRow, g.outRow},
+          g.vec4 && mrt::cuda::vec4Aligned(dqkv));
+  }
+
+private:
+  float *dq_;
+  std::unique_ptr<mrt::cuda::DeviceScratch<float>> scratch_;
+};
+
+template <typename Storage>
+void attentionFwd(const Storage *qkv, Storage *out, float *lse, int64_t B,
+                  int64_t T, int64_t H, int64_t D) {
   if (B == 0 || T == 0 || H == 0)
     return;
-  const Geometry g = makeGeometry(B, T, H, D, mrt::cuda::aligned16(qkv));
+  const Geometry g = makeGeometry(B, T, H, D, mrt::cuda::vec4Aligned(qkv));
   if (D <= 64)
     launchForward<64>(qkv, out, lse, g);
   else
     launchForward<128>(qkv, out, lse, g);
 }
 
-extern "C" void mrt_attention_bwd_f32(const float *qkv, const float *out,
-                                      const float *dout, const float *lse,
-                                      float *dqkv, int64_t B, int64_t T,
-                                      int64_t H, int64_t D) {
+template <typename Storage>
+void attentionBwd(const Storage *qkv, const Storage *out, const Storage *dout,
+                  const float *lse, Storage *dqkv, int64_t B, int64_t T,
+                  int64_t H, int64_t D) {
   if (B == 0 || T == 0 || H == 0)
     return;
-  const Geometry g =
-      makeGeometry(B, T, H, D,
-                   mrt::cuda::aligned16(qkv) && mrt::cuda::aligned16(dout));
-  cudaStream_t stream = computeStream();
-
-  // The q columns of dqkv accumulate every key tile's share of dQ.
-  MRT_CUDA_CHECK(cudaMemset2DAsync(dqkv, g.qkvRow * sizeof(float), 0,
-                                   g.outRow * sizeof(float), B * T, stream));
+  Geometry g = makeGeometry(B, T, H, D,
+                            mrt::cuda::vec4Aligned(qkv) &&
+                                mrt::cuda::vec4Aligned(dout));
+  const DqAccumulator<Storage> dq(dqkv, B * T, g);
 
   const int64_t rows = B * T * H;
   mrt::cuda::DeviceScratch<float> delta(rows);
   const unsigned deltaBlocks = static_cast<unsigned>(
       std::min(mrt::cuda::ceilDiv(rows, kWarps), mrt::cuda::kMaxGridBlocks));
-  attentionDelta<<<deltaBlocks, kThreads, 0, stream>>>(out, dout, delta.get(),
-                                                      g, rows);
+  attentionDelta<<<deltaBlocks, kThreads, 0, computeStream()>>>(
+      out, dout, delta.get(), g, rows);
   MRT_CUDA_CHECK_LAUNCH();
 
   if (D <= 64)
-    launchBackward<64>(qkv, dout, lse, delta.get(), dqkv, g);
+    launchBackward<64>(qkv, dout, lse, delta.get(), dqkv, dq.get(), g);
   else
-    launchBackward<128>(qkv, dout, lse, delta.get(), dqkv, g);
+    launchBackward<128>(qkv, dout, lse, delta.get(), dqkv, dq.get(), g);
+  dq.finish(dqkv, B * T, g);
+}
+
+} // namespace
+
+using mrt::cuda::asBf16;
+
+extern "C" void mrt_attention_fwd_f32(const float *qkv, float *out, float *lse,
+                                      int64_t B, int64_t T, int64_t H,
+                                      int64_t D) {
+  attentionFwd(qkv, out, lse, B, T, H, D);
+}
+
+extern "C" void mrt_attention_fwd_bf16(const mrt_bf16 *qkv, mrt_bf16 *out,
+                                       float *lse, int64_t B, int64_t T,
+                                       int64_t H, int64_t D) {
+  attentionFwd(asBf16(qkv), asBf16(out), lse, B, T, H, D);
+}
+
+extern "C" void mrt_attention_bwd_f32(const float *qkv, const float *out,
+                                      const float *dout, const float *lse,
+                                      float *dqkv, int64_t B, int64_t T,
+                                      int64_t H, int64_t D) {
+  attentionBwd(qkv, out, dout, lse, dqkv, B, T, H, D);
+}
+
+extern "C" void mrt_attention_bwd_bf16(const mrt_bf16 *qkv,
+                                       const mrt_bf16 *out,
+                                       const mrt_bf16 *dout, const float *lse,
+                                       mrt_bf16 *dqkv, int64_t B, int64_t T,
+                                       int64_t H, int64_t D) {
+  attentionBwd(asBf16(qkv), asBf16(out), asBf16(dout), lse, asBf16(dqkv), B,
+               T, H, D);
 }

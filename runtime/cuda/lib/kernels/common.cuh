@@ -1,12 +1,16 @@
-// Internal to the CUDA kernels: launch shapes, vector access, reductions and
-// stream-ordered scratch shared by the kernel files.
+// Internal to the CUDA kernels: launch shapes, storage types, vector access,
+// reductions and stream-ordered scratch shared by the kernel files.
 #ifndef MEGATRON_RT_CUDA_KERNELS_COMMON_CUH
 #define MEGATRON_RT_CUDA_KERNELS_COMMON_CUH
 
 #include "../cuda_check.h"
+#include "megatron_rt/api.h"
+
+#include <cuda_bf16.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 namespace mrt::cuda {
 
@@ -43,31 +47,93 @@ inline bool aligned16(const void *p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
-// kVec consecutive floats as one access: 16-byte loads and stores when the
-// caller proved alignment (kVec == 4), plain ones otherwise.
-template <int kVec>
-__device__ __forceinline__ void loadVec(const float *p, float (&v)[kVec]) {
+// --- Storage types ----------------------------------------------------------
+//
+// Tensors are stored as float, or as bf16 for mixed precision; kernels
+// template on the storage type and compute in fp32 either way, converting
+// only at loads (exact) and stores (round to nearest even).
+
+using bf16 = __nv_bfloat16;
+
+// The ABI's bf16 (bits in a uint16_t) is __nv_bfloat16's representation.
+static_assert(sizeof(bf16) == sizeof(mrt_bf16), "bf16 is two bytes");
+inline const bf16 *asBf16(const mrt_bf16 *p) {
+  return reinterpret_cast<const bf16 *>(p);
+}
+inline bf16 *asBf16(mrt_bf16 *p) { return reinterpret_cast<bf16 *>(p); }
+
+template <typename T>
+constexpr bool kStorageType =
+    std::is_same_v<T, float> || std::is_same_v<T, bf16>;
+
+template <typename To, typename From>
+__device__ __forceinline__ To convert(From x) {
+  static_assert(kStorageType<To> && kStorageType<From>, "storage type");
+  if constexpr (std::is_same_v<To, From>)
+    return x;
+  else if constexpr (std::is_same_v<To, float>)
+    return __bfloat162float(x);
+  else
+    return __float2bfloat16(x);
+}
+
+template <typename T> __device__ __forceinline__ float toFloat(T x) {
+  return convert<float>(x);
+}
+
+template <typename T> __device__ __forceinline__ T fromFloat(float x) {
+  return convert<T>(x);
+}
+
+// Four elements read or written as one access (16 bytes of float, 8 of
+// bf16), which faults unless the group is aligned to its size.
+template <typename T> struct alignas(4 * sizeof(T)) Group4 {
+  T at[4];
+};
+
+template <typename T> bool vec4Aligned(const T *p) {
+  return reinterpret_cast<uintptr_t>(p) % sizeof(Group4<T>) == 0;
+}
+
+// kVec consecutive elements of p into v, converted: one Group4 access when
+// the caller proved alignment (kVec == 4), plain ones otherwise. float keeps
+// float4, which nvcc is certain to turn into a single 16-byte load.
+template <int kVec, typename T, typename V>
+__device__ __forceinline__ void loadVec(const T *p, V (&v)[kVec]) {
   static_assert(kVec == 1 || kVec == 4, "vector width");
-  if constexpr (kVec == 4) {
-    float4 t = *reinterpret_cast<const float4 *>(p);
-    v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
+  if constexpr (kVec == 1) {
+    v[0] = convert<V>(*p);
+  } else if constexpr (std::is_same_v<T, float>) {
+    const float4 t = *reinterpret_cast<const float4 *>(p);
+    v[0] = convert<V>(t.x), v[1] = convert<V>(t.y);
+    v[2] = convert<V>(t.z), v[3] = convert<V>(t.w);
   } else {
-    v[0] = *p;
+    const Group4<T> t = *reinterpret_cast<const Group4<T> *>(p);
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      v[k] = convert<V>(t.at[k]);
   }
 }
 
-template <int kVec>
-__device__ __forceinline__ void storeVec(float *p, const float (&v)[kVec]) {
+template <int kVec, typename T>
+__device__ __forceinline__ void storeVec(T *p, const float (&v)[kVec]) {
   static_assert(kVec == 1 || kVec == 4, "vector width");
-  if constexpr (kVec == 4)
+  if constexpr (kVec == 1) {
+    *p = fromFloat<T>(v[0]);
+  } else if constexpr (std::is_same_v<T, float>) {
     *reinterpret_cast<float4 *>(p) = make_float4(v[0], v[1], v[2], v[3]);
-  else
-    *p = v[0];
+  } else {
+    Group4<T> t;
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      t.at[k] = fromFloat<T>(v[k]);
+    *reinterpret_cast<Group4<T> *>(p) = t;
+  }
 }
 
 // Drivers of the memory-bound kernels. An Op is a small struct of pointers
 // and scalars (a kernel argument) with a member template apply<kVec>; kVec 4
-// needs every pointer the op touches 16-byte aligned, which the launchers'
+// needs every pointer the op touches vec4Aligned, which the launchers'
 // callers check.
 
 // op.apply<kVec>(i) handles elements [i, i + kVec) of [0, n): kVec-wide

@@ -7,7 +7,7 @@
 #include <cmath>
 
 // One block per row of logits: a rank's vocabulary shard is thousands of
-// columns, which the block sweeps with 16-byte loads when rows allow.
+// columns, which the block sweeps with 4-element loads when rows allow.
 
 namespace {
 
@@ -42,16 +42,16 @@ Shard makeShard(int64_t Vl, int64_t vocabStart, int64_t validVocab) {
           validVocab};
 }
 
-// Rows sweep 16-byte groups when every row starts 16-byte aligned.
-bool rowsAligned(const float *logits, int64_t Vl) {
-  return Vl % 4 == 0 && mrt::cuda::aligned16(logits);
+// Rows sweep 4-element groups when every row starts aligned to one.
+template <typename T> bool rowsAligned(const T *logits, int64_t Vl) {
+  return Vl % 4 == 0 && mrt::cuda::vec4Aligned(logits);
 }
 
 // Calls f(j, x) for each real column j of a row, x = row[j]. Groups of kVec
 // never cross the end of the row (Vl % kVec == 0), only the end of the real
 // columns, which the element test handles.
-template <int kVec, typename F>
-__device__ __forceinline__ void forRealColumns(const float *row,
+template <int kVec, typename T, typename F>
+__device__ __forceinline__ void forRealColumns(const T *row,
                                                const Shard &s, F f) {
   for (int64_t j = threadIdx.x * int64_t(kVec); j < s.real;
        j += int64_t(kBlockThreads) * kVec) {
@@ -64,12 +64,11 @@ __device__ __forceinline__ void forRealColumns(const float *row,
   }
 }
 
-template <int kVec>
+template <int kVec, typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-    localMax(const float *__restrict__ logits, Shard s,
-             float *__restrict__ max) {
+    localMax(const T *__restrict__ logits, Shard s, float *__restrict__ max) {
   __shared__ float partials[kBlockThreads / mrt::cuda::kWarpSize];
-  const float *row = logits + blockIdx.x * s.Vl;
+  const T *row = logits + blockIdx.x * s.Vl;
   float m = -INFINITY;
   forRealColumns<kVec>(row, s, [&](int64_t, float x) { m = fmaxf(m, x); });
   m = mrt::cuda::blockReduce(m, partials, mrt::cuda::MaxOp{}, -INFINITY);
@@ -77,15 +76,15 @@ __global__ void __launch_bounds__(kBlockThreads)
     max[blockIdx.x] = m;
 }
 
-template <int kVec>
+template <int kVec, typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-    localSumExp(const float *__restrict__ logits,
+    localSumExp(const T *__restrict__ logits,
                 const int32_t *__restrict__ targets, Shard s,
                 const float *__restrict__ gmax, float *__restrict__ sumexp,
                 float *__restrict__ tlogit) {
   __shared__ double partials[kBlockThreads / mrt::cuda::kWarpSize];
   const int64_t i = blockIdx.x;
-  const float *row = logits + i * s.Vl;
+  const T *row = logits + i * s.Vl;
   const float rowMax = gmax[i];
   // Double, as on the CPU: a sum over tens of thousands of columns.
   double sum = 0.0;
@@ -102,7 +101,7 @@ __global__ void __launch_bounds__(kBlockThreads)
                   static_cast<unsigned long long>(s.validVocab) << 32 |
                   static_cast<uint32_t>(target));
   const int64_t col = target - s.vocabStart;
-  tlogit[i] = col >= 0 && col < s.real ? row[col] : 0.0f;
+  tlogit[i] = col >= 0 && col < s.real ? mrt::cuda::toFloat(row[col]) : 0.0f;
 }
 
 // Every row in order, in double: deterministic, and N is small (tokens).
@@ -121,15 +120,15 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 // dlogits may alias logits: each element is read and then written by one
 // thread, the target column included.
-template <int kVec>
+template <int kVec, typename T>
 __global__ void __launch_bounds__(kBlockThreads)
-    vocabBackward(const float *logits, const int32_t *__restrict__ targets,
+    vocabBackward(const T *logits, const int32_t *__restrict__ targets,
                   const float *__restrict__ gmax,
                   const float *__restrict__ sumexp, Shard s, float rowScale,
-                  float *dlogits) {
+                  T *dlogits) {
   const int64_t i = blockIdx.x;
-  const float *row = logits + i * s.Vl;
-  float *grad = dlogits + i * s.Vl;
+  const T *row = logits + i * s.Vl;
+  T *grad = dlogits + i * s.Vl;
   const float rowMax = gmax[i], probScale = rowScale / sumexp[i];
   // A bad target was reported by the loss; here it is simply not local.
   const int64_t target = targets[i] - s.vocabStart;
@@ -153,17 +152,65 @@ unsigned rowBlocks(int64_t N) {
   return static_cast<unsigned>(mrt::checkedInt(N, "cross-entropy rows"));
 }
 
+// The host launchers of the pieces that read logits serve the _f32 entry
+// points (T = float) and the _bf16 ones (T = bf16); the statistics are fp32
+// either way.
+
+template <typename T>
+void vocabLocalMax(const T *logits, int64_t N, int64_t Vl, int64_t vocabStart,
+                   int64_t validVocab, float *max) {
+  if (N == 0)
+    return;
+  const Shard s = makeShard(Vl, vocabStart, validVocab);
+  auto kernel = rowsAligned(logits, Vl) ? localMax<4, T> : localMax<1, T>;
+  kernel<<<rowBlocks(N), kBlockThreads, 0, computeStream()>>>(logits, s, max);
+  MRT_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void vocabLocalSumExp(const T *logits, const int32_t *targets, int64_t N,
+                      int64_t Vl, int64_t vocabStart, int64_t validVocab,
+                      const float *gmax, float *sumexp, float *tlogit) {
+  if (N == 0)
+    return;
+  const Shard s = makeShard(Vl, vocabStart, validVocab);
+  auto kernel =
+      rowsAligned(logits, Vl) ? localSumExp<4, T> : localSumExp<1, T>;
+  kernel<<<rowBlocks(N), kBlockThreads, 0, computeStream()>>>(
+      logits, targets, s, gmax, sumexp, tlogit);
+  MRT_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void vocabBwd(const T *logits, const int32_t *targets, const float *gmax,
+              const float *sumexp, int64_t N, int64_t Vl, int64_t vocabStart,
+              int64_t validVocab, float dloss, T *dlogits) {
+  if (N == 0)
+    return;
+  const Shard s = makeShard(Vl, vocabStart, validVocab);
+  const float rowScale = dloss / static_cast<float>(N);
+  auto kernel = rowsAligned(logits, Vl) && mrt::cuda::vec4Aligned(dlogits)
+                    ? vocabBackward<4, T>
+                    : vocabBackward<1, T>;
+  kernel<<<rowBlocks(N), kBlockThreads, 0, computeStream()>>>(
+      logits, targets, gmax, sumexp, s, rowScale, dlogits);
+  MRT_CUDA_CHECK_LAUNCH();
+}
+
 } // namespace
+
+using mrt::cuda::asBf16;
 
 extern "C" void mrt_vocab_ce_local_max_f32(const float *logits, int64_t N,
                                            int64_t Vl, int64_t vocab_start,
                                            int64_t valid_vocab, float *max) {
-  if (N == 0)
-    return;
-  const Shard s = makeShard(Vl, vocab_start, valid_vocab);
-  auto kernel = rowsAligned(logits, Vl) ? localMax<4> : localMax<1>;
-  kernel<<<rowBlocks(N), kBlockThreads, 0, computeStream()>>>(logits, s, max);
-  MRT_CUDA_CHECK_LAUNCH();
+  vocabLocalMax(logits, N, Vl, vocab_start, valid_vocab, max);
+}
+
+extern "C" void mrt_vocab_ce_local_max_bf16(const mrt_bf16 *logits, int64_t N,
+                                            int64_t Vl, int64_t vocab_start,
+                                            int64_t valid_vocab, float *max) {
+  vocabLocalMax(asBf16(logits), N, Vl, vocab_start, valid_vocab, max);
 }
 
 extern "C" void mrt_vocab_ce_local_sumexp_f32(const float *logits,
@@ -172,13 +219,16 @@ extern "C" void mrt_vocab_ce_local_sumexp_f32(const float *logits,
                                               int64_t valid_vocab,
                                               const float *gmax, float *sumexp,
                                               float *tlogit) {
-  if (N == 0)
-    return;
-  const Shard s = makeShard(Vl, vocab_start, valid_vocab);
-  auto kernel = rowsAligned(logits, Vl) ? localSumExp<4> : localSumExp<1>;
-  kernel<<<rowBlocks(N), kBlockThreads, 0, computeStream()>>>(
-      logits, targets, s, gmax, sumexp, tlogit);
-  MRT_CUDA_CHECK_LAUNCH();
+  vocabLocalSumExp(logits, targets, N, Vl, vocab_start, valid_vocab, gmax,
+                   sumexp, tlogit);
+}
+
+extern "C" void mrt_vocab_ce_local_sumexp_bf16(
+    const mrt_bf16 *logits, const int32_t *targets, int64_t N, int64_t Vl,
+    int64_t vocab_start, int64_t valid_vocab, const float *gmax, float *sumexp,
+    float *tlogit) {
+  vocabLocalSumExp(asBf16(logits), targets, N, Vl, vocab_start, valid_vocab,
+                   gmax, sumexp, tlogit);
 }
 
 extern "C" float mrt_vocab_ce_loss_f32(const float *gmax, const float *sumexp,
@@ -203,14 +253,16 @@ extern "C" void mrt_vocab_ce_bwd_f32(const float *logits,
                                      const float *sumexp, int64_t N, int64_t Vl,
                                      int64_t vocab_start, int64_t valid_vocab,
                                      float dloss, float *dlogits) {
-  if (N == 0)
-    return;
-  const Shard s = makeShard(Vl, vocab_start, valid_vocab);
-  const float rowScale = dloss / static_cast<float>(N);
-  auto kernel = rowsAligned(logits, Vl) && mrt::cuda::aligned16(dlogits)
-                    ? vocabBackward<4>
-                    : vocabBackward<1>;
-  kernel<<<rowBlocks(N), kBlockThreads, 0, computeStream()>>>(
-      logits, targets, gmax, sumexp, s, rowScale, dlogits);
-  MRT_CUDA_CHECK_LAUNCH();
+  vocabBwd(logits, targets, gmax, sumexp, N, Vl, vocab_start, valid_vocab,
+           dloss, dlogits);
+}
+
+extern "C" void mrt_vocab_ce_bwd_bf16(const mrt_bf16 *logits,
+                                      const int32_t *targets, const float *gmax,
+                                      const float *sumexp, int64_t N,
+                                      int64_t Vl, int64_t vocab_start,
+                                      int64_t valid_vocab, float dloss,
+                                      mrt_bf16 *dlogits) {
+  vocabBwd(asBf16(logits), targets, gmax, sumexp, N, Vl, vocab_start,
+           valid_vocab, dloss, asBf16(dlogits));
 }

@@ -3,8 +3,8 @@
 #include "../cuda_check.h"
 #include "common.cuh"
 
-// One warp per row: rows of GPT-2 are a few thousand floats, which 32 lanes
-// sweep with 16-byte loads when the rows allow, and the row's statistics are
+// One warp per row: rows of GPT-2 are a few thousand elements, which 32
+// lanes sweep four at a time when the rows allow, and the row's statistics are
 // then warp shuffles, with no block barrier. The sweeps after the first read
 // the row again from L1/L2 rather than holding a row of any length in
 // registers.
@@ -29,8 +29,8 @@ __device__ __forceinline__ int64_t warpRow(int64_t rows) {
 
 // Two sweeps (mean, then squared deviations) stay accurate when |mean| is
 // large next to the spread, unlike E[x^2] - E[x]^2; as on the CPU.
-template <int kVec>
-__device__ RowStats rowStats(const float *x, int cols, float eps) {
+template <int kVec, typename T>
+__device__ RowStats rowStats(const T *x, int cols, float eps) {
   const int lane = threadIdx.x % kWarpSize;
   float sum = 0.0f;
   for (int c = lane * kVec; c < cols; c += kWarpSize * kVec) {
@@ -55,9 +55,9 @@ __device__ RowStats rowStats(const float *x, int cols, float eps) {
 
 // The warp's row normalised into y, its statistics stored by lane 0. y may
 // alias x: each element is read and then written by one lane.
-template <int kVec>
-__device__ void normalizeRow(const float *x, const float *__restrict__ w,
-                             const float *__restrict__ b, float *y,
+template <int kVec, typename T>
+__device__ void normalizeRow(const T *x, const T *__restrict__ w,
+                             const T *__restrict__ b, T *y,
                              float *__restrict__ mean,
                              float *__restrict__ rstd, int64_t row, int cols,
                              float eps) {
@@ -79,10 +79,10 @@ __device__ void normalizeRow(const float *x, const float *__restrict__ w,
   }
 }
 
-template <int kVec>
+template <int kVec, typename T>
 __global__ void __launch_bounds__(mrt::cuda::kBlockThreads)
-    layerNormForward(const float *x, const float *__restrict__ w,
-                     const float *__restrict__ b, float *y,
+    layerNormForward(const T *x, const T *__restrict__ w,
+                     const T *__restrict__ b, T *y,
                      float *__restrict__ mean, float *__restrict__ rstd,
                      int64_t rows, int cols, float eps) {
   const int64_t row = warpRow(rows);
@@ -93,16 +93,17 @@ __global__ void __launch_bounds__(mrt::cuda::kBlockThreads)
 }
 
 // sum = x + (delta + bias), then the layer norm of sum. Each lane reads
-// back only the columns it wrote itself, so the row needs no barrier.
-template <int kVec>
+// back only the columns it wrote itself, so the row needs no barrier. A bf16
+// sum is normalised as stored (rounded): the statistics then describe the x
+// that the backward reads, as in llm.c's fused residual kernel.
+template <int kVec, typename T>
 __global__ void __launch_bounds__(mrt::cuda::kBlockThreads)
-    residualLayerNormForward(const float *__restrict__ x,
-                             const float *__restrict__ delta,
-                             const float *__restrict__ deltaBias,
-                             float *__restrict__ sum,
-                             const float *__restrict__ w,
-                             const float *__restrict__ b,
-                             float *__restrict__ y, float *__restrict__ mean,
+    residualLayerNormForward(const T *__restrict__ x,
+                             const T *__restrict__ delta,
+                             const T *__restrict__ deltaBias,
+                             T *__restrict__ sum, const T *__restrict__ w,
+                             const T *__restrict__ b, T *__restrict__ y,
+                             float *__restrict__ mean,
                              float *__restrict__ rstd, int64_t rows, int cols,
                              float eps) {
   const int64_t row = warpRow(rows);
@@ -124,9 +125,9 @@ __global__ void __launch_bounds__(mrt::cuda::kBlockThreads)
                      eps);
 }
 
-template <int kVec>
+template <int kVec, typename T>
 __global__ void __launch_bounds__(mrt::cuda::kBlockThreads)
-    layerNormStats(const float *__restrict__ x, float *__restrict__ mean,
+    layerNormStats(const T *__restrict__ x, float *__restrict__ mean,
                    float *__restrict__ rstd, int64_t rows, int cols,
                    float eps) {
   const int64_t row = warpRow(rows);
@@ -141,10 +142,10 @@ __global__ void __launch_bounds__(mrt::cuda::kBlockThreads)
 
 // First pass of dw = sum_r dy * xhat and db = sum_r dy: a thread sums its
 // kVec columns over one chunk of rows into partials [2][chunks][cols].
-template <int kVec>
+template <int kVec, typename T>
 __global__ void __launch_bounds__(mrt::cuda::kBlockThreads)
-    layerNormParamGradPartials(const float *__restrict__ dy,
-                               const float *__restrict__ x,
+    layerNormParamGradPartials(const T *__restrict__ dy,
+                               const T *__restrict__ x,
                                const float *__restrict__ mean,
                                const float *__restrict__ rstd, int64_t rows,
                                int cols, int64_t rowsEach,
@@ -175,19 +176,19 @@ __global__ void __launch_bounds__(mrt::cuda::kBlockThreads)
 
 // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w: the two
 // means are the gradient flowing through the row's mean and rstd.
-template <int kVec>
+template <int kVec, typename T>
 __global__ void __launch_bounds__(mrt::cuda::kBlockThreads)
-    layerNormInputGrad(const float *dy, const float *__restrict__ x,
-                       const float *__restrict__ w,
+    layerNormInputGrad(const T *dy, const T *__restrict__ x,
+                       const T *__restrict__ w,
                        const float *__restrict__ mean,
-                       const float *__restrict__ rstd, float *dx, int64_t rows,
+                       const float *__restrict__ rstd, T *dx, int64_t rows,
                        int cols) {
   const int64_t row = warpRow(rows);
   if (row < 0)
     return;
   const int lane = threadIdx.x % kWarpSize;
-  const float *dyr = dy + row * cols, *xr = x + row * cols;
-  float *dxr = dx + row * cols;
+  const T *dyr = dy + row * cols, *xr = x + row * cols;
+  T *dxr = dx + row * cols;
   const float m = mean[row], s = rstd[row];
   float sumG = 0.0f, sumGXhat = 0.0f;
   for (int c = lane * kVec; c < cols; c += kWarpSize * kVec) {
@@ -225,59 +226,81 @@ unsigned rowBlocks(int64_t rows) {
   return static_cast<unsigned>(mrt::cuda::ceilDiv(rows, kRowsPerBlock));
 }
 
-} // namespace
+// Each host launcher below serves the _f32 entry point (T = float) and the
+// _bf16 one (T = bf16).
 
-extern "C" void mrt_layernorm_fwd_f32(const float *x, const float *w,
-                                      const float *b, float *y, float *mean,
-                                      float *rstd, int64_t rows, int64_t cols,
-                                      float eps) {
+// Whether every pointer allows 4-element groups.
+template <typename... Ptrs> bool allVec4Aligned(const Ptrs *...p) {
+  return (mrt::cuda::vec4Aligned(p) && ...);
+}
+
+template <typename T>
+void layerNormFwd(const T *x, const T *w, const T *b, T *y, float *mean,
+                  float *rstd, int64_t rows, int64_t cols, float eps) {
   if (rows == 0)
     return;
   const int n = mrt::checkedInt(cols, "layer norm columns");
-  const bool vec4 = n % 4 == 0 && mrt::cuda::aligned16(x) &&
-                    mrt::cuda::aligned16(w) && mrt::cuda::aligned16(b) &&
-                    mrt::cuda::aligned16(y);
-  auto kernel = vec4 ? layerNormForward<4> : layerNormForward<1>;
+  const bool vec4 = n % 4 == 0 && allVec4Aligned(x, w, b, y);
+  auto kernel = vec4 ? layerNormForward<4, T> : layerNormForward<1, T>;
   kernel<<<rowBlocks(rows), mrt::cuda::kBlockThreads, 0, computeStream()>>>(
       x, w, b, y, mean, rstd, rows, n, eps);
   MRT_CUDA_CHECK_LAUNCH();
 }
 
-extern "C" void mrt_residual_layernorm_fwd_f32(
-    const float *x, const float *delta, const float *delta_bias, float *sum,
-    const float *w, const float *b, float *y, float *mean, float *rstd,
-    int64_t rows, int64_t cols, float eps) {
+template <typename T>
+void residualLayerNormFwd(const T *x, const T *delta, const T *deltaBias,
+                          T *sum, const T *w, const T *b, T *y, float *mean,
+                          float *rstd, int64_t rows, int64_t cols, float eps) {
   if (rows == 0)
     return;
   const int n = mrt::checkedInt(cols, "layer norm columns");
-  const bool vec4 = n % 4 == 0 && mrt::cuda::aligned16(x) &&
-                    mrt::cuda::aligned16(delta) &&
-                    mrt::cuda::aligned16(delta_bias) &&
-                    mrt::cuda::aligned16(sum) && mrt::cuda::aligned16(w) &&
-                    mrt::cuda::aligned16(b) && mrt::cuda::aligned16(y);
-  auto kernel = vec4 ? residualLayerNormForward<4> : residualLayerNormForward<1>;
+  const bool vec4 =
+      n % 4 == 0 && allVec4Aligned(x, delta, deltaBias, sum, w, b, y);
+  auto kernel = vec4 ? residualLayerNormForward<4, T>
+                     : residualLayerNormForward<1, T>;
   kernel<<<rowBlocks(rows), mrt::cuda::kBlockThreads, 0, computeStream()>>>(
-      x, delta, delta_bias, sum, w, b, y, mean, rstd, rows, n, eps);
+      x, delta, deltaBias, sum, w, b, y, mean, rstd, rows, n, eps);
   MRT_CUDA_CHECK_LAUNCH();
 }
 
-extern "C" void mrt_layernorm_stats_f32(const float *x, float *mean,
-                                        float *rstd, int64_t rows,
-                                        int64_t cols, float eps) {
+template <typename T>
+void layerNormStatsOf(const T *x, float *mean, float *rstd, int64_t rows,
+                      int64_t cols, float eps) {
   if (rows == 0)
     return;
   const int n = mrt::checkedInt(cols, "layer norm columns");
-  auto kernel = n % 4 == 0 && mrt::cuda::aligned16(x) ? layerNormStats<4>
-                                                      : layerNormStats<1>;
+  auto kernel = n % 4 == 0 && allVec4Aligned(x) ? layerNormStats<4, T>
+                                                : layerNormStats<1, T>;
   kernel<<<rowBlocks(rows), mrt::cuda::kBlockThreads, 0, computeStream()>>>(
       x, mean, rstd, rows, n, eps);
   MRT_CUDA_CHECK_LAUNCH();
 }
 
-extern "C" void mrt_layernorm_bwd_f32(const float *dy, const float *x,
-                                      const float *w, const float *mean,
-                                      const float *rstd, float *dx, float *dw,
-                                      float *db, int64_t rows, int64_t cols) {
+// dw and db over the rows, into fp32 whatever T is.
+template <typename T>
+void launchParamGrads(const T *dy, const T *x, const float *mean,
+                      const float *rstd, float *dw, float *db, int64_t rows,
+                      int n, bool vec4) {
+  const int64_t groups = vec4 ? n / 4 : n;
+  const mrt::cuda::ColumnChunks chunks =
+      mrt::cuda::planColumnChunks(rows, groups);
+  mrt::cuda::DeviceScratch<float> partials(2 * chunks.count * n);
+  auto partialKernel = vec4 ? layerNormParamGradPartials<4, T>
+                            : layerNormParamGradPartials<1, T>;
+  partialKernel<<<mrt::cuda::columnChunksGrid(groups, chunks),
+                  mrt::cuda::kBlockThreads, 0, computeStream()>>>(
+      dy, x, mean, rstd, rows, n, chunks.rowsEach, partials.get());
+  MRT_CUDA_CHECK_LAUNCH();
+  mrt::cuda::launchSumColumnPartials<false>(partials.get(), chunks.count, n,
+                                            dw);
+  mrt::cuda::launchSumColumnPartials<false>(
+      partials.get() + chunks.count * n, chunks.count, n, db);
+}
+
+template <typename T>
+void layerNormBwd(const T *dy, const T *x, const T *w, const float *mean,
+                  const float *rstd, T *dx, float *dw, float *db, int64_t rows,
+                  int64_t cols) {
   const int n = mrt::checkedInt(cols, "layer norm columns");
   if (n == 0)
     return;
@@ -288,29 +311,76 @@ extern "C" void mrt_layernorm_bwd_f32(const float *dy, const float *x,
     MRT_CUDA_CHECK(cudaMemsetAsync(db, 0, n * sizeof(float), stream));
     return;
   }
-  const bool vec4 = n % 4 == 0 && mrt::cuda::aligned16(dy) &&
-                    mrt::cuda::aligned16(x) && mrt::cuda::aligned16(w) &&
-                    mrt::cuda::aligned16(dx);
-  const int vec = vec4 ? 4 : 1;
-
+  const bool vec4 = n % 4 == 0 && allVec4Aligned(dy, x, w, dx);
   // The parameter gradients go first: dx may overwrite dy.
-  const int64_t groups = n / vec;
-  const mrt::cuda::ColumnChunks chunks =
-      mrt::cuda::planColumnChunks(rows, groups);
-  mrt::cuda::DeviceScratch<float> partials(2 * chunks.count * n);
-  auto partialKernel =
-      vec4 ? layerNormParamGradPartials<4> : layerNormParamGradPartials<1>;
-  partialKernel<<<mrt::cuda::columnChunksGrid(groups, chunks),
-                  mrt::cuda::kBlockThreads, 0, stream>>>(
-      dy, x, mean, rstd, rows, n, chunks.rowsEach, partials.get());
-  MRT_CUDA_CHECK_LAUNCH();
-  mrt::cuda::launchSumColumnPartials<false>(partials.get(), chunks.count, n,
-                                            dw);
-  mrt::cuda::launchSumColumnPartials<false>(
-      partials.get() + chunks.count * n, chunks.count, n, db);
-
-  auto inputKernel = vec4 ? layerNormInputGrad<4> : layerNormInputGrad<1>;
+  launchParamGrads(dy, x, mean, rstd, dw, db, rows, n, vec4);
+  auto inputKernel =
+      vec4 ? layerNormInputGrad<4, T> : layerNormInputGrad<1, T>;
   inputKernel<<<rowBlocks(rows), mrt::cuda::kBlockThreads, 0, stream>>>(
       dy, x, w, mean, rstd, dx, rows, n);
   MRT_CUDA_CHECK_LAUNCH();
+}
+
+} // namespace
+
+using mrt::cuda::asBf16;
+
+extern "C" void mrt_layernorm_fwd_f32(const float *x, const float *w,
+                                      const float *b, float *y, float *mean,
+                                      float *rstd, int64_t rows, int64_t cols,
+                                      float eps) {
+  layerNormFwd(x, w, b, y, mean, rstd, rows, cols, eps);
+}
+
+extern "C" void mrt_layernorm_fwd_bf16(const mrt_bf16 *x, const mrt_bf16 *w,
+                                       const mrt_bf16 *b, mrt_bf16 *y,
+                                       float *mean, float *rstd, int64_t rows,
+                                       int64_t cols, float eps) {
+  layerNormFwd(asBf16(x), asBf16(w), asBf16(b), asBf16(y), mean, rstd, rows,
+               cols, eps);
+}
+
+extern "C" void mrt_residual_layernorm_fwd_f32(
+    const float *x, const float *delta, const float *delta_bias, float *sum,
+    const float *w, const float *b, float *y, float *mean, float *rstd,
+    int64_t rows, int64_t cols, float eps) {
+  residualLayerNormFwd(x, delta, delta_bias, sum, w, b, y, mean, rstd, rows,
+                       cols, eps);
+}
+
+extern "C" void mrt_residual_layernorm_fwd_bf16(
+    const mrt_bf16 *x, const mrt_bf16 *delta, const mrt_bf16 *delta_bias,
+    mrt_bf16 *sum, const mrt_bf16 *w, const mrt_bf16 *b, mrt_bf16 *y,
+    float *mean, float *rstd, int64_t rows, int64_t cols, float eps) {
+  residualLayerNormFwd(asBf16(x), asBf16(delta), asBf16(delta_bias),
+                       asBf16(sum), asBf16(w), asBf16(b), asBf16(y), mean,
+                       rstd, rows, cols, eps);
+}
+
+extern "C" void mrt_layernorm_stats_f32(const float *x, float *mean,
+                                        float *rstd, int64_t rows,
+                                        int64_t cols, float eps) {
+  layerNormStatsOf(x, mean, rstd, rows, cols, eps);
+}
+
+extern "C" void mrt_layernorm_stats_bf16(const mrt_bf16 *x, float *mean,
+                                         float *rstd, int64_t rows,
+                                         int64_t cols, float eps) {
+  layerNormStatsOf(asBf16(x), mean, rstd, rows, cols, eps);
+}
+
+extern "C" void mrt_layernorm_bwd_f32(const float *dy, const float *x,
+                                      const float *w, const float *mean,
+                                      const float *rstd, float *dx, float *dw,
+                                      float *db, int64_t rows, int64_t cols) {
+  layerNormBwd(dy, x, w, mean, rstd, dx, dw, db, rows, cols);
+}
+
+extern "C" void mrt_layernorm_bwd_bf16(const mrt_bf16 *dy, const mrt_bf16 *x,
+                                       const mrt_bf16 *w, const float *mean,
+                                       const float *rstd, mrt_bf16 *dx,
+                                       float *dw, float *db, int64_t rows,
+                                       int64_t cols) {
+  layerNormBwd(asBf16(dy), asBf16(x), asBf16(w), mean, rstd, asBf16(dx), dw,
+               db, rows, cols);
 }

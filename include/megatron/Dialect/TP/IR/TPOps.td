@@ -149,7 +149,8 @@ def TP_CrossEntropyOp : TP_Op<"cross_entropy", [Pure, DeclareOpInterfaceMethods<
     `logits` is `[..., Vp]`, `targets` the matching `[...]` class ids. Only
     the first `valid_vocab` entries of the last dimension are real classes;
     the rest is padding (Megatron pads the vocabulary to a multiple of
-    128 * TP) and never enters the softmax.
+    128 * TP) and never enters the softmax. The loss may be wider than the
+    logits (the fp32 loss of bf16 logits).
   }];
   let arguments = (ins TP_FloatTensor:$logits, TP_IndexTensor:$targets,
                        ConfinedAttr<I64Attr, [IntPositive]>:$valid_vocab);
@@ -205,14 +206,20 @@ def TP_SoftmaxGradOp : TP_Op<"softmax_grad", [Pure, SameOperandsAndResultType]> 
 
 def TP_LayerNormGradOp : TP_Op<"layer_norm_grad", [Pure,
     AllTypesMatch<["input", "grad", "input_grad"]>,
-    AllTypesMatch<["weight", "weight_grad", "bias_grad"]>]> {
+    AllShapesMatch<["weight", "weight_grad", "bias_grad"]>,
+    AllTypesMatch<["weight_grad", "bias_grad"]>]> {
   let summary = "Gradients of tp.layer_norm; its statistics are recomputed";
+  let description = [{
+    The parameter gradients may be wider than the weight: fp32 gradients of
+    the bf16 copy of an fp32 master weight (tp-mixed-precision).
+  }];
   let arguments = (ins TP_FloatTensor:$input, TP_FloatTensor:$weight,
                        TP_FloatTensor:$grad, F32Attr:$epsilon);
   let results = (outs TP_FloatTensor:$input_grad, TP_FloatTensor:$weight_grad,
                       TP_FloatTensor:$bias_grad);
   let assemblyFormat = [{
     $input `,` $weight `,` $grad attr-dict `:` type($input) `,` type($weight)
+    `->` type($weight_grad)
   }];
 }
 
@@ -357,6 +364,23 @@ def TP_XentLossOp : TP_Op<"xent_loss", [Pure, DeclareOpInterfaceMethods<TP_VJPOp
     $sum_exp `,` $max `,` $target_logit attr-dict `:` type($sum_exp) `->`
     type($loss)
   }];
+}
+
+//===----------------------------------------------------------------------===//
+// Precision
+//===----------------------------------------------------------------------===//
+
+def TP_ConvertOp : TP_Op<"convert", [Pure, AllShapesMatch<["input", "result"]>,
+    DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>]> {
+  let summary = "Rounds (or widens) every element to another float type";
+  let description = [{
+    Built by tp-mixed-precision: the bf16 copy of an fp32 master weight, made
+    once per step, and the way back to fp32 where a bf16 value meets an fp32
+    consumer. Narrowing rounds to nearest, ties to even.
+  }];
+  let arguments = (ins TP_FloatTensor:$input);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
 //===----------------------------------------------------------------------===//

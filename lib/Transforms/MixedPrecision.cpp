@@ -1,0 +1,224 @@
+//===- MixedPrecision.cpp - bf16 activations, fp32 master weights ---------===//
+//
+// Each op states the precision it computes in (a Rule); the pass walks the
+// program in order, rounds or widens the operands that arrive in another
+// precision, and retypes the results. Conversions are cached per value, so
+// one bf16 copy of a parameter serves its forward and backward GEMMs.
+//
+//===----------------------------------------------------------------------===//
+#include "megatron/Dialect/TP/IR/TP.h"
+#include "megatron/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace mlir::megatron {
+#define GEN_PASS_DEF_MIXEDPRECISION
+#include "megatron/Transforms/Passes.h.inc"
+} // namespace mlir::megatron
+
+using namespace mlir;
+using namespace mlir::tp;
+
+namespace {
+
+enum class Precision {
+  Keep,   // as it arrives (an fp32 statistic, a scalar)
+  Low,    // bf16 storage
+  Full,   // fp32
+  Follow, // the type of the op's float operands, bf16 if any is
+};
+
+/// The precision of an op's float tensor operands, in order (operands past
+/// the list keep theirs), and of its results.
+struct Rule {
+  SmallVector<Precision> operands;
+  SmallVector<Precision> results;
+};
+
+constexpr Precision L = Precision::Low, F = Precision::Full,
+                    K = Precision::Keep, Follow = Precision::Follow;
+
+Rule uniform(Operation *op, Precision precision) {
+  return {SmallVector<Precision>(op->getNumOperands(), precision),
+          SmallVector<Precision>(op->getNumResults(), precision)};
+}
+
+std::optional<Rule> ruleFor(Operation *op) {
+  return llvm::TypeSwitch<Operation *, std::optional<Rule>>(op)
+      // Activations and their gradients.
+      .Case<MatmulOp, LayerNormOp, EmbeddingOp, PositionEmbeddingOp,
+            AttentionOp, AttentionGradOp, GeluOp, GeluGradOp, BiasAddOp>(
+          [](Operation *op) { return uniform(op, L); })
+      // Parameter gradients accumulate in fp32.
+      .Case<WeightGradOp, EmbeddingGradOp>(
+          [](Operation *op) { return Rule{{L, L}, {F}}; })
+      .Case([](SumToOp) { return Rule{{K}, {F}}; })
+      // Lowered as an insert into fp32 zeros: the gradient must be fp32.
+      .Case([](PositionEmbeddingGradOp) { return Rule{{F}, {F}}; })
+      .Case([](LayerNormGradOp) { return Rule{{L, L, L}, {L, F, F}}; })
+      // The logits are bf16; maxima, sums and the loss are not.
+      .Case<XentMaxOp, XentSumExpOp, CrossEntropyOp>([](Operation *op) {
+        return Rule{{L}, SmallVector<Precision>(op->getNumResults(), F)};
+      })
+      .Case([](XentGradOp) { return Rule{{L}, {L}}; })
+      // The optimizer updates fp32 masters; softmax's generic lowering
+      // accumulates its sums in the element type.
+      .Case<XentLossOp, SumSquaresOp, AdamWOp, SoftmaxOp, SoftmaxGradOp>(
+          [](Operation *op) { return uniform(op, F); })
+      .Case<AddOp, FOp, GOp, AllReduceOp, AllGatherOp, ReduceScatterOp,
+            LocalSliceOp, ReshardOp>(
+          [](Operation *op) { return uniform(op, Follow); })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+bool isFloatTensor(Value value) {
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  return type && isa<FloatType>(type.getElementType());
+}
+
+Type withElementType(Value value, Type element) {
+  return cast<RankedTensorType>(value.getType()).clone(element);
+}
+
+class MixedPrecisionRewriter {
+public:
+  explicit MixedPrecisionRewriter(func::FuncOp function)
+      : function(function), b(function.getContext()),
+        low(b.getBF16Type()), full(b.getF32Type()) {}
+
+  void run() {
+    SmallVector<Operation *> ops;
+    function.walk([&](Operation *op) {
+      if (op != function)
+        ops.push_back(op);
+    });
+    for (Operation *op : ops) {
+      if (std::optional<Rule> rule = ruleFor(op))
+        apply(op, *rule);
+      else
+        restoreOriginalTypes(op);
+    }
+  }
+
+private:
+  Type elementFor(Precision precision, Type current, Type follow) {
+    switch (precision) {
+    case Precision::Keep:
+      return current;
+    case Precision::Low:
+      return low;
+    case Precision::Full:
+      return full;
+    case Precision::Follow:
+      return follow;
+    }
+    llvm_unreachable("unknown precision");
+  }
+
+  /// bf16 when any float operand is, else the first one's element type.
+  Type followedElement(Operation *op) {
+    Type follow;
+    for (Value operand : op->getOperands()) {
+      if (!isFloatTensor(operand))
+        continue;
+      Type element = getElementTypeOrSelf(operand.getType());
+      if (!follow || element == low)
+        follow = element;
+    }
+    return follow;
+  }
+
+  void apply(Operation *op, const Rule &rule) {
+    Type follow = followedElement(op);
+    unsigned position = 0;
+    for (OpOperand &operand : op->getOpOperands()) {
+      if (!isFloatTensor(operand.get()))
+        continue;
+      if (position < rule.operands.size()) {
+        Type current = getElementTypeOrSelf(operand.get().getType());
+        operand.set(convert(
+            operand.get(),
+            elementFor(rule.operands[position], current, follow)));
+      }
+      ++position;
+    }
+    for (auto [result, precision] :
+         llvm::zip_equal(op->getResults(), rule.results)) {
+      if (!isFloatTensor(result))
+        continue;
+      Type current = getElementTypeOrSelf(result.getType());
+      Type element = elementFor(precision, current, follow);
+      if (element == current)
+        continue;
+      originalTypes.try_emplace(result, result.getType());
+      result.setType(withElementType(result, element));
+    }
+  }
+
+  /// Ops with no rule (the return, host scalar code) see the types the
+  /// program had before this pass.
+  void restoreOriginalTypes(Operation *op) {
+    for (OpOperand &operand : op->getOpOperands()) {
+      auto original = originalTypes.find(operand.get());
+      if (original != originalTypes.end())
+        operand.set(convert(operand.get(),
+                            getElementTypeOrSelf(original->second)));
+    }
+  }
+
+  /// `value` in `element` precision, made once, right after `value` is.
+  Value convert(Value value, Type element) {
+    if (getElementTypeOrSelf(value.getType()) == element)
+      return value;
+    auto [cached, inserted] = conversions.try_emplace({value, element});
+    if (!inserted)
+      return cached->second;
+    OpBuilder::InsertionGuard guard(b);
+    bool isArgument = isa<BlockArgument>(value);
+    if (Operation *def = value.getDefiningOp())
+      b.setInsertionPointAfter(def);
+    else if (lastArgumentConversion)
+      b.setInsertionPointAfter(lastArgumentConversion);
+    else
+      b.setInsertionPointToStart(cast<BlockArgument>(value).getOwner());
+    auto conversion = ConvertOp::create(b, locationOf(value),
+                                        withElementType(value, element), value);
+    // Parameters' copies head the function in the order they are needed.
+    if (isArgument)
+      lastArgumentConversion = conversion;
+    cached->second = conversion.getResult();
+    return cached->second;
+  }
+
+  /// A parameter's conversion is named after it: the kernel that rounds
+  /// `h.0.mlp.c_fc.weight` says so in a profile.
+  Location locationOf(Value value) {
+    auto arg = dyn_cast<BlockArgument>(value);
+    if (!arg)
+      return value.getLoc();
+    if (auto name = function.getArgAttrOfType<StringAttr>(
+            arg.getArgNumber(), TPDialect::kNameAttrName))
+      return NameLoc::get(name, arg.getLoc());
+    return arg.getLoc();
+  }
+
+  func::FuncOp function;
+  OpBuilder b;
+  Type low, full;
+  DenseMap<std::pair<Value, Type>, Value> conversions;
+  DenseMap<Value, Type> originalTypes;
+  Operation *lastArgumentConversion = nullptr;
+};
+
+struct MixedPrecisionPass
+    : public megatron::impl::MixedPrecisionBase<MixedPrecisionPass> {
+  void runOnOperation() override {
+    for (auto function : getOperation().getOps<func::FuncOp>())
+      if (!function.isExternal())
+        MixedPrecisionRewriter(function).run();
+  }
+};
+
+} // namespace

@@ -1,0 +1,206 @@
+// The CPU runtime's _bf16 entry points: each is its f32 sibling on widened
+// copies (bf16.h says why).
+#include "bf16.h"
+
+#include "megatron_rt/attention.h"
+#include "megatron_rt/comm.h"
+#include "megatron_rt/cross_entropy.h"
+#include "megatron_rt/embedding.h"
+#include "megatron_rt/gemm.h"
+#include "megatron_rt/layernorm.h"
+#include "megatron_rt/reduce.h"
+
+namespace mrt {
+
+Widened::Widened(const mrt_bf16 *source, int64_t n) : values(n) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i)
+    values[i] = widen(source[i]);
+}
+
+Narrowed::Narrowed(mrt_bf16 *destination, int64_t n, const mrt_bf16 *initial)
+    : destination(destination), values(n) {
+  if (!initial)
+    return;
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i)
+    values[i] = widen(initial[i]);
+}
+
+Narrowed::~Narrowed() {
+  int64_t n = static_cast<int64_t>(values.size());
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i)
+    destination[i] = narrow(values[i]);
+}
+
+} // namespace mrt
+
+using mrt::Narrowed;
+using mrt::Widened;
+
+namespace {
+
+/// Elements of an op(X) operand stored with leading dimension ld.
+int64_t storedElements(int trans, int64_t rows, int64_t cols, int64_t ld) {
+  return (trans ? cols : rows) * ld;
+}
+
+} // namespace
+
+extern "C" void mrt_gemm_bf16_f32(int transA, int transB, int64_t M, int64_t N,
+                                  int64_t K, float alpha, const mrt_bf16 *A,
+                                  int64_t lda, const mrt_bf16 *B, int64_t ldb,
+                                  float beta, float *C, int64_t ldc) {
+  Widened a(A, storedElements(transA, M, K, lda)),
+      b(B, storedElements(transB, K, N, ldb));
+  mrt_gemm_f32(transA, transB, M, N, K, alpha, a.data(), lda, b.data(), ldb,
+               beta, C, ldc);
+}
+
+extern "C" void mrt_gemm_bf16(int transA, int transB, int64_t M, int64_t N,
+                              int64_t K, float alpha, const mrt_bf16 *A,
+                              int64_t lda, const mrt_bf16 *B, int64_t ldb,
+                              float beta, mrt_bf16 *C, int64_t ldc) {
+  Narrowed c(C, M * ldc, beta != 0.0f ? C : nullptr);
+  mrt_gemm_bf16_f32(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta,
+                    c.data(), ldc);
+}
+
+extern "C" void mrt_layernorm_fwd_bf16(const mrt_bf16 *x, const mrt_bf16 *w,
+                                       const mrt_bf16 *b, mrt_bf16 *y,
+                                       float *mean, float *rstd, int64_t rows,
+                                       int64_t cols, float eps) {
+  Widened xs(x, rows * cols), ws(w, cols), bs(b, cols);
+  Narrowed ys(y, rows * cols);
+  mrt_layernorm_fwd_f32(xs.data(), ws.data(), bs.data(), ys.data(), mean, rstd,
+                        rows, cols, eps);
+}
+
+extern "C" void mrt_residual_layernorm_fwd_bf16(
+    const mrt_bf16 *x, const mrt_bf16 *delta, const mrt_bf16 *delta_bias,
+    mrt_bf16 *sum, const mrt_bf16 *w, const mrt_bf16 *b, mrt_bf16 *y,
+    float *mean, float *rstd, int64_t rows, int64_t cols, float eps) {
+  Widened xs(x, rows * cols), deltas(delta, rows * cols),
+      bias(delta_bias, cols), ws(w, cols), bs(b, cols);
+  {
+    Narrowed sums(sum, rows * cols), ys(y, rows * cols);
+    mrt_residual_layernorm_fwd_f32(xs.data(), deltas.data(), bias.data(),
+                                   sums.data(), ws.data(), bs.data(),
+                                   ys.data(), mean, rstd, rows, cols, eps);
+  }
+  // The norm is of the sum as stored, rounded, as the CUDA kernel computes
+  // it: its statistics are then those the backward pass recomputes from the
+  // stored sum. The f32 pass above gave the sum; this one the norm.
+  mrt_layernorm_fwd_bf16(sum, w, b, y, mean, rstd, rows, cols, eps);
+}
+
+extern "C" void mrt_layernorm_stats_bf16(const mrt_bf16 *x, float *mean,
+                                         float *rstd, int64_t rows,
+                                         int64_t cols, float eps) {
+  Widened xs(x, rows * cols);
+  mrt_layernorm_stats_f32(xs.data(), mean, rstd, rows, cols, eps);
+}
+
+extern "C" void mrt_layernorm_bwd_bf16(const mrt_bf16 *dy, const mrt_bf16 *x,
+                                       const mrt_bf16 *w, const float *mean,
+                                       const float *rstd, mrt_bf16 *dx,
+                                       float *dw, float *db, int64_t rows,
+                                       int64_t cols) {
+  Widened dys(dy, rows * cols), xs(x, rows * cols), ws(w, cols);
+  Narrowed dxs(dx, rows * cols);
+  mrt_layernorm_bwd_f32(dys.data(), xs.data(), ws.data(), mean, rstd,
+                        dxs.data(), dw, db, rows, cols);
+}
+
+extern "C" void mrt_attention_fwd_bf16(const mrt_bf16 *qkv, mrt_bf16 *out,
+                                       float *lse, int64_t B, int64_t T,
+                                       int64_t H, int64_t D) {
+  Widened qkvs(qkv, B * T * 3 * H * D);
+  Narrowed outs(out, B * T * H * D);
+  mrt_attention_fwd_f32(qkvs.data(), outs.data(), lse, B, T, H, D);
+}
+
+extern "C" void mrt_attention_bwd_bf16(const mrt_bf16 *qkv, const mrt_bf16 *out,
+                                       const mrt_bf16 *dout, const float *lse,
+                                       mrt_bf16 *dqkv, int64_t B, int64_t T,
+                                       int64_t H, int64_t D) {
+  Widened qkvs(qkv, B * T * 3 * H * D), outs(out, B * T * H * D),
+      douts(dout, B * T * H * D);
+  Narrowed dqkvs(dqkv, B * T * 3 * H * D);
+  mrt_attention_bwd_f32(qkvs.data(), outs.data(), douts.data(), lse,
+                        dqkvs.data(), B, T, H, D);
+}
+
+extern "C" void mrt_embedding_fwd_bf16(const mrt_bf16 *table,
+                                       const int32_t *ids, int64_t vocab_start,
+                                       int64_t Vl, int64_t C, int64_t N,
+                                       mrt_bf16 *out) {
+  Widened rows(table, Vl * C);
+  Narrowed outs(out, N * C);
+  mrt_embedding_fwd_f32(rows.data(), ids, vocab_start, Vl, C, N, outs.data());
+}
+
+extern "C" void mrt_embedding_bwd_bf16(const mrt_bf16 *dout, const int32_t *ids,
+                                       int64_t vocab_start, int64_t Vl,
+                                       int64_t C, int64_t N, float *dtable) {
+  Widened douts(dout, N * C);
+  mrt_embedding_bwd_f32(douts.data(), ids, vocab_start, Vl, C, N, dtable);
+}
+
+extern "C" void mrt_vocab_ce_local_max_bf16(const mrt_bf16 *logits, int64_t N,
+                                            int64_t Vl, int64_t vocab_start,
+                                            int64_t valid_vocab, float *max) {
+  Widened values(logits, N * Vl);
+  mrt_vocab_ce_local_max_f32(values.data(), N, Vl, vocab_start, valid_vocab,
+                             max);
+}
+
+extern "C" void mrt_vocab_ce_local_sumexp_bf16(
+    const mrt_bf16 *logits, const int32_t *targets, int64_t N, int64_t Vl,
+    int64_t vocab_start, int64_t valid_vocab, const float *gmax, float *sumexp,
+    float *tlogit) {
+  Widened values(logits, N * Vl);
+  mrt_vocab_ce_local_sumexp_f32(values.data(), targets, N, Vl, vocab_start,
+                                valid_vocab, gmax, sumexp, tlogit);
+}
+
+extern "C" void mrt_vocab_ce_bwd_bf16(const mrt_bf16 *logits,
+                                      const int32_t *targets, const float *gmax,
+                                      const float *sumexp, int64_t N,
+                                      int64_t Vl, int64_t vocab_start,
+                                      int64_t valid_vocab, float dloss,
+                                      mrt_bf16 *dlogits) {
+  Widened values(logits, N * Vl);
+  Narrowed grads(dlogits, N * Vl);
+  mrt_vocab_ce_bwd_f32(values.data(), targets, gmax, sumexp, N, Vl,
+                       vocab_start, valid_vocab, dloss, grads.data());
+}
+
+extern "C" void mrt_sum_rows_bf16(const mrt_bf16 *x, int64_t rows, int64_t cols,
+                                  float *out) {
+  Widened values(x, rows * cols);
+  mrt_sum_rows_f32(values.data(), rows, cols, out);
+}
+
+extern "C" void mrt_all_reduce_bf16(mrt_context *ctx, int axis, mrt_bf16 *buf,
+                                    int64_t n, int op) {
+  Narrowed values(buf, n, buf);
+  mrt_all_reduce_f32(ctx, axis, values.data(), n, op);
+}
+
+extern "C" void mrt_all_gather_bf16(mrt_context *ctx, int axis,
+                                    const mrt_bf16 *in, mrt_bf16 *out,
+                                    int64_t n_per_rank) {
+  Widened local(in, n_per_rank);
+  Narrowed gathered(out, mrt_axis_size(ctx, axis) * n_per_rank);
+  mrt_all_gather_f32(ctx, axis, local.data(), gathered.data(), n_per_rank);
+}
+
+extern "C" void mrt_reduce_scatter_bf16(mrt_context *ctx, int axis,
+                                        const mrt_bf16 *in, mrt_bf16 *out,
+                                        int64_t n_per_rank) {
+  Widened chunks(in, mrt_axis_size(ctx, axis) * n_per_rank);
+  Narrowed reduced(out, n_per_rank);
+  mrt_reduce_scatter_f32(ctx, axis, chunks.data(), reduced.data(), n_per_rank);
+}

@@ -1,0 +1,66 @@
+// Internal: bfloat16 storage for the CPU runtime's _bf16 entry points.
+//
+// The CPU runtime is the reference the compiler's bf16 programs are checked
+// against, not a fast bf16 engine: each _bf16 entry point widens its bf16
+// operands into fp32 scratch, runs the fp32 kernel, and rounds what the
+// kernel wrote back into bf16. Every number the f32 kernel computes is then
+// the one the bf16 program's stored values imply.
+#ifndef MEGATRON_RT_LIB_BF16_H
+#define MEGATRON_RT_LIB_BF16_H
+
+#include "megatron_rt/api.h"
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace mrt {
+
+inline float widen(mrt_bf16 value) {
+  uint32_t bits = static_cast<uint32_t>(value) << 16;
+  float result;
+  std::memcpy(&result, &bits, sizeof(result));
+  return result;
+}
+
+/// Round to nearest, ties to even; a NaN stays a (quiet) NaN instead of
+/// rounding into infinity.
+inline mrt_bf16 narrow(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<mrt_bf16>((bits >> 16) | 0x40u);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<mrt_bf16>(bits >> 16);
+}
+
+/// An fp32 copy of a bf16 input.
+class Widened {
+public:
+  Widened(const mrt_bf16 *source, int64_t n);
+  const float *data() const { return values.data(); }
+
+private:
+  std::vector<float> values;
+};
+
+/// fp32 scratch for a kernel to write; its destructor rounds the result
+/// into the bf16 destination. `Narrowed(dest, n, dest)` starts from dest's
+/// values, for outputs the f32 kernel reads too (in place, or accumulating).
+class Narrowed {
+public:
+  Narrowed(mrt_bf16 *destination, int64_t n,
+           const mrt_bf16 *initial = nullptr);
+  ~Narrowed();
+  Narrowed(const Narrowed &) = delete;
+  Narrowed &operator=(const Narrowed &) = delete;
+  float *data() { return values.data(); }
+
+private:
+  mrt_bf16 *destination;
+  std::vector<float> values;
+};
+
+} // namespace mrt
+
+#endif // MEGATRON_RT_LIB_BF16_H

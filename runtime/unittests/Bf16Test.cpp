@@ -1,0 +1,121 @@
+// The CPU runtime's bf16 storage: rounding, and the _bf16 entry points as
+// their f32 siblings on widened operands.
+#include "../lib/bf16.h"
+
+#include "megatron_rt/embedding.h"
+#include "megatron_rt/gemm.h"
+#include "megatron_rt/layernorm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+using mrt::narrow;
+using mrt::widen;
+
+TEST(Bf16, RoundsToNearestTiesToEven) {
+  // 1 + 2^-8 lies halfway between 1 and 1 + 2^-7: the even neighbour is 1.
+  EXPECT_EQ(widen(narrow(1.0f + 0x1p-8f)), 1.0f);
+  // 1 + 3 * 2^-8 lies halfway between 1 + 2^-7 and 1 + 2^-6: even is above.
+  EXPECT_EQ(widen(narrow(1.0f + 3 * 0x1p-8f)), 1.0f + 0x1p-6f);
+  EXPECT_EQ(widen(narrow(1.0f + 0x1p-8f + 0x1p-20f)), 1.0f + 0x1p-7f);
+  EXPECT_EQ(widen(narrow(-2.5f)), -2.5f);
+}
+
+TEST(Bf16, KeepsInfinitiesAndNaNs) {
+  float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(widen(narrow(inf)), inf);
+  EXPECT_EQ(widen(narrow(-inf)), -inf);
+  // The largest float rounds up to infinity, as an overflowing cast should.
+  EXPECT_EQ(widen(narrow(std::numeric_limits<float>::max())), inf);
+  // A NaN whose payload sits in the low half would round to infinity.
+  uint32_t bits = 0x7f800001u;
+  float nan;
+  std::memcpy(&nan, &bits, sizeof(nan));
+  EXPECT_TRUE(std::isnan(widen(narrow(nan))));
+}
+
+std::vector<mrt_bf16> bf16Values(int64_t n, float scale) {
+  std::vector<mrt_bf16> values(n);
+  for (int64_t i = 0; i < n; ++i)
+    values[i] = narrow(scale * static_cast<float>((i * 7919) % 23 - 11));
+  return values;
+}
+
+std::vector<float> widened(const std::vector<mrt_bf16> &values) {
+  std::vector<float> result;
+  for (mrt_bf16 value : values)
+    result.push_back(widen(value));
+  return result;
+}
+
+TEST(Bf16, GemmRoundsTheFp32Product) {
+  const int64_t M = 5, N = 6, K = 7;
+  auto a = bf16Values(M * K, 0.25f), b = bf16Values(K * N, 0.5f);
+  std::vector<float> want(M * N);
+  mrt_gemm_f32(0, 0, M, N, K, 1.0f, widened(a).data(), K, widened(b).data(),
+               N, 0.0f, want.data(), N);
+  std::vector<float> wide(M * N);
+  mrt_gemm_bf16_f32(0, 0, M, N, K, 1.0f, a.data(), K, b.data(), N, 0.0f,
+                    wide.data(), N);
+  std::vector<mrt_bf16> c(M * N);
+  mrt_gemm_bf16(0, 0, M, N, K, 1.0f, a.data(), K, b.data(), N, 0.0f, c.data(),
+                N);
+  for (int64_t i = 0; i < M * N; ++i) {
+    EXPECT_EQ(wide[i], want[i]) << i;
+    EXPECT_EQ(c[i], narrow(want[i])) << i;
+  }
+}
+
+TEST(Bf16, GemmWithBetaReadsTheBf16Output) {
+  auto a = bf16Values(4, 1.0f), b = bf16Values(4, 1.0f);
+  std::vector<mrt_bf16> c = bf16Values(4, 2.0f);
+  std::vector<float> want = widened(c);
+  mrt_gemm_f32(0, 0, 2, 2, 2, 1.0f, widened(a).data(), 2, widened(b).data(), 2,
+               1.0f, want.data(), 2);
+  mrt_gemm_bf16(0, 0, 2, 2, 2, 1.0f, a.data(), 2, b.data(), 2, 1.0f, c.data(),
+                2);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(c[i], narrow(want[i])) << i;
+}
+
+TEST(Bf16, LayerNormGradientsOfParametersStayFp32) {
+  const int64_t rows = 3, cols = 8;
+  auto x = bf16Values(rows * cols, 0.3f), dy = bf16Values(rows * cols, 0.1f);
+  auto w = bf16Values(cols, 0.7f);
+  std::vector<float> mean(rows), rstd(rows), dwWant(cols), dbWant(cols),
+      dxWant(rows * cols);
+  mrt_layernorm_stats_bf16(x.data(), mean.data(), rstd.data(), rows, cols,
+                           1e-5f);
+  mrt_layernorm_bwd_f32(widened(dy).data(), widened(x).data(),
+                        widened(w).data(), mean.data(), rstd.data(),
+                        dxWant.data(), dwWant.data(), dbWant.data(), rows,
+                        cols);
+  std::vector<float> dw(cols), db(cols);
+  std::vector<mrt_bf16> dx(rows * cols);
+  mrt_layernorm_bwd_bf16(dy.data(), x.data(), w.data(), mean.data(),
+                         rstd.data(), dx.data(), dw.data(), db.data(), rows,
+                         cols);
+  for (int64_t c = 0; c < cols; ++c) {
+    EXPECT_EQ(dw[c], dwWant[c]) << c;
+    EXPECT_EQ(db[c], dbWant[c]) << c;
+  }
+  for (int64_t i = 0; i < rows * cols; ++i)
+    EXPECT_EQ(dx[i], narrow(dxWant[i])) << i;
+}
+
+TEST(Bf16, EmbeddingBackwardAccumulatesIntoFp32) {
+  const int64_t V = 4, C = 3, N = 2;
+  std::vector<int32_t> ids = {1, 1};
+  std::vector<mrt_bf16> dout = {narrow(1.0f), narrow(2.0f), narrow(3.0f),
+                                narrow(0x1p-9f), narrow(0x1p-9f),
+                                narrow(0x1p-9f)};
+  std::vector<float> dtable(V * C, 1.0f);
+  mrt_embedding_bwd_bf16(dout.data(), ids.data(), 0, V, C, N, dtable.data());
+  // 2 + 2^-9 needs more than bf16's 8 significant bits.
+  EXPECT_EQ(dtable[1 * C + 0], 2.0f + 0x1p-9f);
+  EXPECT_EQ(dtable[0], 1.0f);
+}
