@@ -17,8 +17,9 @@
 #   data/           token files (llm.c format): tiny (correctness) and the
 #                   timing model's; mock tokens for the self-test
 #   ref/            tiny_cpu.jsonl: megatron-run --log of GPT-2 tiny, TP=1,
-#                   10 steps, --target=cpu step, same seed/data/hyper-
-#                   parameters as the GPU run (and its stdout)
+#                   10 steps, --target=cpu step in the same bf16 mixed
+#                   precision, same seed/data/hyperparameters as the GPU
+#                   run (and its stdout)
 #   bundle.env      the settings run.sh sources (one source of truth for the
 #                   hyperparameters, step files, external libraries)
 #   MANIFEST.json   files with sizes and sha256, and the commands used
@@ -58,6 +59,9 @@ WEIGHT_DECAY=0.1
 GRAD_CLIP=1.0
 TINY_STEPS=10
 DATA_SEED=0
+# Every step, GPU and CPU reference alike: bf16 activations and parameter
+# copies, fp32 master weights and AdamW state (llm.c's and autocast's).
+PRECISION=bf16
 
 usage() { sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 
@@ -121,7 +125,8 @@ target_flags() {
 compile_step() {
   local ir=$1 out=$2
   # shellcheck disable=SC2046  # target_flags is a list of flags
-  run_logged "$BIN/megatron-compile" "$ir" --tp=1 $(target_flags) --train -o "$out"
+  run_logged "$BIN/megatron-compile" "$ir" --tp=1 $(target_flags) \
+    --precision="$PRECISION" --train -o "$out"
 }
 
 # The step's manifest (JSON) on stdout; the CPU target's if the bundle's
@@ -151,8 +156,8 @@ build_steps() {
   compile_step "$TMP/ir/tiny.mlir" "$STAGE/steps/gpt2-tiny-train.so"
   manifest_of "$TMP/ir/tiny.mlir" >"$TMP/tiny.manifest.json"
   # The CPU reference step (not shipped: run here only).
-  run_logged "$BIN/megatron-compile" "$TMP/ir/tiny.mlir" --tp=1 --target=cpu --train \
-    -o "$TMP/tiny-cpu.so"
+  run_logged "$BIN/megatron-compile" "$TMP/ir/tiny.mlir" --tp=1 --target=cpu \
+    --precision="$PRECISION" --train -o "$TMP/tiny-cpu.so"
 
   local b
   for b in $TIMING_BATCHES; do
@@ -311,6 +316,7 @@ write_env() {
 # Written by bench/gpu/prepare.sh on $(date -u +%Y-%m-%dT%H:%M:%SZ); sourced by run.sh.
 TARGET=$TARGET
 ARCH=$ARCH
+PRECISION=$PRECISION
 SEED=$SEED
 LR=$LR
 BETA1=$BETA1

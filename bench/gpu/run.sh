@@ -12,7 +12,8 @@
 #   launcher       megatron-run on the mock step (launcher + MPI stub, no GPU)
 #   gpu_info       nvidia-smi snapshot -> $OUT/nvidia-smi.txt
 #   correctness    GPT-2 tiny, TP=1, 10 training steps on our GPU step; per-step
-#                  loss vs the CPU reference log, pass within 2e-2 relative
+#                  loss vs the CPU reference log (the same bf16 mixed-
+#                  precision program on the CPU target), within 2e-2 relative
 #   peak           bf16 matmul peak with PyTorch (peak_matmul.py)
 #   ours           GPT-2 124M training, B=16 (else the next batch the bundle
 #                  has), T=1024, our step: megatron-run --log gives ms per step
