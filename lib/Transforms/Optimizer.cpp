@@ -158,19 +158,28 @@ private:
     return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(value));
   }
 
+  /// One tp.sum_squares per group: the runtime reads each group's total
+  /// back once.
+  Value sumOfSquares(Location loc, ValueRange grads) {
+    if (grads.empty())
+      return f32(loc, 0.0);
+    return SumSquaresOp::create(b, loc, grads);
+  }
+
   /// Each parameter counts once: a sharded gradient's squares are summed
   /// across its ranks, a replicated one's are the same on every rank.
   Value globalNorm(Location loc) {
-    Value sharded = f32(loc, 0.0), replicated = f32(loc, 0.0);
+    SmallVector<Value> shardedGrads, replicatedGrads;
     SmallVector<StringRef> axes;
     for (Parameter &param : params) {
-      Value squares = SumSquaresOp::create(b, loc, param.grad);
-      Value &sum = param.splitAxes.empty() ? replicated : sharded;
-      sum = arith::AddFOp::create(b, loc, sum, squares);
+      (param.splitAxes.empty() ? replicatedGrads : shardedGrads)
+          .push_back(param.grad);
       for (StringRef axis : param.splitAxes)
         if (!llvm::is_contained(axes, axis))
           axes.push_back(axis);
     }
+    Value sharded = sumOfSquares(loc, shardedGrads),
+          replicated = sumOfSquares(loc, replicatedGrads);
     for (StringRef axis : axes) {
       auto vector = RankedTensorType::get({1}, b.getF32Type());
       Value packed = tensor::FromElementsOp::create(b, loc, vector, sharded);

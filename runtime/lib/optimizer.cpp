@@ -38,11 +38,19 @@ extern "C" void mrt_adamw_f32(float *p, const float *g, float *m, float *v,
   }
 }
 
-extern "C" double mrt_sum_squares_f32(const float *x, int64_t n) {
+extern "C" void mrt_sum_squares_f32(const float *x, int64_t n, double *sums,
+                                    int64_t slot) {
   double sum = 0.0;
 #pragma omp parallel for simd reduction(+ : sum) schedule(static)
   for (int64_t i = 0; i < n; ++i)
     sum += static_cast<double>(x[i]) * x[i];
+  sums[slot] = sum;
+}
+
+extern "C" double mrt_sum_f64(const double *values, int64_t n) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i)
+    sum += values[i];
   return sum;
 }
 

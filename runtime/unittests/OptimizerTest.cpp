@@ -52,8 +52,24 @@ TEST(SumSquaresTest, MatchesDoubleSum) {
   double expected = 0.0;
   for (float v : x)
     expected += double(v) * v;
-  EXPECT_TRUE(relativelyClose(mrt_sum_squares_f32(x.data(), x.size()), expected,
-                              1e-12));
+  double sums[2] = {-1.0, -1.0};
+  mrt_sum_squares_f32(x.data(), x.size(), sums, 1);
+  EXPECT_TRUE(relativelyClose(sums[1], expected, 1e-12));
+  EXPECT_EQ(sums[0], -1.0);
+}
+
+TEST(SumSquaresTest, EmptyTensorWritesZero) {
+  double sum = -1.0;
+  mrt_sum_squares_f32(nullptr, 0, &sum, 0);
+  EXPECT_EQ(sum, 0.0);
+}
+
+TEST(SumF64Test, AddsInIndexOrder) {
+  // 1 + 2^-53 rounds to 1; 1 + (2^-53 + 2^-53) does not.
+  const double tiny = 0x1p-53;
+  const double forward[3] = {1.0, tiny, tiny}, backward[3] = {tiny, tiny, 1.0};
+  EXPECT_EQ(mrt_sum_f64(forward, 3), 1.0);
+  EXPECT_EQ(mrt_sum_f64(backward, 3), 1.0 + 2 * tiny);
 }
 
 TEST(ScaleTest, MultipliesEveryElement) {

@@ -14,10 +14,8 @@
 // CHECK-SAME: %[[BV:[a-z0-9]+]]: tensor<8xf32> {tp.name = "b.exp_avg_sq"}
 // CHECK-SAME: %[[H:[a-z0-9]+]]: tensor<8xf32> {tp.name = "hyperparameters"})
 // CHECK-SAME: -> (tensor<f32>, tensor<f32>, tensor<8x4xf32> {tp.updates = 0 : i64}, tensor<8x4xf32> {tp.updates = 2 : i64}, tensor<8x4xf32> {tp.updates = 3 : i64}, tensor<8xf32> {tp.updates = 1 : i64}, tensor<8xf32> {tp.updates = 4 : i64}, tensor<8xf32> {tp.updates = 5 : i64})
-// CHECK: %[[SQW:.*]] = tp.sum_squares %{{[a-z0-9]+}} {tp.phase = "optimizer"} : tensor<8x4xf32>
-// CHECK: %[[SHARDED:.*]] = arith.addf %{{.*}}, %[[SQW]]
-// CHECK: %[[SQB:.*]] = tp.sum_squares %{{[a-z0-9]+}} {tp.phase = "optimizer"} : tensor<8xf32>
-// CHECK: %[[REPL:.*]] = arith.addf %{{.*}}, %[[SQB]]
+// CHECK: %[[SHARDED:.*]] = tp.sum_squares %{{[a-z0-9]+}} {tp.phase = "optimizer"} : tensor<8x4xf32>
+// CHECK: %[[REPL:.*]] = tp.sum_squares %{{[a-z0-9]+}} {tp.phase = "optimizer"} : tensor<8xf32>
 // CHECK: %[[PACK:.*]] = tensor.from_elements %[[SHARDED]] {tp.phase = "optimizer"} : tensor<1xf32>
 // CHECK: %[[SUM:.*]] = tp.all_reduce sum %[[PACK]] over @m["tp"]
 // CHECK: %[[ALL:.*]] = tensor.extract %[[SUM]]

@@ -842,15 +842,26 @@ private:
   // Optimizer ops
   //===--------------------------------------------------------------------===//
 
-  /// Accumulated in double by the runtime, then rounded.
+  /// Each input's sum of squares (double) goes into its slot of one buffer,
+  /// in the device's memory on a GPU; one read adds them in order on the
+  /// host, the only synchronisation of the group.
   LogicalResult lowerSumSquares(SumSquaresOp op) {
     Location loc = op.getLoc();
-    Value values = input(loc, op.getInput());
-    SmallVector<Value> sum;
-    call(loc, "mrt_sum_squares_f32",
-         {values, i64(loc, numElements(op.getInput()))}, b.getF64Type(), &sum);
+    Type f64 = b.getF64Type();
+    int64_t count = op.getInputs().size();
+    Output sums = output(loc, RankedTensorType::get({count}, f64));
+    for (auto [slot, grad] : llvm::enumerate(op.getInputs())) {
+      if (!getElementTypeOrSelf(grad.getType()).isF32())
+        return op.emitOpError("sums the squares of f32 gradients only, got ")
+               << grad.getType();
+      call(loc, "mrt_sum_squares_f32",
+           {input(loc, grad), i64(loc, numElements(grad)), sums.view,
+            i64(loc, slot)});
+    }
+    SmallVector<Value> total;
+    call(loc, "mrt_sum_f64", {sums.view, i64(loc, count)}, f64, &total);
     op.replaceAllUsesWith(
-        arith::TruncFOp::create(b, loc, b.getF32Type(), sum[0]).getResult());
+        arith::TruncFOp::create(b, loc, b.getF32Type(), total[0]).getResult());
     return success();
   }
 

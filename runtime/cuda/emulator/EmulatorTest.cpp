@@ -827,10 +827,17 @@ TEST_P(OptimizerTest, AdamW) {
   EXPECT_TRUE(matches(gV, v, kExact)) << "v";
 }
 
+// Each tensor's sum lands in its slot; one read gives the total in slot
+// order.
 TEST_P(OptimizerTest, SumSquares) {
   Buffer gP(p, s.misaligned);
-  EXPECT_TRUE(relativelyClose(gpu_mrt_sum_squares_f32(gP.data(), s.n),
-                              mrt_sum_squares_f32(p.data(), s.n), 1e-12));
+  std::vector<double> sums = {-1.0, -1.0, -1.0}, gpuSums = {5.0, -1.0, 7.0};
+  mrt_sum_squares_f32(p.data(), s.n, sums.data(), 1);
+  gpu_mrt_sum_squares_f32(gP.data(), s.n, gpuSums.data(), 1);
+  EXPECT_TRUE(relativelyClose(gpuSums[1], sums[1], 1e-12));
+  EXPECT_EQ(gpuSums[0], 5.0);
+  EXPECT_EQ(gpuSums[2], 7.0);
+  EXPECT_EQ(gpu_mrt_sum_f64(gpuSums.data(), 3), 5.0 + gpuSums[1] + 7.0);
   EXPECT_TRUE(gP.guardsIntact());
 }
 
@@ -900,6 +907,7 @@ TEST(EntryPoints, EveryOneIsTested) {
                                         "mrt_vocab_ce_bwd_f32",
                                         "mrt_adamw_f32",
                                         "mrt_sum_squares_f32",
+                                        "mrt_sum_f64",
                                         "mrt_scale_f32",
                                         "mrt_sum_rows_f32",
                                         "mrt_attention_fwd_bf16",

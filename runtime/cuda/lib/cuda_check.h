@@ -18,17 +18,22 @@ cudaStream_t computeStream();
 // the context (each thread has its own current device).
 int currentDevice();
 
-// Copies a device scalar to the host; the one place kernels synchronise, for
+// Copies device values to the host; the one place kernels synchronise, for
 // results the host code of the step reads (the loss, squared norms).
-template <typename T> T readScalar(const T *device) {
-  T host;
-  cudaError_t error = cudaMemcpyAsync(&host, device, sizeof(T),
-                                      cudaMemcpyDeviceToHost, computeStream());
+template <typename T> void readArray(const T *device, T *host, size_t count) {
+  cudaError_t error =
+      cudaMemcpyAsync(host, device, count * sizeof(T), cudaMemcpyDeviceToHost,
+                      computeStream());
   if (error == cudaSuccess)
     error = cudaStreamSynchronize(computeStream());
   if (error != cudaSuccess)
     fatal("reading a result from the GPU failed: %s",
           cudaGetErrorString(error));
+}
+
+template <typename T> T readScalar(const T *device) {
+  T host;
+  readArray(device, &host, 1);
   return host;
 }
 

@@ -14,8 +14,16 @@ MRT_API void mrt_adamw_f32(float *p, const float *g, float *m, float *v,
                            int64_t n, double lr, double beta1, double beta2,
                            double eps, double weight_decay, int64_t step);
 
-/* sum_i x[i]^2 accumulated in double. */
-MRT_API double mrt_sum_squares_f32(const float *x, int64_t n);
+/* sums[slot] = sum_i x[i]^2, accumulated in double. A global norm gives
+ * each gradient a slot of one buffer (device memory on a GPU) and reads
+ * them all back with one mrt_sum_f64: one synchronisation, not one per
+ * gradient. */
+MRT_API void mrt_sum_squares_f32(const float *x, int64_t n, double *sums,
+                                 int64_t slot);
+
+/* values[0] + ... + values[n-1] in index order, on the host (the same
+ * total on every run and every runtime). */
+MRT_API double mrt_sum_f64(const double *values, int64_t n);
 
 /* x[i] *= s for i < n. */
 MRT_API void mrt_scale_f32(float *x, int64_t n, float s);

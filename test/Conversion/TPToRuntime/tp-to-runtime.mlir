@@ -290,3 +290,25 @@ func.func @f32_gradient_to_bf16(%x: tensor<4x8xf32>) -> tensor<8x8xbf16> {
   %dw = tp.weight_grad %x, %x : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<8x8xbf16>
   return %dw : tensor<8x8xbf16>
 }
+
+// -----
+
+// A group's squares land in the slots of one f64 buffer (device memory on a
+// GPU) and come back in one read: one synchronisation per group.
+
+// CHECK-LABEL: func.func private @sum_squares(
+// CHECK-SAME: %{{.*}}: !llvm.ptr, %[[A:.*]]: tensor<8x4xf32>, %[[B:.*]]: tensor<8xf32>) -> f32
+// CHECK: %[[SUMS:.*]] = memref.alloc() : memref<2xf64>
+// CHECK: %[[VIEW:.*]] = memref.cast %[[SUMS]] : memref<2xf64> to memref<?xf64>
+// CHECK: %[[ZERO:.*]] = arith.constant 0 : i64
+// CHECK: call @mrt_sum_squares_f32(%{{.*}}, %{{.*}}, %[[VIEW]], %[[ZERO]])
+// CHECK: %[[ONE:.*]] = arith.constant 1 : i64
+// CHECK: call @mrt_sum_squares_f32(%{{.*}}, %{{.*}}, %[[VIEW]], %[[ONE]])
+// CHECK: %[[TWO:.*]] = arith.constant 2 : i64
+// CHECK: %[[TOTAL:.*]] = call @mrt_sum_f64(%[[VIEW]], %[[TWO]]) : (memref<?xf64>, i64) -> f64
+// CHECK: %[[F32:.*]] = arith.truncf %[[TOTAL]] : f64 to f32
+// CHECK: return %[[F32]]
+func.func @sum_squares(%a: tensor<8x4xf32>, %b: tensor<8xf32>) -> f32 {
+  %s = tp.sum_squares %a, %b : tensor<8x4xf32>, tensor<8xf32>
+  return %s : f32
+}

@@ -284,3 +284,11 @@ func.func @bad_phase(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %0 = tp.gelu %x {tp.phase = "sideways"} : tensor<4x8xf32>
   return %0 : tensor<4x8xf32>
 }
+
+// -----
+
+func.func @no_squares() -> f32 {
+  // expected-error @+1 {{'tp.sum_squares' op needs at least one input}}
+  %0 = "tp.sum_squares"() : () -> f32
+  return %0 : f32
+}

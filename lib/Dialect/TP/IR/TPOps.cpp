@@ -264,6 +264,12 @@ LogicalResult WeightGradOp::verify() {
                      {lhs.back(), rhs.back()});
 }
 
+LogicalResult SumSquaresOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one input");
+  return success();
+}
+
 LogicalResult SumToOp::verify() {
   ArrayRef<int64_t> input = getInput().getType().getShape();
   ArrayRef<int64_t> result = getType().getShape();

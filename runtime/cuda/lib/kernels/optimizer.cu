@@ -3,7 +3,9 @@
 #include "../cuda_check.h"
 #include "common.cuh"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace {
 
@@ -130,21 +132,33 @@ extern "C" void mrt_adamw_f32(float *p, const float *g, float *m, float *v,
                                    aligned16(v));
 }
 
-extern "C" double mrt_sum_squares_f32(const float *x, int64_t n) {
-  if (n == 0)
-    return 0.0;
+// No synchronisation: the total stays in device memory until mrt_sum_f64
+// reads every gradient's at once.
+extern "C" void mrt_sum_squares_f32(const float *x, int64_t n, double *sums,
+                                    int64_t slot) {
   const bool vec4 = aligned16(x);
-  const unsigned blocks =
-      mrt::cuda::gridStrideBlocks(vec4 ? mrt::cuda::ceilDiv(n, 4) : n);
-  mrt::cuda::DeviceScratch<double> partials(blocks + 1);
-  double *total = partials.get() + blocks;
-  auto kernel = vec4 ? sumSquaresPartials<4> : sumSquaresPartials<1>;
-  kernel<<<blocks, kBlockThreads, 0, computeStream()>>>(x, n, partials.get());
-  MRT_CUDA_CHECK_LAUNCH();
+  const unsigned blocks = n == 0 ? 0
+                                 : mrt::cuda::gridStrideBlocks(
+                                       vec4 ? mrt::cuda::ceilDiv(n, 4) : n);
+  mrt::cuda::DeviceScratch<double> partials(std::max(blocks, 1u));
+  if (blocks > 0) {
+    auto kernel = vec4 ? sumSquaresPartials<4> : sumSquaresPartials<1>;
+    kernel<<<blocks, kBlockThreads, 0, computeStream()>>>(x, n,
+                                                           partials.get());
+    MRT_CUDA_CHECK_LAUNCH();
+  }
   sumPartials<<<1, kBlockThreads, 0, computeStream()>>>(
-      partials.get(), static_cast<int>(blocks), total);
+      partials.get(), static_cast<int>(blocks), sums + slot);
   MRT_CUDA_CHECK_LAUNCH();
-  return mrt::cuda::readScalar(total);
+}
+
+extern "C" double mrt_sum_f64(const double *values, int64_t n) {
+  std::vector<double> host(static_cast<size_t>(n));
+  mrt::cuda::readArray(values, host.data(), host.size());
+  double sum = 0.0;
+  for (double value : host)
+    sum += value;
+  return sum;
 }
 
 extern "C" void mrt_scale_f32(float *x, int64_t n, float s) {

@@ -282,10 +282,17 @@ def TP_XentGradOp : TP_Op<"xent_grad", [Pure,
 //===----------------------------------------------------------------------===//
 
 def TP_SumSquaresOp : TP_Op<"sum_squares", [Pure]> {
-  let summary = "Sum of the squares of a tensor's elements (for the global norm)";
-  let arguments = (ins TP_FloatTensor:$input);
+  let summary = "Sum of the squares of every element of its inputs (for the global norm)";
+  let description = [{
+    Accumulated in double and rounded once. One op sums a group of
+    gradients (tp-optimizer makes one for the sharded and one for the
+    replicated), so the runtime reads one number back for the group, not
+    one per gradient: on a GPU each read is a synchronisation.
+  }];
+  let arguments = (ins Variadic<TP_FloatTensor>:$inputs);
   let results = (outs F32:$result);
-  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs)";
+  let hasVerifier = 1;
 }
 
 def TP_AdamWOp : TP_Op<"adamw", [Pure,
