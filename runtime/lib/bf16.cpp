@@ -67,6 +67,18 @@ extern "C" void mrt_gemm_bf16(int transA, int transB, int64_t M, int64_t N,
                     c.data(), ldc);
 }
 
+extern "C" void mrt_gemm_bias_bf16(int transA, int transB, int64_t M,
+                                   int64_t N, int64_t K, const mrt_bf16 *A,
+                                   int64_t lda, const mrt_bf16 *B, int64_t ldb,
+                                   const mrt_bf16 *bias, mrt_bf16 *C,
+                                   int64_t ldc) {
+  Widened a(A, storedElements(transA, M, K, lda)),
+      b(B, storedElements(transB, K, N, ldb)), biases(bias, N);
+  Narrowed c(C, M * ldc);
+  mrt_gemm_bias_f32(transA, transB, M, N, K, a.data(), lda, b.data(), ldb,
+                    biases.data(), c.data(), ldc);
+}
+
 extern "C" void mrt_layernorm_fwd_bf16(const mrt_bf16 *x, const mrt_bf16 *w,
                                        const mrt_bf16 *b, mrt_bf16 *y,
                                        float *mean, float *rstd, int64_t rows,

@@ -4,6 +4,8 @@
 
 #include <cblas.h>
 
+#include <algorithm>
+
 extern "C" void mrt_gemm_f32(int transA, int transB, int64_t M, int64_t N,
                              int64_t K, float alpha, const float *A,
                              int64_t lda, const float *B, int64_t ldb,
@@ -14,4 +16,15 @@ extern "C" void mrt_gemm_f32(int transA, int transB, int64_t M, int64_t N,
               A, mrt::checkedInt(lda, "gemm lda"), B,
               mrt::checkedInt(ldb, "gemm ldb"), beta, C,
               mrt::checkedInt(ldc, "gemm ldc"));
+}
+
+// The bias is C's starting value: one pass, as sgemm adds into C anyway.
+extern "C" void mrt_gemm_bias_f32(int transA, int transB, int64_t M, int64_t N,
+                                  int64_t K, const float *A, int64_t lda,
+                                  const float *B, int64_t ldb,
+                                  const float *bias, float *C, int64_t ldc) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < M; ++r)
+    std::copy(bias, bias + N, C + r * ldc);
+  mrt_gemm_f32(transA, transB, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, C, ldc);
 }

@@ -70,6 +70,20 @@ TEST(Bf16, GemmRoundsTheFp32Product) {
   }
 }
 
+TEST(Bf16, GemmBiasRoundsTheFp32Sum) {
+  const int64_t M = 3, N = 4, K = 5;
+  auto a = bf16Values(M * K, 0.25f), b = bf16Values(K * N, 0.5f),
+       bias = bf16Values(N, 0.125f);
+  std::vector<float> want(M * N);
+  mrt_gemm_bias_f32(0, 0, M, N, K, widened(a).data(), K, widened(b).data(), N,
+                    widened(bias).data(), want.data(), N);
+  std::vector<mrt_bf16> c(M * N);
+  mrt_gemm_bias_bf16(0, 0, M, N, K, a.data(), K, b.data(), N, bias.data(),
+                     c.data(), N);
+  for (int64_t i = 0; i < M * N; ++i)
+    EXPECT_EQ(c[i], narrow(want[i])) << i;
+}
+
 TEST(Bf16, GemmWithBetaReadsTheBf16Output) {
   auto a = bf16Values(4, 1.0f), b = bf16Values(4, 1.0f);
   std::vector<mrt_bf16> c = bf16Values(4, 2.0f);

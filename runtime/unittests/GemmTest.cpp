@@ -56,6 +56,33 @@ INSTANTIATE_TEST_SUITE_P(AllTranspositions, GemmTest,
                                   (info.param.transB ? "T" : "N");
                          });
 
+// Every row gains the bias; C's previous contents (NaN) are never read and
+// the padding past N keeps its value.
+TEST_P(GemmTest, BiasIsAddedToEveryRow) {
+  const auto [transA, transB] = GetParam();
+  const int64_t M = 6, N = 9, K = 4, ldc = N + 1;
+  auto A = randomVector(M * K, 6), B = randomVector(K * N, 7);
+  auto bias = randomVector(N, 8);
+  std::vector<float> C(M * ldc, std::numeric_limits<float>::quiet_NaN());
+  C[ldc - 1] = 42.0f;
+  std::vector<double> expected(M * N);
+  const int64_t lda = transA ? M : K, ldb = transB ? K : N;
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double sum = bias[j];
+      for (int64_t k = 0; k < K; ++k)
+        sum += opAt(A, lda, transA, i, k) * opAt(B, ldb, transB, k, j);
+      expected[i * N + j] = sum;
+    }
+  mrt_gemm_bias_f32(transA, transB, M, N, K, A.data(), lda, B.data(), ldb,
+                    bias.data(), C.data(), ldc);
+  std::vector<float> rows;
+  for (int64_t i = 0; i < M; ++i)
+    rows.insert(rows.end(), C.begin() + i * ldc, C.begin() + i * ldc + N);
+  EXPECT_TRUE(allClose(rows, expected));
+  EXPECT_EQ(C[ldc - 1], 42.0f);
+}
+
 TEST(GemmBetaZeroTest, IgnoresPreviousContentsOfC) {
   const int64_t M = 5, N = 7, K = 3;
   auto A = randomVector(M * K, 4), B = randomVector(K * N, 5);

@@ -46,6 +46,7 @@ public:
   LogicalResult lower(Operation *op);
 
   void fuseResidualLayerNorms(func::FuncOp function);
+  LogicalResult fuseGemmBiases(func::FuncOp function);
 
 private:
   //===--------------------------------------------------------------------===//
@@ -202,17 +203,23 @@ private:
   // Ops
   //===--------------------------------------------------------------------===//
 
-  LogicalResult lowerMatmul(MatmulOp op) {
-    Location loc = op.getLoc();
-    auto lhs = op.getLhs().getType();
-    auto rhs = op.getRhs().getType();
-    if (rhs.getRank() != 2)
+  static LogicalResult checkGemm(MatmulOp op) {
+    if (op.getRhs().getType().getRank() != 2)
       return op.emitOpError(
           "with a batched rhs has no runtime lowering; only [K, N] weights");
-    if (op.getTransposeLhs() && lhs.getRank() != 2)
+    if (op.getTransposeLhs() && op.getLhs().getType().getRank() != 2)
       return op.emitOpError(
           "with transpose_lhs and batch dimensions has no runtime lowering");
-    // Batch dimensions fold into the rows of one GEMM against the weight.
+    return success();
+  }
+
+  /// One runtime GEMM for `op`, adding `bias` (a [N] vector) when given;
+  /// batch dimensions fold into the rows of the GEMM against the weight.
+  LogicalResult lowerGemm(MatmulOp op, Value bias, Value result) {
+    if (failed(checkGemm(op)))
+      return failure();
+    Location loc = op.getLoc();
+    auto lhs = op.getLhs().getType();
     int64_t k = op.getTransposeLhs() ? lhs.getDimSize(0) : lhs.getShape().back();
     int64_t m = numElements(op.getLhs()) / k;
     int64_t n = op.getType().getShape().back();
@@ -221,14 +228,25 @@ private:
       return failure();
     Value a = input(loc, op.getLhs()), w = input(loc, op.getRhs());
     Output c = output(loc, op.getType());
-    call(loc, *gemm,
-         {i32(loc, op.getTransposeLhs()), i32(loc, op.getTransposeRhs()),
-          i64(loc, m), i64(loc, n), i64(loc, k), f32(loc, 1.0f), a,
-          i64(loc, op.getTransposeLhs() ? m : k), w,
-          i64(loc, op.getTransposeRhs() ? k : n), f32(loc, 0.0f), c.view,
-          i64(loc, n)});
-    op.replaceAllUsesWith(tensor(loc, c));
+    SmallVector<Value> args = {i32(loc, op.getTransposeLhs()),
+                               i32(loc, op.getTransposeRhs()), i64(loc, m),
+                               i64(loc, n), i64(loc, k)};
+    Value lda = i64(loc, op.getTransposeLhs() ? m : k),
+          ldb = i64(loc, op.getTransposeRhs() ? k : n);
+    if (bias) {
+      args.append({a, lda, w, ldb, input(loc, bias), c.view, i64(loc, n)});
+      call(loc, kernel("mrt_gemm_bias", op.getLhs()), args);
+    } else {
+      args.append({f32(loc, 1.0f), a, lda, w, ldb, f32(loc, 0.0f), c.view,
+                   i64(loc, n)});
+      call(loc, *gemm, args);
+    }
+    result.replaceAllUsesWith(tensor(loc, c));
     return success();
+  }
+
+  LogicalResult lowerMatmul(MatmulOp op) {
+    return lowerGemm(op, Value(), op.getResult());
   }
 
   /// A layer norm's input as rows of its last dimension, and the type of
@@ -1024,6 +1042,33 @@ LogicalResult RuntimeLowering::lower(Operation *op) {
   return result;
 }
 
+/// A GEMM whose one use adds a [N] bias writes the sum itself (cuBLASLt's
+/// bias epilogue on a GPU): the attention's qkv projection then loses a
+/// pass over its output, and GELU's input is stored once, by the GEMM.
+/// Bias adds the residual + layer-norm call takes are gone by now.
+LogicalResult RuntimeLowering::fuseGemmBiases(func::FuncOp function) {
+  SmallVector<std::pair<MatmulOp, BiasAddOp>> matches;
+  function.walk([&](MatmulOp gemm) {
+    if (!gemm->hasOneUse())
+      return;
+    auto add = dyn_cast<BiasAddOp>(*gemm->getUsers().begin());
+    if (add && add.getInput() == gemm.getResult() &&
+        add.getBias().getType().getRank() == 1 &&
+        definedBefore(add.getBias(), gemm))
+      matches.push_back({gemm, add});
+  });
+  for (auto [gemm, add] : matches) {
+    if (failed(checkElementTypes(gemm)))
+      return failure();
+    b.setInsertionPoint(gemm);
+    if (failed(lowerGemm(gemm, add.getBias(), add.getResult())))
+      return failure();
+    add.erase();
+    gemm.erase();
+  }
+  return success();
+}
+
 void RuntimeLowering::fuseResidualLayerNorms(func::FuncOp function) {
   struct Match {
     AddOp add;
@@ -1094,6 +1139,8 @@ struct ConvertTPToRuntimePass
       Value ctx = addContextAndScalarResults(function);
       RuntimeLowering lowering(module, ctx);
       lowering.fuseResidualLayerNorms(function);
+      if (failed(lowering.fuseGemmBiases(function)))
+        return signalPassFailure();
       SmallVector<Operation *> ops;
       function.walk([&](Operation *op) {
         if (isa<TPDialect>(op->getDialect()))

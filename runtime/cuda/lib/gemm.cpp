@@ -1,5 +1,5 @@
-// mrt_gemm_f32, mrt_gemm_bf16 and mrt_gemm_bf16_f32 on the GPU through
-// cuBLASLt, one code path for the three: a plan per shape and data types.
+// The GEMM entry points on the GPU through cuBLASLt, one code path for all:
+// a plan per shape, data types and epilogue (none, or the bias).
 //
 // fp32 buffers (the step's manifest, checkpoints and master weights) run on
 // bf16 tensor cores with fp32 accumulation (CUBLAS_COMPUTE_32F_FAST_16BF)
@@ -48,19 +48,23 @@ struct Shape {
   uint32_t alignment;
   // A and B share a type; C may differ (bf16 products into fp32 gradients).
   cudaDataType_t abType, cType;
+  // A bias of C's type added by the epilogue.
+  bool bias;
   bool operator<(const Shape &other) const {
     return std::tie(transA, transB, m, n, k, lda, ldb, ldc, alignment, abType,
-                    cType) < std::tie(other.transA, other.transB, other.m,
-                                      other.n, other.k, other.lda, other.ldb,
-                                      other.ldc, other.alignment, other.abType,
-                                      other.cType);
+                    cType, bias) <
+           std::tie(other.transA, other.transB, other.m, other.n, other.k,
+                    other.lda, other.ldb, other.ldc, other.alignment,
+                    other.abType, other.cType, other.bias);
   }
 };
 
-uint32_t commonAlignment(const void *a, const void *b, const void *c) {
+uint32_t commonAlignment(const void *a, const void *b, const void *c,
+                         const void *bias) {
   uintptr_t bits = reinterpret_cast<uintptr_t>(a) |
                    reinterpret_cast<uintptr_t>(b) |
-                   reinterpret_cast<uintptr_t>(c) | 256;
+                   reinterpret_cast<uintptr_t>(c) |
+                   reinterpret_cast<uintptr_t>(bias) | 256;
   return static_cast<uint32_t>(bits & (~bits + 1)); // the lowest set bit
 }
 
@@ -80,9 +84,16 @@ public:
   }
 
   void run(const Shape &shape, float alpha, const void *A, const void *B,
-           float beta, void *C) {
+           float beta, void *C, const void *bias) {
     std::lock_guard<std::mutex> lock(mutex);
     const Plan &plan = planFor(shape);
+    // The pointer is read when the GEMM is enqueued: setting it on the
+    // shape's shared descriptor under the lock is safe.
+    if (shape.bias)
+      checkCublas(cublasLtMatmulDescSetAttribute(
+                      plan.operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                      sizeof(bias)),
+                  "setting the bias");
     // Column-major view: cuBLAS's first operand is the row-major B.
     checkCublas(cublasLtMatmul(handle, plan.operation, &alpha, B, plan.a, A,
                                plan.b, &beta, C, plan.c, C, plan.c,
@@ -107,6 +118,15 @@ private:
     checkCublas(cublasLtMatmulDescCreate(&plan.operation, computeFor(s),
                                          CUDA_R_32F),
                 "creating a matmul descriptor");
+    if (s.bias) {
+      // Column-major D is C^T: its rows are C's columns, which the [N]
+      // bias runs along. Its type defaults to D's.
+      cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+      checkCublas(cublasLtMatmulDescSetAttribute(
+                      plan.operation, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                      sizeof(epilogue)),
+                  "setting the bias epilogue");
+    }
     cublasOperation_t opFirst = s.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t opSecond = s.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
     checkCublas(cublasLtMatmulDescSetAttribute(plan.operation,
@@ -179,15 +199,16 @@ Gemm &gemm() {
 void gemmEntry(const char *name, int transA, int transB, int64_t M, int64_t N,
                int64_t K, float alpha, const void *A, int64_t lda,
                const void *B, int64_t ldb, float beta, void *C, int64_t ldc,
-               cudaDataType_t abType, cudaDataType_t cType) {
+               cudaDataType_t abType, cudaDataType_t cType,
+               const void *bias = nullptr) {
   if (M == 0 || N == 0)
     return;
   if (K == 0)
     // An empty product: C = beta * C, which no step of ours asks for.
     mrt::fatal("%s with K = 0 is not supported on the GPU", name);
   gemm().run({transA != 0, transB != 0, M, N, K, lda, ldb, ldc,
-              commonAlignment(A, B, C), abType, cType},
-             alpha, A, B, beta, C);
+              commonAlignment(A, B, C, bias), abType, cType, bias != nullptr},
+             alpha, A, B, beta, C, bias);
 }
 
 } // namespace
@@ -206,6 +227,23 @@ extern "C" void mrt_gemm_bf16(int transA, int transB, int64_t M, int64_t N,
                               float beta, mrt_bf16 *C, int64_t ldc) {
   gemmEntry("mrt_gemm_bf16", transA, transB, M, N, K, alpha, A, lda, B, ldb,
             beta, C, ldc, CUDA_R_16BF, CUDA_R_16BF);
+}
+
+extern "C" void mrt_gemm_bias_f32(int transA, int transB, int64_t M, int64_t N,
+                                  int64_t K, const float *A, int64_t lda,
+                                  const float *B, int64_t ldb,
+                                  const float *bias, float *C, int64_t ldc) {
+  gemmEntry("mrt_gemm_bias_f32", transA, transB, M, N, K, 1.0f, A, lda, B, ldb,
+            0.0f, C, ldc, CUDA_R_32F, CUDA_R_32F, bias);
+}
+
+extern "C" void mrt_gemm_bias_bf16(int transA, int transB, int64_t M,
+                                   int64_t N, int64_t K, const mrt_bf16 *A,
+                                   int64_t lda, const mrt_bf16 *B, int64_t ldb,
+                                   const mrt_bf16 *bias, mrt_bf16 *C,
+                                   int64_t ldc) {
+  gemmEntry("mrt_gemm_bias_bf16", transA, transB, M, N, K, 1.0f, A, lda, B,
+            ldb, 0.0f, C, ldc, CUDA_R_16BF, CUDA_R_16BF, bias);
 }
 
 extern "C" void mrt_gemm_bf16_f32(int transA, int transB, int64_t M, int64_t N,

@@ -15,6 +15,19 @@ MRT_API void mrt_gemm_f32(int transA, int transB, int64_t M, int64_t N,
                           const float *B, int64_t ldb, float beta, float *C,
                           int64_t ldc);
 
+/* C = op(A) op(B) + bias, the [N] bias added to every row (alpha 1, beta
+ * 0): on the GPU the GEMM's own epilogue (cuBLASLt), so no kernel reads C
+ * back to add it. The bf16 variant takes a bf16 bias. */
+MRT_API void mrt_gemm_bias_f32(int transA, int transB, int64_t M, int64_t N,
+                               int64_t K, const float *A, int64_t lda,
+                               const float *B, int64_t ldb, const float *bias,
+                               float *C, int64_t ldc);
+MRT_API void mrt_gemm_bias_bf16(int transA, int transB, int64_t M, int64_t N,
+                                int64_t K, const mrt_bf16 *A, int64_t lda,
+                                const mrt_bf16 *B, int64_t ldb,
+                                const mrt_bf16 *bias, mrt_bf16 *C,
+                                int64_t ldc);
+
 /* mrt_gemm_f32 on bf16 A and B with fp32 accumulation: C is bf16 here and
  * fp32 in mrt_gemm_bf16_f32 (the parameter gradients). */
 MRT_API void mrt_gemm_bf16(int transA, int transB, int64_t M, int64_t N,

@@ -312,3 +312,26 @@ func.func @sum_squares(%a: tensor<8x4xf32>, %b: tensor<8xf32>) -> f32 {
   %s = tp.sum_squares %a, %b : tensor<8x4xf32>, tensor<8xf32>
   return %s : f32
 }
+
+// -----
+
+// A GEMM whose one use adds a [N] bias writes the sum itself; a GEMM with
+// another use keeps its result and the bias add stays elementwise.
+
+// CHECK-LABEL: func.func private @gemm_bias(
+// CHECK-SAME: %{{.*}}: !llvm.ptr, %[[X:.*]]: tensor<2x3x4xbf16>, %[[W:.*]]: tensor<4x5xbf16>, %[[B:.*]]: tensor<5xbf16>)
+// CHECK: %[[BB:.*]] = bufferization.to_buffer %[[B]] read_only
+// CHECK: %[[BV:.*]] = memref.cast %[[BB]] : memref<5xbf16> to memref<?xbf16>
+// CHECK: call @mrt_gemm_bias_bf16(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[BV]], %{{.*}}, %{{.*}}) : (i32, i32, i64, i64, i64, memref<?xbf16>, i64, memref<?xbf16>, i64, memref<?xbf16>, memref<?xbf16>, i64) -> ()
+// CHECK: call @mrt_gemm_bf16(
+// CHECK: linalg.generic
+// CHECK: arith.addf
+// CHECK-NOT: tp.
+func.func @gemm_bias(%x: tensor<2x3x4xbf16>, %w: tensor<4x5xbf16>, %b: tensor<5xbf16>)
+    -> (tensor<2x3x5xbf16>, tensor<2x3x5xbf16>, tensor<2x3x5xbf16>) {
+  %y = tp.matmul %x, %w : tensor<2x3x4xbf16>, tensor<4x5xbf16> -> tensor<2x3x5xbf16>
+  %yb = tp.bias_add %y, %b : tensor<2x3x5xbf16>, tensor<5xbf16>
+  %z = tp.matmul %x, %w : tensor<2x3x4xbf16>, tensor<4x5xbf16> -> tensor<2x3x5xbf16>
+  %zb = tp.bias_add %z, %b : tensor<2x3x5xbf16>, tensor<5xbf16>
+  return %yb, %z, %zb : tensor<2x3x5xbf16>, tensor<2x3x5xbf16>, tensor<2x3x5xbf16>
+}
