@@ -46,6 +46,13 @@ int64_t storedElements(int trans, int64_t rows, int64_t cols, int64_t ld) {
   return (trans ? cols : rows) * ld;
 }
 
+/// C's starting values when the GEMM reads C (beta != 0) or must leave the
+/// padding past N as it was: the rounding back writes all M * ldc.
+const mrt_bf16 *initialC(const mrt_bf16 *C, int64_t N, int64_t ldc,
+                         bool readsC) {
+  return readsC || ldc != N ? C : nullptr;
+}
+
 } // namespace
 
 extern "C" void mrt_gemm_bf16_f32(int transA, int transB, int64_t M, int64_t N,
@@ -62,7 +69,7 @@ extern "C" void mrt_gemm_bf16(int transA, int transB, int64_t M, int64_t N,
                               int64_t K, float alpha, const mrt_bf16 *A,
                               int64_t lda, const mrt_bf16 *B, int64_t ldb,
                               float beta, mrt_bf16 *C, int64_t ldc) {
-  Narrowed c(C, M * ldc, beta != 0.0f ? C : nullptr);
+  Narrowed c(C, M * ldc, initialC(C, N, ldc, beta != 0.0f));
   mrt_gemm_bf16_f32(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta,
                     c.data(), ldc);
 }
@@ -74,7 +81,7 @@ extern "C" void mrt_gemm_bias_bf16(int transA, int transB, int64_t M,
                                    int64_t ldc) {
   Widened a(A, storedElements(transA, M, K, lda)),
       b(B, storedElements(transB, K, N, ldb)), biases(bias, N);
-  Narrowed c(C, M * ldc);
+  Narrowed c(C, M * ldc, initialC(C, N, ldc, false));
   mrt_gemm_bias_f32(transA, transB, M, N, K, a.data(), lda, b.data(), ldb,
                     biases.data(), c.data(), ldc);
 }

@@ -84,6 +84,15 @@ TEST(Bf16, GemmBiasRoundsTheFp32Sum) {
     EXPECT_EQ(c[i], narrow(want[i])) << i;
 }
 
+TEST(Bf16, GemmLeavesThePaddingPastN) {
+  auto a = bf16Values(4, 1.0f), b = bf16Values(4, 1.0f);
+  std::vector<mrt_bf16> c(2 * 3, narrow(42.0f));
+  mrt_gemm_bf16(0, 0, 2, 2, 2, 1.0f, a.data(), 2, b.data(), 2, 0.0f, c.data(),
+                3);
+  EXPECT_EQ(c[2], narrow(42.0f));
+  EXPECT_EQ(c[5], narrow(42.0f));
+}
+
 TEST(Bf16, GemmWithBetaReadsTheBf16Output) {
   auto a = bf16Values(4, 1.0f), b = bf16Values(4, 1.0f);
   std::vector<mrt_bf16> c = bf16Values(4, 2.0f);
