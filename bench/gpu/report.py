@@ -18,7 +18,7 @@
 Stage files in the work folder (each optional; a missing one is reported as
 such): stages.jsonl (one {"stage","status","rc","seconds","note"} per
 stage), gpu.json, verdict.json, sanitizer.json, peak.json, ours.json,
-torch_eager.json, torch_compile.json.
+torch_eager.json, torch_compile.json, kernels.json.
 """
 import argparse
 import json
@@ -219,6 +219,7 @@ def cmd_results(args):
         "peak": peak,
         "correctness": w("verdict.json"),
         "sanitizer": w("sanitizer.json"),
+        "kernels": w("kernels.json"),
         "runs": runs,
         "ratios": {"ours_over_torch_compile": ratio(runs.get("ours"), runs.get("torch_compile")),
                    "ours_over_torch_eager": ratio(runs.get("ours"), runs.get("torch_eager"))},
@@ -274,13 +275,29 @@ def markdown(res):
                   f"ours / eager: {fmt(ratios['ours_over_torch_eager'], '.3f')}",
               "", f"MFU = {res['mfu_formula']}.",
               "GPU mem: ours = nvidia-smi's used memory during the run less before it (CUDA "
-              "context included); PyTorch = torch.cuda.max_memory_reserved (context excluded).",
-              "", "| stage | status | rc | s | note |",
-              "|---|---|---|---|---|"]
+              "context included); PyTorch = torch.cuda.max_memory_reserved (context excluded)."]
+    lines += kernel_lines(res.get("kernels"))
+    lines += ["", "| stage | status | rc | s | note |", "|---|---|---|---|---|"]
     for st in res["stages"]:
         lines.append(f"| {st.get('stage')} | {st.get('status')} | {st.get('rc')} | "
                      f"{st.get('seconds')} | {st.get('note', '')} |")
     return "\n".join(lines) + "\n"
+
+
+def kernel_lines(kernels):
+    """The kernels stage's table: our runtime's pieces beside PyTorch's."""
+    if not kernels:
+        return ["", "Kernels against PyTorch: not run (see stages)"]
+    lines = ["", "Kernels against PyTorch (bench/gpu/kernels.py; median ms per call, bf16):", "",
+             "| kernel | shape | ours ms | PyTorch ms | ours/PyTorch time | ours TFLOP/s "
+             "| PyTorch TFLOP/s | max rel. diff |",
+             "|---|---|---|---|---|---|---|---|"]
+    for k in kernels["kernels"]:
+        lines.append(f"| {k['kernel']} | {k['shape']} | {k['ours_ms']:.3f} | {k['torch_ms']:.3f} "
+                     f"| {k['ours_over_torch_time']:.2f} | {fmt(k['ours_tflops'], '.1f')} "
+                     f"| {fmt(k['torch_tflops'], '.1f')} | {k['max_rel_diff']:.2e}"
+                     f"{'' if k['ok'] else ' MISMATCH'} |")
+    return lines
 
 
 def main():

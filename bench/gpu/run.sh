@@ -20,6 +20,9 @@
 #   torch_eager    the same model in PyTorch, eager, bf16 autocast, fused AdamW
 #   torch_compile  the same with torch.compile
 #   sanitizer      compute-sanitizer (memcheck) on 2 steps of tiny, if present
+#   kernels        our runtime's attention, GEMMs and layer norm beside
+#                  PyTorch's on the timed model's shapes (kernels.py):
+#                  agreement and time per call, to say which piece lags
 #   profile        nsys per-kernel times of 4 steps of our 124M step, if present
 #   results        $OUT/results.json and $OUT/results.md
 #
@@ -284,6 +287,15 @@ stage_sanitizer() {
     --tool "$SANITIZER_TOOL" --out "$WORK/sanitizer.json"
 }
 
+stage_kernels() {
+  [[ $TARGET == cuda ]] || skip "the bundle's runtime is the CPU one"
+  local batch
+  batch=$(cat "$WORK/ours_batch" 2>/dev/null || echo "${TIMING_STEPS_LIST%%:*}")
+  run_cmd "$PYTHON" "$HERE/kernels.py" --lib "$BDIR/lib/libmegatron_rt_cuda.so" \
+    --lib-path "$MRUN_LIBPATH" --preset "$TIMING_PRESET" --batch "$batch" \
+    --seq "$TIMING_SEQ" --vocab-rows "$TIMING_VOCAB_ROWS" --out "$WORK/kernels.json"
+}
+
 # nsys from PATH or the toolkits: the per-kernel time of our step, so the
 # run that measures the gap also says where the time goes.
 find_nsys() {
@@ -398,6 +410,7 @@ main() {
   run_stage torch_eager 120
   run_stage torch_compile 300
   run_stage sanitizer 150
+  run_stage kernels 90
   run_stage profile 90
   run_stage results 30 always
   echo
