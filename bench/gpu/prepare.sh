@@ -19,7 +19,9 @@
 #   ref/            tiny_cpu.jsonl: megatron-run --log of GPT-2 tiny, TP=1,
 #                   10 steps, --target=cpu step in the same bf16 mixed
 #                   precision, same seed/data/hyperparameters as the GPU
-#                   run (and its stdout)
+#                   run (and its stdout); tiny_cpu_fp32.jsonl the same in
+#                   fp32, for the fp32 GPU step that tells a bf16 problem
+#                   from any other
 #   bundle.env      the settings run.sh sources (one source of truth for the
 #                   hyperparameters, step files, external libraries)
 #   MANIFEST.json   files with sizes and sha256, and the commands used
@@ -121,12 +123,18 @@ target_flags() {
   fi
 }
 
-# compile IR OUT.so [extra flags]: a TP=1 training step for the bundle's target
+# compile IR OUT.so [PRECISION]: a TP=1 training step for the bundle's target
 compile_step() {
-  local ir=$1 out=$2
+  local ir=$1 out=$2 precision=${3:-$PRECISION}
   # shellcheck disable=SC2046  # target_flags is a list of flags
   run_logged "$BIN/megatron-compile" "$ir" --tp=1 $(target_flags) \
-    --precision="$PRECISION" --train -o "$out"
+    --precision="$precision" --train -o "$out"
+}
+
+# compile IR OUT.so PRECISION: the CPU reference step (run here only).
+compile_reference_step() {
+  run_logged "$BIN/megatron-compile" "$1" --tp=1 --target=cpu --precision="$3" \
+    --train -o "$2"
 }
 
 # The step's manifest (JSON) on stdout; the CPU target's if the bundle's
@@ -154,10 +162,10 @@ build_steps() {
   say "IR and steps ($TARGET)"
   run_logged "$BIN/gpt2-mlir" --preset=tiny -o "$TMP/ir/tiny.mlir"
   compile_step "$TMP/ir/tiny.mlir" "$STAGE/steps/gpt2-tiny-train.so"
+  compile_step "$TMP/ir/tiny.mlir" "$STAGE/steps/gpt2-tiny-train-fp32.so" fp32
   manifest_of "$TMP/ir/tiny.mlir" >"$TMP/tiny.manifest.json"
-  # The CPU reference step (not shipped: run here only).
-  run_logged "$BIN/megatron-compile" "$TMP/ir/tiny.mlir" --tp=1 --target=cpu \
-    --precision="$PRECISION" --train -o "$TMP/tiny-cpu.so"
+  compile_reference_step "$TMP/ir/tiny.mlir" "$TMP/tiny-cpu.so" "$PRECISION"
+  compile_reference_step "$TMP/ir/tiny.mlir" "$TMP/tiny-cpu-fp32.so" fp32
 
   local b
   for b in $TIMING_BATCHES; do
@@ -211,15 +219,21 @@ train_flags() {
     "--weight-decay $WEIGHT_DECAY --grad-clip $GRAD_CLIP"
 }
 
+# reference STEP NAME: the CPU step's log as ref/NAME.jsonl (stdout NAME.txt).
+reference() {
+  say "CPU reference $2: GPT-2 tiny, TP=1, $TINY_STEPS steps"
+  # shellcheck disable=SC2046  # train_flags is a list of flags
+  run_logged "$BIN/megatron-run" "$1" --data "$STAGE/data/tiny_tokens.bin" \
+    --steps "$TINY_STEPS" $(train_flags) --log "$STAGE/ref/$2.jsonl" \
+    | tee "$STAGE/ref/$2.txt"
+  [[ $(wc -l <"$STAGE/ref/$2.jsonl") -eq $TINY_STEPS ]] ||
+    die "the CPU reference log $2 does not have $TINY_STEPS lines"
+}
+
 build_reference() {
   mkdir -p "$STAGE/ref"
-  say "CPU reference: GPT-2 tiny, TP=1, $TINY_STEPS steps"
-  # shellcheck disable=SC2046  # train_flags is a list of flags
-  run_logged "$BIN/megatron-run" "$TMP/tiny-cpu.so" --data "$STAGE/data/tiny_tokens.bin" \
-    --steps "$TINY_STEPS" $(train_flags) --log "$STAGE/ref/tiny_cpu.jsonl" \
-    | tee "$STAGE/ref/tiny_cpu.txt"
-  [[ $(wc -l <"$STAGE/ref/tiny_cpu.jsonl") -eq $TINY_STEPS ]] ||
-    die "the CPU reference log does not have $TINY_STEPS lines"
+  reference "$TMP/tiny-cpu.so" tiny_cpu
+  reference "$TMP/tiny-cpu-fp32.so" tiny_cpu_fp32
 }
 
 # --------------------------------------------------------------------------
@@ -325,9 +339,11 @@ EPS=$EPS
 WEIGHT_DECAY=$WEIGHT_DECAY
 GRAD_CLIP=$GRAD_CLIP
 TINY_STEP=steps/gpt2-tiny-train.so
+TINY_STEP_FP32=steps/gpt2-tiny-train-fp32.so
 TINY_STEPS=$TINY_STEPS
 TINY_DATA=data/tiny_tokens.bin
 REF_LOG=ref/tiny_cpu.jsonl
+REF_LOG_FP32=ref/tiny_cpu_fp32.jsonl
 TIMING_PRESET=$TIMING_PRESET
 TIMING_SEQ=$TIMING_SEQ
 TIMING_STEPS_LIST="${steps_list% }"

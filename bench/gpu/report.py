@@ -17,7 +17,7 @@
 
 Stage files in the work folder (each optional; a missing one is reported as
 such): stages.jsonl (one {"stage","status","rc","seconds","note"} per
-stage), gpu.json, verdict.json, sanitizer.json, peak.json, ours.json,
+stage), gpu.json, verdict.json, verdict_fp32.json, sanitizer.json, peak.json, ours.json,
 torch_eager.json, torch_compile.json, kernels.json.
 """
 import argparse
@@ -218,6 +218,7 @@ def cmd_results(args):
         "peak_bf16_tflops": peak_tflops,
         "peak": peak,
         "correctness": w("verdict.json"),
+        "correctness_fp32": w("verdict_fp32.json"),
         "sanitizer": w("sanitizer.json"),
         "kernels": w("kernels.json"),
         "runs": runs,
@@ -250,6 +251,11 @@ def markdown(res):
                      f"grad norm {fmt(c.get('grad_norm_max_rel_diff'), '.2e')}")
     else:
         lines.append("Correctness: not run (see stages)")
+    d = res.get("correctness_fp32")
+    if d:
+        lines.append(f"Diagnostic, the fp32 step with fp32 GEMMs vs the fp32 CPU reference: "
+                     f"{'pass' if d['pass'] else 'FAIL'}: {d['reason']}; max relative loss "
+                     f"difference {fmt(d.get('max_rel_diff'), '.2e')} (tolerance {d['rtol']:g})")
     s = res.get("sanitizer")
     if s:
         lines.append(f"compute-sanitizer {s['tool']} on 2 tiny steps: "
