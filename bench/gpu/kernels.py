@@ -162,38 +162,46 @@ def attention_cases(bench, args):
 def gemm_cases(bench, args):
     rt, dev = bench.rt, bench.device
     rows, C, V = args.batch * args.seq, args.embd, args.vocab
-    # (name, K, N, bias, transposed weight): the step's forward GEMMs.
-    for name, K, N, with_bias, transposed in (
-            ("gemm+bias qkv", C, 3 * C, True, False),
-            ("gemm attn proj", C, C, False, False),
-            ("gemm+bias mlp fc", C, 4 * C, True, False),
-            ("gemm mlp proj", 4 * C, C, False, False),
-            ("gemm lm head (w^T)", C, V, False, True)):
+    # (name, K, N, epilogue, transposed weight): the step's forward GEMMs.
+    for name, K, N, epilogue, transposed in (
+            ("gemm+bias qkv", C, 3 * C, "bias", False),
+            ("gemm attn proj", C, C, None, False),
+            ("gemm+bias+gelu mlp fc", C, 4 * C, "gelu", False),
+            ("gemm mlp proj", 4 * C, C, None, False),
+            ("gemm lm head (w^T)", C, V, None, True)):
         a = (torch.randn(rows, K, device=dev) / K ** 0.5).to(torch.bfloat16)
         w = torch.randn(N, K, device=dev).to(torch.bfloat16) if transposed else \
             torch.randn(K, N, device=dev).to(torch.bfloat16)
         bias = torch.randn(N, device=dev).to(torch.bfloat16)
         c = torch.empty(rows, N, device=dev, dtype=torch.bfloat16)
+        g = torch.empty_like(c)
         result = {}
         ld_w = K if transposed else N
         common = (I32(0), I32(int(transposed)), I64(rows), I64(N), I64(K))
 
-        def ours(a=a, w=w, bias=bias, c=c, common=common, ld_w=ld_w, K=K, N=N,
-                 with_bias=with_bias):
-            if with_bias:
-                rt.mrt_gemm_bias_bf16(*common, pointer(a), I64(K), pointer(w), I64(ld_w),
-                                      pointer(bias), pointer(c), I64(N))
+        def ours(a=a, w=w, bias=bias, c=c, g=g, common=common, ld_w=ld_w, K=K, N=N,
+                 epilogue=epilogue):
+            operands = (pointer(a), I64(K), pointer(w), I64(ld_w))
+            if epilogue == "gelu":
+                rt.mrt_gemm_bias_gelu_bf16(*common, *operands, pointer(bias), pointer(c),
+                                           pointer(g), I64(N))
+            elif epilogue == "bias":
+                rt.mrt_gemm_bias_bf16(*common, *operands, pointer(bias), pointer(c), I64(N))
             else:
-                rt.mrt_gemm_bf16(*common, F32(1.0), pointer(a), I64(K), pointer(w),
-                                 I64(ld_w), F32(0.0), pointer(c), I64(N))
+                rt.mrt_gemm_bf16(*common, F32(1.0), *operands, F32(0.0), pointer(c), I64(N))
 
-        def theirs(a=a, w=w, bias=bias, result=result, with_bias=with_bias,
+        def theirs(a=a, w=w, bias=bias, result=result, epilogue=epilogue,
                    transposed=transposed):
             weight = w.t() if transposed else w
-            result["c"] = torch.addmm(bias, a, weight) if with_bias else a @ weight
+            result["c"] = torch.addmm(bias, a, weight) if epilogue else a @ weight
+            if epilogue == "gelu":
+                result["g"] = F.gelu(result["c"], approximate="tanh")
 
-        bench.case(name, f"{rows}x{K} . {K}x{N}", 2 * rows * K * N, ours, theirs,
-                   [(lambda c=c: c, lambda result=result: result["c"])], args.gemm_rtol)
+        outputs = [(lambda c=c: c, lambda result=result: result["c"])]
+        if epilogue == "gelu":
+            outputs.append((lambda g=g: g, lambda result=result: result["g"]))
+        bench.case(name, f"{rows}x{K} . {K}x{N}", 2 * rows * K * N, ours, theirs, outputs,
+                   args.gemm_rtol)
 
 
 def layernorm_case(bench, args):

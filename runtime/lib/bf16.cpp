@@ -10,6 +10,8 @@
 #include "megatron_rt/layernorm.h"
 #include "megatron_rt/reduce.h"
 
+#include <optional>
+
 namespace mrt {
 
 Widened::Widened(const mrt_bf16 *source, int64_t n) : values(n) {
@@ -84,6 +86,23 @@ extern "C" void mrt_gemm_bias_bf16(int transA, int transB, int64_t M,
   Narrowed c(C, M * ldc, initialC(C, N, ldc, false));
   mrt_gemm_bias_f32(transA, transB, M, N, K, a.data(), lda, b.data(), ldb,
                     biases.data(), c.data(), ldc);
+}
+
+extern "C" void mrt_gemm_bias_gelu_bf16(int transA, int transB, int64_t M,
+                                        int64_t N, int64_t K,
+                                        const mrt_bf16 *A, int64_t lda,
+                                        const mrt_bf16 *B, int64_t ldb,
+                                        const mrt_bf16 *bias, mrt_bf16 *pre,
+                                        mrt_bf16 *out, int64_t ldc) {
+  Widened a(A, storedElements(transA, M, K, lda)),
+      b(B, storedElements(transB, K, N, ldb)), biases(bias, N);
+  std::optional<Narrowed> sums;
+  if (pre)
+    sums.emplace(pre, M * ldc, initialC(pre, N, ldc, false));
+  Narrowed outs(out, M * ldc, initialC(out, N, ldc, false));
+  mrt_gemm_bias_gelu_f32(transA, transB, M, N, K, a.data(), lda, b.data(),
+                         ldb, biases.data(), sums ? sums->data() : nullptr,
+                         outs.data(), ldc);
 }
 
 extern "C" void mrt_layernorm_fwd_bf16(const mrt_bf16 *x, const mrt_bf16 *w,

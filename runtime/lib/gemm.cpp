@@ -2,6 +2,8 @@
 
 #include "fatal.h"
 
+#include "megatron_rt/gelu.h"
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -27,4 +29,18 @@ extern "C" void mrt_gemm_bias_f32(int transA, int transB, int64_t M, int64_t N,
   for (int64_t r = 0; r < M; ++r)
     std::copy(bias, bias + N, C + r * ldc);
   mrt_gemm_f32(transA, transB, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, C, ldc);
+}
+
+// Without pre, the sum goes where GELU then writes its result in place.
+extern "C" void mrt_gemm_bias_gelu_f32(int transA, int transB, int64_t M,
+                                       int64_t N, int64_t K, const float *A,
+                                       int64_t lda, const float *B,
+                                       int64_t ldb, const float *bias,
+                                       float *pre, float *out, int64_t ldc) {
+  float *sum = pre ? pre : out;
+  mrt_gemm_bias_f32(transA, transB, M, N, K, A, lda, B, ldb, bias, sum, ldc);
+  if (ldc == N)
+    return mrt_gelu_fwd_f32(sum, out, M * N);
+  for (int64_t r = 0; r < M; ++r)
+    mrt_gelu_fwd_f32(sum + r * ldc, out + r * ldc, N);
 }

@@ -84,6 +84,24 @@ TEST(Bf16, GemmBiasRoundsTheFp32Sum) {
     EXPECT_EQ(c[i], narrow(want[i])) << i;
 }
 
+// GELU of the unrounded sum, each output rounded once.
+TEST(Bf16, GemmBiasGeluRoundsPreAndGeluOnce) {
+  const int64_t M = 3, N = 8, K = 5;
+  auto a = bf16Values(M * K, 0.25f), b = bf16Values(K * N, 0.5f),
+       bias = bf16Values(N, 0.125f);
+  std::vector<float> pre(M * N), out(M * N);
+  mrt_gemm_bias_gelu_f32(0, 0, M, N, K, widened(a).data(), K,
+                         widened(b).data(), N, widened(bias).data(),
+                         pre.data(), out.data(), N);
+  std::vector<mrt_bf16> pre16(M * N), out16(M * N);
+  mrt_gemm_bias_gelu_bf16(0, 0, M, N, K, a.data(), K, b.data(), N,
+                          bias.data(), pre16.data(), out16.data(), N);
+  for (int64_t i = 0; i < M * N; ++i) {
+    EXPECT_EQ(pre16[i], narrow(pre[i])) << i;
+    EXPECT_EQ(out16[i], narrow(out[i])) << i;
+  }
+}
+
 TEST(Bf16, GemmLeavesThePaddingPastN) {
   auto a = bf16Values(4, 1.0f), b = bf16Values(4, 1.0f);
   std::vector<mrt_bf16> c(2 * 3, narrow(42.0f));

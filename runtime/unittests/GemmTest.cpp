@@ -1,3 +1,4 @@
+#include "megatron_rt/gelu.h"
 #include "megatron_rt/gemm.h"
 
 #include "TestUtil.h"
@@ -81,6 +82,25 @@ TEST_P(GemmTest, BiasIsAddedToEveryRow) {
     rows.insert(rows.end(), C.begin() + i * ldc, C.begin() + i * ldc + N);
   EXPECT_TRUE(allClose(rows, expected));
   EXPECT_EQ(C[ldc - 1], 42.0f);
+}
+
+// pre is the biased product, out its GELU; without pre, out alone.
+TEST(GemmBiasGeluTest, KeepsGeluInputAndWritesGelu) {
+  const int64_t M = 5, N = 8, K = 6;
+  auto A = randomVector(M * K, 9), B = randomVector(K * N, 10);
+  auto bias = randomVector(N, 11);
+  std::vector<float> want(M * N), wantGelu(M * N), pre(M * N), out(M * N),
+      alone(M * N);
+  mrt_gemm_bias_f32(0, 0, M, N, K, A.data(), K, B.data(), N, bias.data(),
+                    want.data(), N);
+  mrt_gelu_fwd_f32(want.data(), wantGelu.data(), M * N);
+  mrt_gemm_bias_gelu_f32(0, 0, M, N, K, A.data(), K, B.data(), N, bias.data(),
+                         pre.data(), out.data(), N);
+  mrt_gemm_bias_gelu_f32(0, 0, M, N, K, A.data(), K, B.data(), N, bias.data(),
+                         nullptr, alone.data(), N);
+  EXPECT_EQ(pre, want);
+  EXPECT_EQ(out, wantGelu);
+  EXPECT_EQ(alone, wantGelu);
 }
 
 TEST(GemmBetaZeroTest, IgnoresPreviousContentsOfC) {

@@ -46,7 +46,7 @@ public:
   LogicalResult lower(Operation *op);
 
   void fuseResidualLayerNorms(func::FuncOp function);
-  LogicalResult fuseGemmBiases(func::FuncOp function);
+  LogicalResult fuseGemmEpilogues(func::FuncOp function);
 
 private:
   //===--------------------------------------------------------------------===//
@@ -213,9 +213,17 @@ private:
     return success();
   }
 
-  /// One runtime GEMM for `op`, adding `bias` (a [N] vector) when given;
-  /// batch dimensions fold into the rows of the GEMM against the weight.
-  LogicalResult lowerGemm(MatmulOp op, Value bias, Value result) {
+  /// What a GEMM's epilogue computes after the product: the [N] `bias`
+  /// add, then `gelu` of the sum; `sum` is the value the call replaces.
+  struct GemmEpilogue {
+    Value sum;
+    Value bias;
+    GeluOp gelu;
+  };
+
+  /// One runtime GEMM for `op` with its epilogue; batch dimensions fold
+  /// into the rows of the GEMM against the weight.
+  LogicalResult lowerGemm(MatmulOp op, GemmEpilogue epilogue) {
     if (failed(checkGemm(op)))
       return failure();
     Location loc = op.getLoc();
@@ -233,20 +241,27 @@ private:
                                i64(loc, n), i64(loc, k)};
     Value lda = i64(loc, op.getTransposeLhs() ? m : k),
           ldb = i64(loc, op.getTransposeRhs() ? k : n);
-    if (bias) {
-      args.append({a, lda, w, ldb, input(loc, bias), c.view, i64(loc, n)});
-      call(loc, kernel("mrt_gemm_bias", op.getLhs()), args);
-    } else {
+    if (!epilogue.bias) {
       args.append({f32(loc, 1.0f), a, lda, w, ldb, f32(loc, 0.0f), c.view,
                    i64(loc, n)});
       call(loc, *gemm, args);
+    } else if (!epilogue.gelu) {
+      args.append({a, lda, w, ldb, input(loc, epilogue.bias), c.view,
+                   i64(loc, n)});
+      call(loc, kernel("mrt_gemm_bias", op.getLhs()), args);
+    } else {
+      Output out = output(loc, epilogue.gelu.getType());
+      args.append({a, lda, w, ldb, input(loc, epilogue.bias), c.view, out.view,
+                   i64(loc, n)});
+      call(loc, kernel("mrt_gemm_bias_gelu", op.getLhs()), args);
+      epilogue.gelu.replaceAllUsesWith(tensor(loc, out));
     }
-    result.replaceAllUsesWith(tensor(loc, c));
+    epilogue.sum.replaceAllUsesWith(tensor(loc, c));
     return success();
   }
 
   LogicalResult lowerMatmul(MatmulOp op) {
-    return lowerGemm(op, Value(), op.getResult());
+    return lowerGemm(op, {op.getResult(), Value(), GeluOp()});
   }
 
   /// A layer norm's input as rows of its last dimension, and the type of
@@ -1042,11 +1057,24 @@ LogicalResult RuntimeLowering::lower(Operation *op) {
   return result;
 }
 
+/// The GELU of `sum` the GEMM's epilogue can compute too: cuBLASLt keeps
+/// GELU's input (for the backward pass) only with a leading dimension that
+/// is a multiple of 8.
+static GeluOp epilogueGelu(Value sum) {
+  if (cast<ShapedType>(sum.getType()).getShape().back() % 8 != 0)
+    return {};
+  for (Operation *user : sum.getUsers())
+    if (auto gelu = dyn_cast<GeluOp>(user))
+      return gelu;
+  return {};
+}
+
 /// A GEMM whose one use adds a [N] bias writes the sum itself (cuBLASLt's
-/// bias epilogue on a GPU): the attention's qkv projection then loses a
-/// pass over its output, and GELU's input is stored once, by the GEMM.
-/// Bias adds the residual + layer-norm call takes are gone by now.
-LogicalResult RuntimeLowering::fuseGemmBiases(func::FuncOp function) {
+/// epilogue on a GPU), and the sum's GELU too when it has one: the QKV
+/// projection's bias costs no pass over its output, and the MLP's
+/// pre-activation and GELU come out of its GEMM. Bias adds the residual +
+/// layer-norm call takes are gone by now.
+LogicalResult RuntimeLowering::fuseGemmEpilogues(func::FuncOp function) {
   SmallVector<std::pair<MatmulOp, BiasAddOp>> matches;
   function.walk([&](MatmulOp gemm) {
     if (!gemm->hasOneUse())
@@ -1060,9 +1088,12 @@ LogicalResult RuntimeLowering::fuseGemmBiases(func::FuncOp function) {
   for (auto [gemm, add] : matches) {
     if (failed(checkElementTypes(gemm)))
       return failure();
+    GeluOp gelu = epilogueGelu(add.getResult());
     b.setInsertionPoint(gemm);
-    if (failed(lowerGemm(gemm, add.getBias(), add.getResult())))
+    if (failed(lowerGemm(gemm, {add.getResult(), add.getBias(), gelu})))
       return failure();
+    if (gelu)
+      gelu.erase();
     add.erase();
     gemm.erase();
   }
@@ -1139,7 +1170,7 @@ struct ConvertTPToRuntimePass
       Value ctx = addContextAndScalarResults(function);
       RuntimeLowering lowering(module, ctx);
       lowering.fuseResidualLayerNorms(function);
-      if (failed(lowering.fuseGemmBiases(function)))
+      if (failed(lowering.fuseGemmEpilogues(function)))
         return signalPassFailure();
       SmallVector<Operation *> ops;
       function.walk([&](Operation *op) {

@@ -1,5 +1,6 @@
 // The GEMM entry points on the GPU through cuBLASLt, one code path for all:
-// a plan per shape, data types and epilogue (none, or the bias).
+// a plan per shape, data types and epilogue (none, the bias, or the bias
+// and GELU with or without GELU's input kept).
 //
 // fp32 buffers (the step's manifest, checkpoints and master weights) run on
 // bf16 tensor cores with fp32 accumulation (CUBLAS_COMPUTE_32F_FAST_16BF)
@@ -48,23 +49,40 @@ struct Shape {
   uint32_t alignment;
   // A and B share a type; C may differ (bf16 products into fp32 gradients).
   cudaDataType_t abType, cType;
-  // A bias of C's type added by the epilogue.
-  bool bias;
+  cublasLtEpilogue_t epilogue;
   bool operator<(const Shape &other) const {
     return std::tie(transA, transB, m, n, k, lda, ldb, ldc, alignment, abType,
-                    cType, bias) <
+                    cType, epilogue) <
            std::tie(other.transA, other.transB, other.m, other.n, other.k,
                     other.lda, other.ldb, other.ldc, other.alignment,
-                    other.abType, other.cType, other.bias);
+                    other.abType, other.cType, other.epilogue);
   }
 };
 
+/// What the GEMM's epilogue adds: a [N] bias of C's type, then GELU, whose
+/// input (`aux`, laid out as C) it may keep for the backward pass.
+struct Epilogue {
+  cublasLtEpilogue_t kind = CUBLASLT_EPILOGUE_DEFAULT;
+  const void *bias = nullptr;
+  void *aux = nullptr;
+};
+
+Epilogue biasEpilogue(const void *bias) {
+  return {CUBLASLT_EPILOGUE_BIAS, bias, nullptr};
+}
+
+Epilogue biasGeluEpilogue(const void *bias, void *pre) {
+  return {pre ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_BIAS,
+          bias, pre};
+}
+
 uint32_t commonAlignment(const void *a, const void *b, const void *c,
-                         const void *bias) {
+                         const Epilogue &epilogue) {
   uintptr_t bits = reinterpret_cast<uintptr_t>(a) |
                    reinterpret_cast<uintptr_t>(b) |
                    reinterpret_cast<uintptr_t>(c) |
-                   reinterpret_cast<uintptr_t>(bias) | 256;
+                   reinterpret_cast<uintptr_t>(epilogue.bias) |
+                   reinterpret_cast<uintptr_t>(epilogue.aux) | 256;
   return static_cast<uint32_t>(bits & (~bits + 1)); // the lowest set bit
 }
 
@@ -84,16 +102,21 @@ public:
   }
 
   void run(const Shape &shape, float alpha, const void *A, const void *B,
-           float beta, void *C, const void *bias) {
+           float beta, void *C, const Epilogue &epilogue) {
     std::lock_guard<std::mutex> lock(mutex);
     const Plan &plan = planFor(shape);
-    // The pointer is read when the GEMM is enqueued: setting it on the
+    // The pointers are read when the GEMM is enqueued: setting them on the
     // shape's shared descriptor under the lock is safe.
-    if (shape.bias)
+    if (epilogue.bias)
       checkCublas(cublasLtMatmulDescSetAttribute(
-                      plan.operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                      sizeof(bias)),
+                      plan.operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                      &epilogue.bias, sizeof(epilogue.bias)),
                   "setting the bias");
+    if (epilogue.aux)
+      checkCublas(cublasLtMatmulDescSetAttribute(
+                      plan.operation, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                      &epilogue.aux, sizeof(epilogue.aux)),
+                  "setting GELU's input");
     // Column-major view: cuBLAS's first operand is the row-major B.
     checkCublas(cublasLtMatmul(handle, plan.operation, &alpha, B, plan.a, A,
                                plan.b, &beta, C, plan.c, C, plan.c,
@@ -118,14 +141,19 @@ private:
     checkCublas(cublasLtMatmulDescCreate(&plan.operation, computeFor(s),
                                          CUDA_R_32F),
                 "creating a matmul descriptor");
-    if (s.bias) {
+    if (s.epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
       // Column-major D is C^T: its rows are C's columns, which the [N]
-      // bias runs along. Its type defaults to D's.
-      cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+      // bias runs along. The bias and GELU's kept input default to D's
+      // type; the input is laid out as D.
       checkCublas(cublasLtMatmulDescSetAttribute(
-                      plan.operation, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
-                      sizeof(epilogue)),
-                  "setting the bias epilogue");
+                      plan.operation, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                      &s.epilogue, sizeof(s.epilogue)),
+                  "setting the epilogue");
+      if (s.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS)
+        checkCublas(cublasLtMatmulDescSetAttribute(
+                        plan.operation, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                        &s.ldc, sizeof(s.ldc)),
+                    "setting the leading dimension of GELU's input");
     }
     cublasOperation_t opFirst = s.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t opSecond = s.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -194,21 +222,26 @@ Gemm &gemm() {
   return *instance;
 }
 
-// The three entry points: the same row-major GEMM on operands of the given
-// types.
+// The entry points: the same row-major GEMM on operands of the given
+// types, with the given epilogue.
 void gemmEntry(const char *name, int transA, int transB, int64_t M, int64_t N,
                int64_t K, float alpha, const void *A, int64_t lda,
                const void *B, int64_t ldb, float beta, void *C, int64_t ldc,
                cudaDataType_t abType, cudaDataType_t cType,
-               const void *bias = nullptr) {
+               const Epilogue &epilogue = {}) {
   if (M == 0 || N == 0)
     return;
   if (K == 0)
     // An empty product: C = beta * C, which no step of ours asks for.
     mrt::fatal("%s with K = 0 is not supported on the GPU", name);
+  if (epilogue.aux && ldc % 8 != 0)
+    mrt::fatal("%s: ldc %lld is not a multiple of 8, as cuBLASLt needs for "
+               "GELU's kept input",
+               name, static_cast<long long>(ldc));
   gemm().run({transA != 0, transB != 0, M, N, K, lda, ldb, ldc,
-              commonAlignment(A, B, C, bias), abType, cType, bias != nullptr},
-             alpha, A, B, beta, C, bias);
+              commonAlignment(A, B, C, epilogue), abType, cType,
+              epilogue.kind},
+             alpha, A, B, beta, C, epilogue);
 }
 
 } // namespace
@@ -234,7 +267,7 @@ extern "C" void mrt_gemm_bias_f32(int transA, int transB, int64_t M, int64_t N,
                                   const float *B, int64_t ldb,
                                   const float *bias, float *C, int64_t ldc) {
   gemmEntry("mrt_gemm_bias_f32", transA, transB, M, N, K, 1.0f, A, lda, B, ldb,
-            0.0f, C, ldc, CUDA_R_32F, CUDA_R_32F, bias);
+            0.0f, C, ldc, CUDA_R_32F, CUDA_R_32F, biasEpilogue(bias));
 }
 
 extern "C" void mrt_gemm_bias_bf16(int transA, int transB, int64_t M,
@@ -243,7 +276,28 @@ extern "C" void mrt_gemm_bias_bf16(int transA, int transB, int64_t M,
                                    const mrt_bf16 *bias, mrt_bf16 *C,
                                    int64_t ldc) {
   gemmEntry("mrt_gemm_bias_bf16", transA, transB, M, N, K, 1.0f, A, lda, B,
-            ldb, 0.0f, C, ldc, CUDA_R_16BF, CUDA_R_16BF, bias);
+            ldb, 0.0f, C, ldc, CUDA_R_16BF, CUDA_R_16BF, biasEpilogue(bias));
+}
+
+extern "C" void mrt_gemm_bias_gelu_f32(int transA, int transB, int64_t M,
+                                       int64_t N, int64_t K, const float *A,
+                                       int64_t lda, const float *B,
+                                       int64_t ldb, const float *bias,
+                                       float *pre, float *out, int64_t ldc) {
+  gemmEntry("mrt_gemm_bias_gelu_f32", transA, transB, M, N, K, 1.0f, A, lda, B,
+            ldb, 0.0f, out, ldc, CUDA_R_32F, CUDA_R_32F,
+            biasGeluEpilogue(bias, pre));
+}
+
+extern "C" void mrt_gemm_bias_gelu_bf16(int transA, int transB, int64_t M,
+                                        int64_t N, int64_t K,
+                                        const mrt_bf16 *A, int64_t lda,
+                                        const mrt_bf16 *B, int64_t ldb,
+                                        const mrt_bf16 *bias, mrt_bf16 *pre,
+                                        mrt_bf16 *out, int64_t ldc) {
+  gemmEntry("mrt_gemm_bias_gelu_bf16", transA, transB, M, N, K, 1.0f, A, lda,
+            B, ldb, 0.0f, out, ldc, CUDA_R_16BF, CUDA_R_16BF,
+            biasGeluEpilogue(bias, pre));
 }
 
 extern "C" void mrt_gemm_bf16_f32(int transA, int transB, int64_t M, int64_t N,

@@ -28,6 +28,24 @@ MRT_API void mrt_gemm_bias_bf16(int transA, int transB, int64_t M, int64_t N,
                                 const mrt_bf16 *bias, mrt_bf16 *C,
                                 int64_t ldc);
 
+/* The MLP's first GEMM with GELU in its epilogue: pre = op(A) op(B) + bias
+ * (the [N] bias on every row) and out = gelu(pre) (gelu.h's tanh form, of
+ * the unrounded sum), both [M, N] with leading dimension ldc. pre may be
+ * NULL when nothing reads it (inference). On the GPU cuBLASLt's
+ * GELU_AUX_BIAS epilogue (GELU_BIAS without pre): ldc must be a multiple
+ * of 8. */
+MRT_API void mrt_gemm_bias_gelu_f32(int transA, int transB, int64_t M,
+                                    int64_t N, int64_t K, const float *A,
+                                    int64_t lda, const float *B, int64_t ldb,
+                                    const float *bias, float *pre, float *out,
+                                    int64_t ldc);
+MRT_API void mrt_gemm_bias_gelu_bf16(int transA, int transB, int64_t M,
+                                     int64_t N, int64_t K, const mrt_bf16 *A,
+                                     int64_t lda, const mrt_bf16 *B,
+                                     int64_t ldb, const mrt_bf16 *bias,
+                                     mrt_bf16 *pre, mrt_bf16 *out,
+                                     int64_t ldc);
+
 /* mrt_gemm_f32 on bf16 A and B with fp32 accumulation: C is bf16 here and
  * fp32 in mrt_gemm_bf16_f32 (the parameter gradients). */
 MRT_API void mrt_gemm_bf16(int transA, int transB, int64_t M, int64_t N,

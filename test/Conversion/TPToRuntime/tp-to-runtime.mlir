@@ -335,3 +335,31 @@ func.func @gemm_bias(%x: tensor<2x3x4xbf16>, %w: tensor<4x5xbf16>, %b: tensor<5x
   %zb = tp.bias_add %z, %b : tensor<2x3x5xbf16>, tensor<5xbf16>
   return %yb, %z, %zb : tensor<2x3x5xbf16>, tensor<2x3x5xbf16>, tensor<2x3x5xbf16>
 }
+
+// -----
+
+// GELU of a GEMM + bias is the GEMM's epilogue too, which also keeps GELU's
+// input for the gradient; with a row length that is not a multiple of 8
+// (cuBLASLt's rule for that input) GELU stays elementwise.
+
+// CHECK-LABEL: func.func private @gemm_bias_gelu(
+// CHECK: %[[PRE:.*]] = memref.alloc() : memref<6x16xbf16>
+// CHECK: %[[OUT:.*]] = memref.alloc() : memref<6x16xbf16>
+// CHECK: call @mrt_gemm_bias_gelu_bf16({{.*}}) : (i32, i32, i64, i64, i64, memref<?xbf16>, i64, memref<?xbf16>, i64, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, i64) -> ()
+// CHECK-DAG: %[[G:.*]] = bufferization.to_tensor %[[OUT]]
+// CHECK-DAG: %[[P:.*]] = bufferization.to_tensor %[[PRE]]
+// CHECK: call @mrt_gemm_bias_bf16(
+// CHECK: linalg.generic
+// CHECK: math.tanh
+// CHECK: return %[[G]], %[[P]],
+func.func @gemm_bias_gelu(%x: tensor<6x4xbf16>, %w: tensor<4x16xbf16>, %b: tensor<16xbf16>,
+                          %w2: tensor<4x12xbf16>, %b2: tensor<12xbf16>)
+    -> (tensor<6x16xbf16>, tensor<6x16xbf16>, tensor<6x12xbf16>) {
+  %y = tp.matmul %x, %w : tensor<6x4xbf16>, tensor<4x16xbf16> -> tensor<6x16xbf16>
+  %yb = tp.bias_add %y, %b : tensor<6x16xbf16>, tensor<16xbf16>
+  %g = tp.gelu %yb : tensor<6x16xbf16>
+  %z = tp.matmul %x, %w2 : tensor<6x4xbf16>, tensor<4x12xbf16> -> tensor<6x12xbf16>
+  %zb = tp.bias_add %z, %b2 : tensor<6x12xbf16>, tensor<12xbf16>
+  %h = tp.gelu %zb : tensor<6x12xbf16>
+  return %g, %yb, %h : tensor<6x16xbf16>, tensor<6x16xbf16>, tensor<6x12xbf16>
+}
