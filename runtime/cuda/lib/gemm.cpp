@@ -203,9 +203,12 @@ private:
                 "choosing an algorithm");
     cublasLtMatmulPreferenceDestroy(preference);
     if (found_count == 0)
-      mrt::fatal("cuBLASLt has no algorithm for a %lld x %lld x %lld GEMM",
+      mrt::fatal("cuBLASLt has no algorithm for a %lld x %lld x %lld GEMM "
+                 "(data types %d/%d, epilogue %d, alignment %u)",
                  static_cast<long long>(s.m), static_cast<long long>(s.n),
-                 static_cast<long long>(s.k));
+                 static_cast<long long>(s.k), static_cast<int>(s.abType),
+                 static_cast<int>(s.cType), static_cast<int>(s.epilogue),
+                 s.alignment);
     plan.algorithm = heuristic.algo;
     return plans.emplace(s, plan).first->second;
   }
