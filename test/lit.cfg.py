@@ -31,6 +31,10 @@ config.substitutions.append(
 
 tools = ["megatron-opt", "gpt2-mlir", "megatron-compile", "megatron-run"]
 llvm_config.add_tool_substitutions(tools, [config.megatron_tools_dir])
+# LLVM 22's binary tools, not whichever llvm-nm a distribution puts first on
+# PATH (Debian's default llvm package is older, and not installed here).
+llvm_config.add_tool_substitutions(["llvm-nm", "llvm-readelf"],
+                                   [config.llvm_tools_dir])
 
 # --target=cuda compiles and links wherever the CUDA toolkit was found at
 # configure time; nothing here runs it.

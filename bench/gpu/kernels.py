@@ -80,8 +80,11 @@ def time_call(fn, device, iters):
 
 
 def difference(ours, reference):
+    """max |ours - reference| / max |reference| (absolute for an all-zero
+    reference)."""
     ours, reference = ours.float(), reference.float()
-    return ((ours - reference).abs().max() / reference.abs().max()).item()
+    scale = max(reference.abs().max().item(), 1e-30)
+    return (ours - reference).abs().max().item() / scale
 
 
 class Bench:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """GPT-2 sizes, FLOPs per token, throughput and MFU: the one place where the
-benchmark's formulas live (torch_gpt2.py, peak_matmul.py and report.py
-import it). Standard library only, so it runs where torch is absent.
+benchmark's formulas live (torch_gpt2.py, kernels.py and report.py import
+it). Standard library only, so it runs where torch is absent.
 
 FLOPs per token follow llm.c (gpt2_estimate_mfu in train_gpt2.cu):
 

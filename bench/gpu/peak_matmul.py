@@ -5,13 +5,15 @@ CUDA events. For each size: a few untimed products (clocks up, cuBLAS picks
 its kernel), then --repeats rounds of --iters back-to-back products between
 two events; the rate of a round is iters * 2 n^3 / its time, and the peak is
 the best round of any size. The MFU figures of the benchmark divide by this
-measured rate, not by the datasheet's 989 TFLOP/s (random data runs below
-it: this workplace measured about 790 TFLOP/s on an H200).
+measured rate, not by the datasheet's 989 TFLOP/s, which random data does
+not reach.
 
   python3 bench/gpu/peak_matmul.py [--sizes 8192,16384] [--dtype bf16]
       [--warmup 3] [--iters 10] [--repeats 5] [--json-out FILE]
 
-Prints one JSON line: {"peak_tflops", "best": {size, round}, "sizes": {...}}.
+Prints one JSON line: {"peak_tflops", "best_size", "dtype", "device",
+"device_name", "torch_version", "warmup", "iters", "repeats", "sizes":
+{n: {"best_tflops", "median_tflops", "rounds_tflops"}}}.
 On a machine without CUDA it runs on the CPU with torch's timer (for testing
 the script; the number means nothing there).
 """

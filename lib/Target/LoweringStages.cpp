@@ -13,7 +13,8 @@ using namespace mlir;
 
 void megatron::addBufferizedRuntimeStages(OpPassManager &pm) {
   pm.addPass(createConvertTPToRuntime());
-  // Bias + GELU and bias + residual chains become single loops (kernels).
+  // What the runtime calls left elementwise becomes as few loops (kernels)
+  // as it can.
   pm.addPass(createFuseElementwise());
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;

@@ -46,8 +46,6 @@ struct FuseElementwisePass
     : public megatron::impl::FuseElementwiseBase<FuseElementwisePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    // Reductions (bias-gradient sums) keep reading a materialised input:
-    // fusing a producer into them would recompute it once per reduced row.
     linalg::populateElementwiseOpsFusionPatterns(patterns, shouldFuse);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();

@@ -43,13 +43,19 @@ using mrt::Widened;
 
 namespace {
 
-/// Elements of an op(X) operand stored with leading dimension ld.
+/// Elements a [rows, cols] matrix with leading dimension ld spans, as BLAS
+/// sizes it: the last row ends at its last column.
+int64_t spanned(int64_t rows, int64_t cols, int64_t ld) {
+  return rows == 0 ? 0 : (rows - 1) * ld + cols;
+}
+
+/// Elements of an op(X) operand, [rows, cols] as op(X) sees it.
 int64_t storedElements(int trans, int64_t rows, int64_t cols, int64_t ld) {
-  return (trans ? cols : rows) * ld;
+  return trans ? spanned(cols, rows, ld) : spanned(rows, cols, ld);
 }
 
 /// C's starting values when the GEMM reads C (beta != 0) or must leave the
-/// padding past N as it was: the rounding back writes all M * ldc.
+/// padding past N as it was: the rounding back writes all C spans.
 const mrt_bf16 *initialC(const mrt_bf16 *C, int64_t N, int64_t ldc,
                          bool readsC) {
   return readsC || ldc != N ? C : nullptr;
@@ -71,7 +77,7 @@ extern "C" void mrt_gemm_bf16(int transA, int transB, int64_t M, int64_t N,
                               int64_t K, float alpha, const mrt_bf16 *A,
                               int64_t lda, const mrt_bf16 *B, int64_t ldb,
                               float beta, mrt_bf16 *C, int64_t ldc) {
-  Narrowed c(C, M * ldc, initialC(C, N, ldc, beta != 0.0f));
+  Narrowed c(C, spanned(M, N, ldc), initialC(C, N, ldc, beta != 0.0f));
   mrt_gemm_bf16_f32(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta,
                     c.data(), ldc);
 }
@@ -83,7 +89,7 @@ extern "C" void mrt_gemm_bias_bf16(int transA, int transB, int64_t M,
                                    int64_t ldc) {
   Widened a(A, storedElements(transA, M, K, lda)),
       b(B, storedElements(transB, K, N, ldb)), biases(bias, N);
-  Narrowed c(C, M * ldc, initialC(C, N, ldc, false));
+  Narrowed c(C, spanned(M, N, ldc), initialC(C, N, ldc, false));
   mrt_gemm_bias_f32(transA, transB, M, N, K, a.data(), lda, b.data(), ldb,
                     biases.data(), c.data(), ldc);
 }
@@ -98,8 +104,8 @@ extern "C" void mrt_gemm_bias_gelu_bf16(int transA, int transB, int64_t M,
       b(B, storedElements(transB, K, N, ldb)), biases(bias, N);
   std::optional<Narrowed> sums;
   if (pre)
-    sums.emplace(pre, M * ldc, initialC(pre, N, ldc, false));
-  Narrowed outs(out, M * ldc, initialC(out, N, ldc, false));
+    sums.emplace(pre, spanned(M, N, ldc), initialC(pre, N, ldc, false));
+  Narrowed outs(out, spanned(M, N, ldc), initialC(out, N, ldc, false));
   mrt_gemm_bias_gelu_f32(transA, transB, M, N, K, a.data(), lda, b.data(),
                          ldb, biases.data(), sums ? sums->data() : nullptr,
                          outs.data(), ldc);
@@ -119,17 +125,15 @@ extern "C" void mrt_residual_layernorm_fwd_bf16(
     const mrt_bf16 *x, const mrt_bf16 *delta, const mrt_bf16 *delta_bias,
     mrt_bf16 *sum, const mrt_bf16 *w, const mrt_bf16 *b, mrt_bf16 *y,
     float *mean, float *rstd, int64_t rows, int64_t cols, float eps) {
-  Widened xs(x, rows * cols), deltas(delta, rows * cols),
-      bias(delta_bias, cols), ws(w, cols), bs(b, cols);
-  {
-    Narrowed sums(sum, rows * cols), ys(y, rows * cols);
-    mrt_residual_layernorm_fwd_f32(xs.data(), deltas.data(), bias.data(),
-                                   sums.data(), ws.data(), bs.data(),
-                                   ys.data(), mean, rstd, rows, cols, eps);
-  }
   // The norm is of the sum as stored, rounded, as the CUDA kernel computes
-  // it: its statistics are then those the backward pass recomputes from the
-  // stored sum. The f32 pass above gave the sum; this one the norm.
+  // it: its statistics are those the backward pass recomputes from it.
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      int64_t i = r * cols + c;
+      sum[i] = mrt::narrow(mrt::widen(x[i]) +
+                           (mrt::widen(delta[i]) + mrt::widen(delta_bias[c])));
+    }
   mrt_layernorm_fwd_bf16(sum, w, b, y, mean, rstd, rows, cols, eps);
 }
 

@@ -21,12 +21,13 @@ TEST(SumRows, EachColumnSumsItsRows) {
 }
 
 TEST(SumRows, ManySmallTermsKeepFp32Accuracy) {
-  // 2^24 + 1 ones: a float running sum would stop at 2^24.
-  const int64_t rows = (1 << 24) + 1;
+  // 2^24 + 2 ones: a float running sum stops at 2^24, while 2^24 + 2 is a
+  // float (2^24 + 1, which rounds to 2^24, would not tell them apart).
+  const int64_t rows = (1 << 24) + 2;
   std::vector<float> x(rows, 1.0f);
   float out = 0.0f;
   mrt_sum_rows_f32(x.data(), rows, 1, &out);
-  EXPECT_EQ(out, static_cast<float>(rows));
+  EXPECT_EQ(out, 16777218.0f);
 }
 
 TEST(SumRows, NoRowsGiveZeros) {

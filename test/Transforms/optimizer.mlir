@@ -37,6 +37,27 @@ func.func @step(%w: tensor<8x4xf32> {tp.global_shape = array<i64: 8, 8>, tp.name
 
 // -----
 
+// Each group of gradients is one tp.sum_squares, in parameter order: the
+// runtime reads a group's total back once, not once per gradient.
+
+// CHECK-LABEL: func.func @grouped_norm(
+// CHECK-SAME: %[[W:[a-z0-9]+]]: tensor<8x4xf32>
+// CHECK-SAME: %[[B:[a-z0-9]+]]: tensor<8xf32>
+// CHECK-SAME: %[[G:[a-z0-9]+]]: tensor<8xf32>
+// CHECK: tp.sum_squares %{{[a-z0-9]+}} {tp.phase = "optimizer"} : tensor<8x4xf32>
+// CHECK: tp.sum_squares %{{[a-z0-9]+}}, %{{[a-z0-9]+}} {tp.phase = "optimizer"} : tensor<8xf32>, tensor<8xf32>
+// CHECK-NOT: tp.sum_squares
+tp.mesh @m axes = ["tp" = 2]
+func.func @grouped_norm(%w: tensor<8x4xf32> {tp.global_shape = array<i64: 8, 8>, tp.name = "w", tp.sharding = #tp.sharding<@m, [[], ["tp"]]>},
+                        %b: tensor<8xf32> {tp.name = "b"}, %g: tensor<8xf32> {tp.name = "g"})
+    -> (tensor<f32>, tensor<8x4xf32> {tp.grad_of = "w"}, tensor<8xf32> {tp.grad_of = "b"},
+        tensor<8xf32> {tp.grad_of = "g"}) {
+  %loss = arith.constant dense<1.0> : tensor<f32>
+  return %loss, %w, %b, %g : tensor<f32>, tensor<8x4xf32>, tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
 // expected-error @+1 {{tp-optimizer needs the gradients tp-autodiff returns (results with tp.grad_of)}}
 func.func @forward_only(%x: tensor<4xf32> {tp.name = "x"}) -> tensor<f32> {
   %loss = arith.constant dense<1.0> : tensor<f32>

@@ -7,13 +7,20 @@ include "mlir/Pass/PassBase.td"
 def ConvertTPToRuntime : Pass<"convert-tp-to-runtime", "ModuleOp"> {
   let summary = "Lower the per-rank tp program to runtime calls and linalg";
   let description = [{
-    Runs on the output of tp-partition. GEMMs, attention, layer norm,
-    embedding, the cross-entropy pieces and collectives become calls into
-    libmegatron_rt on buffers (`bufferization.to_buffer` of operands, fresh
-    `memref.alloc` results wrapped back with `bufferization.to_tensor`), so
-    one-shot bufferization sees them; elementwise ops (bias add, residual
-    add, GELU) become `linalg.generic` on tensors for elementwise fusion; the
-    position embedding and local slices become `tensor.extract_slice`.
+    Runs on the output of tp-partition (and tp-optimizer, tp-mixed-precision
+    when they ran). GEMMs, attention, layer norm, embedding, the
+    cross-entropy pieces, bias-gradient sums (`tp.sum_to`), the gradient
+    norm and collectives become calls into the runtime on buffers
+    (`bufferization.to_buffer` of operands, fresh `memref.alloc` results
+    wrapped back with `bufferization.to_tensor`), so one-shot bufferization
+    sees them. Calls fuse what one kernel can do: a residual add, the
+    branch's bias and the next layer norm are one call; a GEMM whose one
+    use adds a bias takes the bias, and the sum's GELU, in its epilogue.
+    Each call is the `_f32` or `_bf16` variant of its storage type; other
+    element types are an error at the op. What is left elementwise (bias
+    and residual adds, GELU and its gradient, `tp.convert`, AdamW) becomes
+    `linalg.generic` on tensors, computing in fp32 whatever the storage;
+    the position embedding and local slices become `tensor.extract_slice`.
     Every function gains a leading `!llvm.ptr` argument, the rank's runtime
     context, and returns its scalar loss as `f32`.
   }];

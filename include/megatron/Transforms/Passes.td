@@ -185,14 +185,15 @@ def FuseElementwise : Pass<"megatron-fuse-elementwise"> {
   let summary = "Fuse chains of elementwise linalg ops, shared producers too";
   let description = [{
     Upstream's linalg-fuse-elementwise-ops fuses a producer only into its
-    single user. In a training step the interesting producers have two: the
-    bias add before GELU is also read by GELU's gradient, the residual sum
-    also by the next block. Here a producer is fused into every elementwise
-    (all-parallel) consumer when that does not make the consumer read more
-    full-size tensors than it saves (x + bias yes, a residual sum of two
-    tensors no, which would re-add the residual stream in every block):
-    bias + GELU becomes one loop (one kernel on the GPU), and GELU's gradient
-    recomputes x + bias instead of reading a stored pre-activation.
+    single user. In a training step producers often have two: a bias add
+    before GELU (where the GEMM's epilogue does not take it: rows that are
+    not a multiple of 8) is also read by GELU's gradient, a parameter's bf16
+    copy by several consumers. Here a producer is fused into every
+    elementwise (all-parallel) consumer when that does not make the consumer
+    read more full-size tensors than it saves (x + bias yes, a residual sum
+    of two tensors no, which would re-add the residual stream in every
+    block). Reductions are never fused into: they would recompute the
+    producer once per reduced row.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }

@@ -15,14 +15,21 @@ namespace {
 /// Loops z, y, x over the grid, then over the block; the body sees the loop
 /// variables as its block and thread ids.
 LogicalResult launchAsLoops(gpu::LaunchOp launch) {
-  bool synchronises = false;
+  // Every gpu op in a body (barriers, shuffles, subgroup reductions, dynamic
+  // shared memory) makes threads work together; the offloaded loops have
+  // none, and one thread at a time could not run them.
+  bool cooperates = false;
   launch.getBody().walk([&](Operation *op) {
-    synchronises |= isa<gpu::BarrierOp>(op);
+    cooperates |= isa<gpu::GPUDialect>(op->getDialect()) &&
+                  !isa<gpu::TerminatorOp>(op);
   });
-  if (synchronises || !launch.getWorkgroupAttributions().empty() ||
-      !launch.getPrivateAttributions().empty())
+  if (cooperates || !launch.getWorkgroupAttributions().empty() ||
+      !launch.getPrivateAttributions().empty() || launch.hasClusterSize())
     return launch.emitOpError(
         "synchronises or shares memory: its threads cannot run one by one");
+  Region &body = launch.getBody();
+  if (!body.hasOneBlock())
+    return launch.emitOpError("has more than one block");
   OpBuilder b(launch);
   Location loc = launch.getLoc();
   Value zero = arith::ConstantIndexOp::create(b, loc, 0);
@@ -54,13 +61,18 @@ LogicalResult launchAsLoops(gpu::LaunchOp launch) {
                  SmallVector<Value>{grid.x, grid.y, grid.z, block.x, block.y,
                                     block.z}))
     mapping.map(inside, outside);
-  Region &body = launch.getBody();
-  if (!body.hasOneBlock())
-    return launch.emitOpError("has more than one block");
   for (Operation &op : body.front().without_terminator())
     b.clone(op, mapping);
-  if (Value token = launch.getAsyncToken())
-    token.replaceAllUsesWith(launch.getAsyncDependencies().front());
+  if (Value token = launch.getAsyncToken()) {
+    // The loops ran before anything after them: the token's users may
+    // have the launch's dependency, or a fresh token when it had none.
+    b.setInsertionPoint(launch);
+    Value done = launch.getAsyncDependencies().empty()
+                     ? gpu::WaitOp::create(b, loc, token.getType(), ValueRange())
+                           .getAsyncToken()
+                     : launch.getAsyncDependencies().front();
+    token.replaceAllUsesWith(done);
+  }
   launch.erase();
   return success();
 }

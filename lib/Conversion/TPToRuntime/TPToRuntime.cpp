@@ -231,9 +231,6 @@ private:
     int64_t k = op.getTransposeLhs() ? lhs.getDimSize(0) : lhs.getShape().back();
     int64_t m = numElements(op.getLhs()) / k;
     int64_t n = op.getType().getShape().back();
-    FailureOr<std::string> gemm = gemmKernel(op, op.getLhs(), op.getResult());
-    if (failed(gemm))
-      return failure();
     Value a = input(loc, op.getLhs()), w = input(loc, op.getRhs());
     Output c = output(loc, op.getType());
     SmallVector<Value> args = {i32(loc, op.getTransposeLhs()),
@@ -242,9 +239,10 @@ private:
     Value lda = i64(loc, op.getTransposeLhs() ? m : k),
           ldb = i64(loc, op.getTransposeRhs() ? k : n);
     if (!epilogue.bias) {
+      // The verifier gives lhs and result one element type.
       args.append({f32(loc, 1.0f), a, lda, w, ldb, f32(loc, 0.0f), c.view,
                    i64(loc, n)});
-      call(loc, *gemm, args);
+      call(loc, kernel("mrt_gemm", op.getLhs()), args);
     } else if (!epilogue.gelu) {
       args.append({a, lda, w, ldb, input(loc, epilogue.bias), c.view,
                    i64(loc, n)});
@@ -880,13 +878,14 @@ private:
   /// host, the only synchronisation of the group.
   LogicalResult lowerSumSquares(SumSquaresOp op) {
     Location loc = op.getLoc();
+    for (Value grad : op.getInputs())
+      if (!getElementTypeOrSelf(grad.getType()).isF32())
+        return op.emitOpError("sums the squares of f32 gradients only, got ")
+               << grad.getType();
     Type f64 = b.getF64Type();
     int64_t count = op.getInputs().size();
     Output sums = output(loc, RankedTensorType::get({count}, f64));
     for (auto [slot, grad] : llvm::enumerate(op.getInputs())) {
-      if (!getElementTypeOrSelf(grad.getType()).isF32())
-        return op.emitOpError("sums the squares of f32 gradients only, got ")
-               << grad.getType();
       call(loc, "mrt_sum_squares_f32",
            {input(loc, grad), i64(loc, numElements(grad)), sums.view,
             i64(loc, slot)});
@@ -985,8 +984,6 @@ static LogicalResult checkElementTypes(Operation *op) {
 }
 
 LogicalResult RuntimeLowering::lower(Operation *op) {
-  if (isa<TPDialect>(op->getDialect()) && failed(checkElementTypes(op)))
-    return failure();
   b.setInsertionPoint(op);
   LogicalResult result =
       llvm::TypeSwitch<Operation *, LogicalResult>(op)
@@ -1086,8 +1083,6 @@ LogicalResult RuntimeLowering::fuseGemmEpilogues(func::FuncOp function) {
       matches.push_back({gemm, add});
   });
   for (auto [gemm, add] : matches) {
-    if (failed(checkElementTypes(gemm)))
-      return failure();
     GeluOp gelu = epilogueGelu(add.getResult());
     b.setInsertionPoint(gemm);
     if (failed(lowerGemm(gemm, {add.getResult(), add.getBias(), gelu})))
@@ -1168,6 +1163,15 @@ struct ConvertTPToRuntimePass
       // private step lets bufferization drop the results it wrote in place.
       function.setPrivate();
       Value ctx = addContextAndScalarResults(function);
+      // Checked before any lowering, the fused ones included: kernel()
+      // picks _f32 for anything that is not bf16.
+      WalkResult types = function.walk([](Operation *op) {
+        if (isa<TPDialect>(op->getDialect()) && failed(checkElementTypes(op)))
+          return WalkResult::interrupt();
+        return WalkResult::advance();
+      });
+      if (types.wasInterrupted())
+        return signalPassFailure();
       RuntimeLowering lowering(module, ctx);
       lowering.fuseResidualLayerNorms(function);
       if (failed(lowering.fuseGemmEpilogues(function)))

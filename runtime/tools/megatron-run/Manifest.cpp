@@ -217,6 +217,9 @@ Manifest parseManifest(const std::string &text) {
           !a.splits.empty())
         fail("\"" + a.name + "\" must have global and local shape [8] and "
              "no split");
+      // The launcher writes them before every step, into its host buffer.
+      if (a.onDevice)
+        fail("\"" + a.name + "\" must be in host memory");
       m.hyperparameters = static_cast<int>(i);
     }
     if (a.role == "logits") {

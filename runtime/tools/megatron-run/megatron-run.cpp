@@ -280,8 +280,11 @@ int run(const Options &opt) {
   void *lib = dlopen(libPath.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const std::string why = dlerror();
-    // A CUDA step's runtime needs the NVIDIA driver, absent without a GPU.
-    if (why.find("libcuda.so") != std::string::npos)
+    // A CUDA step's runtime needs the NVIDIA driver, absent without a GPU;
+    // a driver that is there but too old fails otherwise, with dlerror's
+    // own words.
+    if (why.find("libcuda.so") != std::string::npos &&
+        why.find("cannot open shared object file") != std::string::npos)
       error(opt.stepLibrary + " was compiled for CUDA (--target=cuda) and "
                               "needs the NVIDIA driver (libcuda.so.1), which "
                               "this machine does not have: it has no usable "
@@ -549,17 +552,14 @@ int run(const Options &opt) {
     // Validation: the mean mgt_forward loss over batches 0..M-1 of the
     // validation file, with the weights after `updates` updates. The training
     // batch buffers are restored afterwards.
+    // Each training step loads its own batch, so evaluation may overwrite it.
     auto validate = [&](int64_t updates) {
-      const std::vector<int32_t> keepIn(inputs, inputs + bt),
-          keepTg(targets, targets + bt);
       double sum = 0.0;
       for (int64_t b = 0; b < opt.valSteps; ++b) {
         if (!loadBatch(*valData, b))
           return false;
         sum += forwardFn(ctx, buffers.stepArgs());
       }
-      std::copy(keepIn.begin(), keepIn.end(), inputs);
-      std::copy(keepTg.begin(), keepTg.end(), targets);
       const float loss = static_cast<float>(sum / opt.valSteps);
       if (rank0) {
         std::printf("val step %lld loss %.9g\n",

@@ -63,3 +63,47 @@ func.func @branches(%c: i1) {
   }
   return
 }
+
+// -----
+
+// A shuffle exchanges values between threads: refused like a barrier.
+func.func @shuffle(%v: f32) {
+  %c1 = arith.constant 1 : index
+  %i1 = arith.constant 1 : i32
+  // expected-error @below {{synchronises or shares memory: its threads cannot run one by one}}
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+      threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    %s, %ok = gpu.shuffle xor %v, %i1, %i1 : f32
+    gpu.terminator
+  }
+  return
+}
+
+// -----
+
+// An async launch with nothing to wait for: its token's users get a fresh
+// one, and the waits go with the launches.
+// CHECK-LABEL: func.func @async_without_dependencies(
+// CHECK: scf.for
+// CHECK-NOT: gpu.
+// CHECK: return
+func.func @async_without_dependencies(%m: memref<4xf32>, %v: f32) {
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %t = gpu.launch async blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+      threads(%tx, %ty, %tz) in (%sx = %c4, %sy = %c1, %sz = %c1) {
+    memref.store %v, %m[%tx] : memref<4xf32>
+    gpu.terminator
+  }
+  gpu.wait [%t]
+  return
+}
+
+// -----
+
+// A token the host code still needs (here as a function result) cannot go.
+func.func @token_in_use() -> !gpu.async.token {
+  // expected-error @below {{'gpu.wait' op has a token still in use}}
+  %t = gpu.wait async
+  return %t : !gpu.async.token
+}

@@ -125,3 +125,17 @@ func.func @four_dims(%x: memref<2x2x2x2xf32>) {
   }
   return
 }
+
+// -----
+
+// The grid is sized from static extents.
+#map2 = affine_map<(d0, d1) -> (d0, d1)>
+func.func @dynamic_rows(%x: memref<?x4xf32>) {
+  // expected-error @+1 {{dimension 0 has no static extent to size the grid with}}
+  linalg.generic {indexing_maps = [#map2], iterator_types = ["parallel", "parallel"]} outs(%x : memref<?x4xf32>) {
+  ^bb0(%o: f32):
+    %s = arith.addf %o, %o : f32
+    linalg.yield %s : f32
+  }
+  return
+}

@@ -363,3 +363,35 @@ func.func @gemm_bias_gelu(%x: tensor<6x4xbf16>, %w: tensor<4x16xbf16>, %b: tenso
   %h = tp.gelu %zb : tensor<6x12xbf16>
   return %g, %yb, %h : tensor<6x16xbf16>, tensor<6x16xbf16>, tensor<6x12xbf16>
 }
+
+// -----
+
+// The element types are checked before the fused lowerings too.
+
+func.func @f16_residual_norm(%x: tensor<4x8xf16>, %d: tensor<4x8xf16>, %b: tensor<8xf16>,
+                             %w: tensor<8xf16>, %beta: tensor<8xf16>) -> tensor<4x8xf16> {
+  // expected-error @+1 {{'tp.bias_add' op has no runtime lowering for element type 'f16'; the runtime stores f32 and bf16}}
+  %branch = tp.bias_add %d, %b : tensor<4x8xf16>, tensor<8xf16>
+  %sum = tp.add %x, %branch : tensor<4x8xf16>
+  %y = tp.layer_norm %sum, %w, %beta : tensor<4x8xf16>, tensor<8xf16>
+  return %y : tensor<4x8xf16>
+}
+
+// -----
+
+// The gradient norm and AdamW work on the fp32 gradients and masters.
+
+func.func @bf16_sum_squares(%g: tensor<8xbf16>) -> f32 {
+  // expected-error @+1 {{'tp.sum_squares' op sums the squares of f32 gradients only, got 'tensor<8xbf16>'}}
+  %s = tp.sum_squares %g : tensor<8xbf16>
+  return %s : f32
+}
+
+// -----
+
+func.func @bf16_adamw(%p: tensor<8xbf16>, %h: tensor<8xf32>, %s: f32)
+    -> (tensor<8xbf16>, tensor<8xbf16>, tensor<8xbf16>) {
+  // expected-error @+1 {{'tp.adamw' op updates fp32 master weights only, got 'tensor<8xbf16>'}}
+  %np, %nm, %nv = tp.adamw %p, %p, %p, %p, %h, %s : tensor<8xbf16>, tensor<8xf32>
+  return %np, %nm, %nv : tensor<8xbf16>, tensor<8xbf16>, tensor<8xbf16>
+}

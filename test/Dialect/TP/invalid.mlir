@@ -292,3 +292,19 @@ func.func @no_squares() -> f32 {
   %0 = "tp.sum_squares"() : () -> f32
   return %0 : f32
 }
+
+// -----
+
+func.func @narrow_loss(%l: tensor<2x8xf32>, %t: tensor<2xi32>) -> tensor<bf16> {
+  // expected-error @+1 {{loss has element type 'bf16', narrower than 'f32'}}
+  %0 = tp.cross_entropy %l, %t valid_vocab = 8 : tensor<2x8xf32>, tensor<2xi32> -> tensor<bf16>
+  return %0 : tensor<bf16>
+}
+
+// -----
+
+func.func @narrow_norm_grads(%x: tensor<2x8xf32>, %w: tensor<8xf32>) -> tensor<8xbf16> {
+  // expected-error @+1 {{weight_grad has element type 'bf16', narrower than 'f32'}}
+  %dx, %dw, %db = tp.layer_norm_grad %x, %w, %x {epsilon = 1.0e-5 : f32} : tensor<2x8xf32>, tensor<8xf32> -> tensor<8xbf16>
+  return %dw : tensor<8xbf16>
+}

@@ -41,6 +41,18 @@ static LogicalResult expectSameElementType(Operation *op, Type expected,
                            << getElementTypeOrSelf(expected) << " is expected";
 }
 
+/// A result that accumulates (a loss, a parameter gradient) may be wider
+/// than its inputs, never narrower.
+static LogicalResult expectAtLeastAsWide(Operation *op, Type input,
+                                         Type result, StringRef what) {
+  auto in = cast<FloatType>(getElementTypeOrSelf(input));
+  auto out = cast<FloatType>(getElementTypeOrSelf(result));
+  if (out.getWidth() >= in.getWidth())
+    return success();
+  return op->emitOpError() << what << " has element type " << out
+                           << ", narrower than " << in;
+}
+
 static bool isValidDim(int64_t dim, int64_t rank) {
   return dim >= 0 && dim < rank;
 }
@@ -251,7 +263,12 @@ LogicalResult CrossEntropyOp::verify() {
   if (static_cast<int64_t>(getValidVocab()) > vocab)
     return emitOpError("valid_vocab ")
            << getValidVocab() << " exceeds the " << vocab << " logits";
-  return success();
+  return expectAtLeastAsWide(*this, logits, getType(), "loss");
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  return expectAtLeastAsWide(*this, getWeight().getType(),
+                             getWeightGrad().getType(), "weight_grad");
 }
 
 LogicalResult WeightGradOp::verify() {

@@ -253,9 +253,17 @@ struct ColumnChunks {
   int64_t rowsEach; // rows per chunk (the last may have fewer)
 };
 
+// A sum over no rows: zeros, or nothing to add.
+template <bool kAccumulate>
+inline void sumOverNoRows(float *out, int64_t cols) {
+  if (!kAccumulate)
+    MRT_CUDA_CHECK(
+        cudaMemsetAsync(out, 0, cols * sizeof(float), computeStream()));
+}
+
 // About 64K threads in the first pass hide memory latency; a floor of rows
 // per chunk keeps the partials small next to the matrix itself, and the
-// chunks (gridDim.y) stay within the grid's limit.
+// chunks (gridDim.y) stay within the grid's limit. rows > 0.
 inline ColumnChunks planColumnChunks(int64_t rows, int64_t groups) {
   constexpr int64_t kTargetThreads = 64 * 1024, kMinRowsEach = 32;
   constexpr int64_t kMaxChunks = 4096;
@@ -301,6 +309,10 @@ inline void launchSumColumnPartials(const float *partials, int64_t chunks,
 template <bool kAccumulate, typename FirstPass>
 void launchRowChunkSums(int64_t rows, int64_t cols, bool vec4, float *out,
                         const FirstPass &firstPass) {
+  if (cols == 0)
+    return;
+  if (rows == 0)
+    return sumOverNoRows<kAccumulate>(out, cols);
   const int64_t groups = vec4 ? cols / 4 : cols;
   const ColumnChunks chunks = planColumnChunks(rows, groups);
   DeviceScratch<float> partials(chunks.count * cols);

@@ -120,8 +120,6 @@ extern "C" void mrt_bias_gelu_fwd_f32(const float *x, const float *bias,
 extern "C" void mrt_bias_gelu_bwd_f32(const float *x, const float *bias,
                                       const float *dy, float *dx, float *dbias,
                                       int64_t rows, int64_t cols) {
-  if (rows == 0 || cols == 0)
-    return;
   const bool vec4 = cols % 4 == 0 && aligned16(x) && aligned16(bias) &&
                     aligned16(dy) && aligned16(dx);
   auto kernel = vec4 ? biasGeluBackward<4> : biasGeluBackward<1>;

@@ -98,10 +98,9 @@ __global__ void __launch_bounds__(mrt::cuda::kBlockThreads)
 // that the backward reads, as in llm.c's fused residual kernel.
 template <int kVec, typename T>
 __global__ void __launch_bounds__(mrt::cuda::kBlockThreads)
-    residualLayerNormForward(const T *__restrict__ x,
-                             const T *__restrict__ delta,
-                             const T *__restrict__ deltaBias,
-                             T *__restrict__ sum, const T *__restrict__ w,
+    residualLayerNormForward(const T *x, const T *delta,
+                             const T *__restrict__ deltaBias, T *sum,
+                             const T *__restrict__ w,
                              const T *__restrict__ b, T *__restrict__ y,
                              float *__restrict__ mean,
                              float *__restrict__ rstd, int64_t rows, int cols,
@@ -281,6 +280,10 @@ template <typename T>
 void launchParamGrads(const T *dy, const T *x, const float *mean,
                       const float *rstd, float *dw, float *db, int64_t rows,
                       int n, bool vec4) {
+  if (rows == 0) {
+    mrt::cuda::sumOverNoRows<false>(dw, n);
+    return mrt::cuda::sumOverNoRows<false>(db, n);
+  }
   const int64_t groups = vec4 ? n / 4 : n;
   const mrt::cuda::ColumnChunks chunks =
       mrt::cuda::planColumnChunks(rows, groups);
@@ -305,15 +308,11 @@ void layerNormBwd(const T *dy, const T *x, const T *w, const float *mean,
   if (n == 0)
     return;
   cudaStream_t stream = computeStream();
-  if (rows == 0) {
-    // Sums over no rows.
-    MRT_CUDA_CHECK(cudaMemsetAsync(dw, 0, n * sizeof(float), stream));
-    MRT_CUDA_CHECK(cudaMemsetAsync(db, 0, n * sizeof(float), stream));
-    return;
-  }
   const bool vec4 = n % 4 == 0 && allVec4Aligned(dy, x, w, dx);
   // The parameter gradients go first: dx may overwrite dy.
   launchParamGrads(dy, x, mean, rstd, dw, db, rows, n, vec4);
+  if (rows == 0)
+    return; // no dx rows, and an empty grid is not a launch
   auto inputKernel =
       vec4 ? layerNormInputGrad<4, T> : layerNormInputGrad<1, T>;
   inputKernel<<<rowBlocks(rows), mrt::cuda::kBlockThreads, 0, stream>>>(

@@ -31,13 +31,6 @@ __global__ void __launch_bounds__(mrt::cuda::kBlockThreads)
 // Serves mrt_sum_rows_f32 and _bf16; the sums are fp32 either way.
 template <typename T>
 void sumRows(const T *x, int64_t rows, int64_t cols, float *out) {
-  if (cols == 0)
-    return;
-  if (rows == 0) {
-    MRT_CUDA_CHECK(cudaMemsetAsync(out, 0, cols * sizeof(float),
-                                   mrt::cuda::computeStream()));
-    return;
-  }
   const bool vec4 = cols % 4 == 0 && mrt::cuda::vec4Aligned(x);
   auto kernel = vec4 ? sumRowChunks<4, T> : sumRowChunks<1, T>;
   mrt::cuda::launchRowChunkSums<false>(

@@ -288,6 +288,15 @@ TEST(Manifest, TargetAndMemory) {
             std::string::npos);
 }
 
+TEST(Manifest, RejectsHyperparametersOnTheDevice) {
+  EXPECT_NE(manifestError(manifestWith(
+                R"({"name":"hp","role":"hyperparameters","dtype":"f32",
+                    "memory":"device","global_shape":[8],"local_shape":[8],
+                    "split":[]})"))
+                .find("\"hp\" must be in host memory"),
+            std::string::npos);
+}
+
 TEST(Manifest, RejectsMalformedArgs) {
   EXPECT_NE(manifestError(manifestWith(
                 R"({"name":"w","role":"param","dtype":"f32",

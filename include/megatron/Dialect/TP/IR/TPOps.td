@@ -217,6 +217,7 @@ def TP_LayerNormGradOp : TP_Op<"layer_norm_grad", [Pure,
                        TP_FloatTensor:$grad, F32Attr:$epsilon);
   let results = (outs TP_FloatTensor:$input_grad, TP_FloatTensor:$weight_grad,
                       TP_FloatTensor:$bias_grad);
+  let hasVerifier = 1;
   let assemblyFormat = [{
     $input `,` $weight `,` $grad attr-dict `:` type($input) `,` type($weight)
     `->` type($weight_grad)
