@@ -61,12 +61,8 @@ public:
     SmallVector<std::pair<unsigned, BlockArgument>> updates;
     for (auto [param, moments] : llvm::zip(params, state)) {
       // Named after the parameter, so its update kernel is too.
-      auto name = function.getArgAttrOfType<StringAttr>(
-          param.arg.getArgNumber(), TPDialect::kNameAttrName);
-      Location updateLoc =
-          name ? Location(NameLoc::get(
-                     b.getStringAttr("adamw." + name.getValue()), loc))
-               : loc;
+      Location updateLoc = NameLoc::get(
+          b.getStringAttr("adamw." + param.name.getValue()), loc);
       auto adamw = AdamWOp::create(
           b, updateLoc, param.arg, param.grad, moments.first, moments.second, hyper,
           scale, /*decay=*/cast<RankedTensorType>(param.arg.getType()).getRank() == 2);

@@ -6,20 +6,8 @@
 #include "../../lib/buffer_cache.h"
 #include "cuda_check.h"
 
-namespace {
-
-void *freshDeviceBlock(size_t bytes) {
-  void *block = nullptr;
-  cudaError_t error = cudaMalloc(&block, bytes);
-  if (error != cudaSuccess)
-    mrt::fatal("out of GPU memory allocating %zu bytes: %s", bytes,
-               cudaGetErrorString(error));
-  return block;
-}
-
-} // namespace
-
 mrt::BufferCache &mrt::generatedCodeBuffers() {
-  static auto *instance = new BufferCache(freshDeviceBlock); // outlives static dtors
+  static auto *instance =
+      new BufferCache(mrt::cuda::deviceMalloc); // outlives static dtors
   return *instance;
 }

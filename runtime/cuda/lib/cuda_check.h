@@ -31,6 +31,10 @@ template <typename T> void readArray(const T *device, T *host, size_t count) {
           cudaGetErrorString(error));
 }
 
+// cudaMalloc, or the end of the process with what ran out
+// (device_buffers.cpp).
+void *deviceMalloc(size_t bytes);
+
 template <typename T> T readScalar(const T *device) {
   T host;
   readArray(device, &host, 1);

@@ -2,12 +2,17 @@
 
 #include "cuda_check.h"
 
-extern "C" void *mrt_device_alloc(int64_t bytes) {
-  void *buffer = nullptr;
-  cudaError_t error = cudaMalloc(&buffer, static_cast<size_t>(bytes));
+void *mrt::cuda::deviceMalloc(size_t bytes) {
+  void *block = nullptr;
+  cudaError_t error = cudaMalloc(&block, bytes);
   if (error != cudaSuccess)
-    mrt::fatal("out of GPU memory allocating %lld bytes: %s",
-               static_cast<long long>(bytes), cudaGetErrorString(error));
+    fatal("out of GPU memory allocating %zu bytes: %s", bytes,
+          cudaGetErrorString(error));
+  return block;
+}
+
+extern "C" void *mrt_device_alloc(int64_t bytes) {
+  void *buffer = mrt::cuda::deviceMalloc(static_cast<size_t>(bytes));
   MRT_CUDA_CHECK(cudaMemsetAsync(buffer, 0, static_cast<size_t>(bytes),
                                  mrt::cuda::computeStream()));
   return buffer;
@@ -28,8 +33,7 @@ extern "C" void mrt_copy_to_device(void *device, const void *host,
 
 extern "C" void mrt_copy_to_host(void *host, const void *device,
                                  int64_t bytes) {
-  cudaStream_t stream = mrt::cuda::computeStream();
-  MRT_CUDA_CHECK(cudaMemcpyAsync(host, device, static_cast<size_t>(bytes),
-                                 cudaMemcpyDeviceToHost, stream));
-  MRT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  mrt::cuda::readArray(static_cast<const unsigned char *>(device),
+                       static_cast<unsigned char *>(host),
+                       static_cast<size_t>(bytes));
 }

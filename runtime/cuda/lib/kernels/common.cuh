@@ -43,10 +43,6 @@ inline dim3 rowSweepGrid(int64_t rows, int64_t groups) {
               static_cast<unsigned>(std::min(rows, y)));
 }
 
-inline bool aligned16(const void *p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
 // --- Storage types ----------------------------------------------------------
 //
 // Tensors are stored as float, or as bf16 for mixed precision; kernels

@@ -5,7 +5,7 @@
 
 namespace {
 
-using mrt::cuda::aligned16;
+using mrt::cuda::vec4Aligned;
 using mrt::cuda::asBf16;
 using mrt::cuda::loadVec;
 using mrt::cuda::storeVec;
@@ -135,11 +135,11 @@ extern "C" void mrt_embedding_bwd_bf16(const mrt_bf16 *dout,
 extern "C" void mrt_pos_embedding_fwd_f32(float *x, const float *wpe, int64_t B,
                                           int64_t T, int64_t C) {
   mrt::cuda::launchRowSweep(B * T, C, PosEmbeddingForward{x, wpe, T, C},
-                            aligned16(x) && aligned16(wpe));
+                            vec4Aligned(x) && vec4Aligned(wpe));
 }
 
 extern "C" void mrt_pos_embedding_bwd_f32(const float *dx, float *dwpe,
                                           int64_t B, int64_t T, int64_t C) {
   mrt::cuda::launchRowSweep(T, C, PosEmbeddingBackward{dx, dwpe, B, T, C},
-                            aligned16(dx) && aligned16(dwpe));
+                            vec4Aligned(dx) && vec4Aligned(dwpe));
 }

@@ -5,7 +5,7 @@
 
 namespace {
 
-using mrt::cuda::aligned16;
+using mrt::cuda::vec4Aligned;
 using mrt::cuda::loadVec;
 using mrt::cuda::storeVec;
 
@@ -102,26 +102,26 @@ __global__ void __launch_bounds__(mrt::cuda::kBlockThreads)
 
 extern "C" void mrt_gelu_fwd_f32(const float *x, float *y, int64_t n) {
   mrt::cuda::launchElementwise(n, GeluForward{x, y},
-                               aligned16(x) && aligned16(y));
+                               vec4Aligned(x) && vec4Aligned(y));
 }
 
 extern "C" void mrt_gelu_bwd_f32(const float *x, const float *dy, float *dx,
                                  int64_t n) {
   mrt::cuda::launchElementwise(n, GeluBackward{x, dy, dx},
-                               aligned16(x) && aligned16(dy) && aligned16(dx));
+                               vec4Aligned(x) && vec4Aligned(dy) && vec4Aligned(dx));
 }
 
 extern "C" void mrt_bias_gelu_fwd_f32(const float *x, const float *bias,
                                       float *y, int64_t rows, int64_t cols) {
   mrt::cuda::launchRowSweep(rows, cols, BiasGeluForward{x, bias, y, cols},
-                            aligned16(x) && aligned16(bias) && aligned16(y));
+                            vec4Aligned(x) && vec4Aligned(bias) && vec4Aligned(y));
 }
 
 extern "C" void mrt_bias_gelu_bwd_f32(const float *x, const float *bias,
                                       const float *dy, float *dx, float *dbias,
                                       int64_t rows, int64_t cols) {
-  const bool vec4 = cols % 4 == 0 && aligned16(x) && aligned16(bias) &&
-                    aligned16(dy) && aligned16(dx);
+  const bool vec4 = cols % 4 == 0 && vec4Aligned(x) && vec4Aligned(bias) &&
+                    vec4Aligned(dy) && vec4Aligned(dx);
   auto kernel = vec4 ? biasGeluBackward<4> : biasGeluBackward<1>;
   mrt::cuda::launchRowChunkSums<true>(
       rows, cols, vec4, dbias,

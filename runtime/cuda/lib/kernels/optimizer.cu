@@ -9,7 +9,7 @@
 
 namespace {
 
-using mrt::cuda::aligned16;
+using mrt::cuda::vec4Aligned;
 using mrt::cuda::computeStream;
 using mrt::cuda::kBlockThreads;
 using mrt::cuda::loadVec;
@@ -128,15 +128,15 @@ extern "C" void mrt_adamw_f32(float *p, const float *g, float *m, float *v,
                  static_cast<float>(std::sqrt(biasCorrection2)),
                  static_cast<float>(eps)};
   mrt::cuda::launchElementwise(n, op,
-                               aligned16(p) && aligned16(g) && aligned16(m) &&
-                                   aligned16(v));
+                               vec4Aligned(p) && vec4Aligned(g) && vec4Aligned(m) &&
+                                   vec4Aligned(v));
 }
 
 // No synchronisation: the total stays in device memory until mrt_sum_f64
 // reads every gradient's at once.
 extern "C" void mrt_sum_squares_f32(const float *x, int64_t n, double *sums,
                                     int64_t slot) {
-  const bool vec4 = aligned16(x);
+  const bool vec4 = vec4Aligned(x);
   const unsigned blocks = n == 0 ? 0
                                  : mrt::cuda::gridStrideBlocks(
                                        vec4 ? mrt::cuda::ceilDiv(n, 4) : n);
@@ -162,5 +162,5 @@ extern "C" double mrt_sum_f64(const double *values, int64_t n) {
 }
 
 extern "C" void mrt_scale_f32(float *x, int64_t n, float s) {
-  mrt::cuda::launchElementwise(n, Scale{x, s}, aligned16(x));
+  mrt::cuda::launchElementwise(n, Scale{x, s}, vec4Aligned(x));
 }
