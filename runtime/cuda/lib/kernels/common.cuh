@@ -299,23 +299,52 @@ inline void launchSumColumnPartials(const float *partials, int64_t chunks,
   MRT_CUDA_CHECK_LAUNCH();
 }
 
-// Both passes of a sum over rows into out [cols] (=, or += with
-// kAccumulate): firstPass(grid, rowsEach, partials) launches the kernel that
-// writes partials [chunks][cols], 4-column groups when vec4.
-template <bool kAccumulate, typename FirstPass>
-void launchRowChunkSums(int64_t rows, int64_t cols, bool vec4, float *out,
-                        const FirstPass &firstPass) {
+// First pass: a thread takes kVec columns of one chunk of rows, and
+// op.row<kVec>(r, c, sums) adds row r's terms to its kOutputs running sums
+// (and may write a result of its own, as dx); the sums go to partials
+// [kOutputs][chunks][cols].
+template <int kVec, int kOutputs, typename Op>
+__global__ void __launch_bounds__(kBlockThreads)
+    rowChunkSums(int64_t rows, int64_t cols, int64_t rowsEach, Op op,
+                 float *__restrict__ partials) {
+  const int64_t c = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) * kVec;
+  if (c >= cols)
+    return;
+  float sums[kOutputs][kVec] = {};
+  const int64_t first = blockIdx.y * rowsEach;
+  const int64_t last = min(first + rowsEach, rows);
+#pragma unroll 4
+  for (int64_t r = first; r < last; ++r)
+    op.template row<kVec>(r, c, sums);
+  const int64_t outputStride = int64_t(gridDim.y) * cols;
+#pragma unroll
+  for (int o = 0; o < kOutputs; ++o)
+    storeVec(partials + o * outputStride + blockIdx.y * cols + c, sums[o]);
+}
+
+// Both passes of kOutputs sums over rows into outs[o] [cols] (=, or += with
+// kAccumulate); 4-column groups when vec4 (which needs cols % 4 == 0).
+template <bool kAccumulate, int kOutputs, typename Op>
+void launchRowChunkSums(int64_t rows, int64_t cols, bool vec4,
+                        float *const (&outs)[kOutputs], const Op &op) {
   if (cols == 0)
     return;
-  if (rows == 0)
-    return sumOverNoRows<kAccumulate>(out, cols);
+  if (rows == 0) {
+    for (float *out : outs)
+      sumOverNoRows<kAccumulate>(out, cols);
+    return;
+  }
   const int64_t groups = vec4 ? cols / 4 : cols;
   const ColumnChunks chunks = planColumnChunks(rows, groups);
-  DeviceScratch<float> partials(chunks.count * cols);
-  firstPass(columnChunksGrid(groups, chunks), chunks.rowsEach, partials.get());
+  DeviceScratch<float> partials(kOutputs * chunks.count * cols);
+  auto kernel = vec4 ? rowChunkSums<4, kOutputs, Op>
+                     : rowChunkSums<1, kOutputs, Op>;
+  kernel<<<columnChunksGrid(groups, chunks), kBlockThreads, 0,
+           computeStream()>>>(rows, cols, chunks.rowsEach, op, partials.get());
   MRT_CUDA_CHECK_LAUNCH();
-  launchSumColumnPartials<kAccumulate>(partials.get(), chunks.count, cols,
-                                       out);
+  for (int o = 0; o < kOutputs; ++o)
+    launchSumColumnPartials<kAccumulate>(
+        partials.get() + o * chunks.count * cols, chunks.count, cols, outs[o]);
 }
 
 } // namespace mrt::cuda

@@ -69,34 +69,26 @@ struct BiasGeluForward {
   }
 };
 
-// dx = dy * gelu'(x + bias) for one chunk of rows, and the chunk's column
-// sums of dx into partials [chunks][cols] (common.cuh's first pass).
-template <int kVec>
-__global__ void __launch_bounds__(mrt::cuda::kBlockThreads)
-    biasGeluBackward(const float *x, const float *__restrict__ bias,
-                     const float *dy, float *dx, int64_t rows, int64_t cols,
-                     int64_t rowsEach, float *__restrict__ partials) {
-  const int64_t c = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) * kVec;
-  if (c >= cols)
-    return;
-  float b[kVec], sum[kVec] = {};
-  loadVec(bias + c, b);
-  const int64_t first = blockIdx.y * rowsEach;
-  const int64_t last = min(first + rowsEach, rows);
-#pragma unroll 4
-  for (int64_t r = first; r < last; ++r) {
-    float v[kVec], g[kVec];
+// dx = dy * gelu'(x + bias) for a row, whose dx the bias gradient sums
+// (common.cuh's row-chunk sums).
+struct BiasGeluBackward {
+  const float *x, *bias, *dy;
+  float *dx;
+  int64_t cols;
+  template <int kVec>
+  __device__ void row(int64_t r, int64_t c, float (&sums)[1][kVec]) const {
+    float v[kVec], g[kVec], b[kVec];
     loadVec(x + r * cols + c, v);
     loadVec(dy + r * cols + c, g);
+    loadVec(bias + c, b);
 #pragma unroll
     for (int k = 0; k < kVec; ++k) {
       g[k] *= geluGrad(v[k] + b[k]);
-      sum[k] += g[k];
+      sums[0][k] += g[k];
     }
     storeVec(dx + r * cols + c, g);
   }
-  storeVec(partials + blockIdx.y * cols + c, sum);
-}
+};
 
 } // namespace
 
@@ -107,14 +99,16 @@ extern "C" void mrt_gelu_fwd_f32(const float *x, float *y, int64_t n) {
 
 extern "C" void mrt_gelu_bwd_f32(const float *x, const float *dy, float *dx,
                                  int64_t n) {
-  mrt::cuda::launchElementwise(n, GeluBackward{x, dy, dx},
-                               vec4Aligned(x) && vec4Aligned(dy) && vec4Aligned(dx));
+  mrt::cuda::launchElementwise(
+      n, GeluBackward{x, dy, dx},
+      vec4Aligned(x) && vec4Aligned(dy) && vec4Aligned(dx));
 }
 
 extern "C" void mrt_bias_gelu_fwd_f32(const float *x, const float *bias,
                                       float *y, int64_t rows, int64_t cols) {
-  mrt::cuda::launchRowSweep(rows, cols, BiasGeluForward{x, bias, y, cols},
-                            vec4Aligned(x) && vec4Aligned(bias) && vec4Aligned(y));
+  mrt::cuda::launchRowSweep(
+      rows, cols, BiasGeluForward{x, bias, y, cols},
+      vec4Aligned(x) && vec4Aligned(bias) && vec4Aligned(y));
 }
 
 extern "C" void mrt_bias_gelu_bwd_f32(const float *x, const float *bias,
@@ -122,12 +116,7 @@ extern "C" void mrt_bias_gelu_bwd_f32(const float *x, const float *bias,
                                       int64_t rows, int64_t cols) {
   const bool vec4 = cols % 4 == 0 && vec4Aligned(x) && vec4Aligned(bias) &&
                     vec4Aligned(dy) && vec4Aligned(dx);
-  auto kernel = vec4 ? biasGeluBackward<4> : biasGeluBackward<1>;
+  float *const outs[1] = {dbias};
   mrt::cuda::launchRowChunkSums<true>(
-      rows, cols, vec4, dbias,
-      [&](dim3 grid, int64_t rowsEach, float *partials) {
-        kernel<<<grid, mrt::cuda::kBlockThreads, 0,
-                 mrt::cuda::computeStream()>>>(x, bias, dy, dx, rows, cols,
-                                               rowsEach, partials);
-      });
+      rows, cols, vec4, outs, BiasGeluBackward{x, bias, dy, dx, cols});
 }

@@ -139,39 +139,25 @@ __global__ void __launch_bounds__(mrt::cuda::kBlockThreads)
   }
 }
 
-// First pass of dw = sum_r dy * xhat and db = sum_r dy: a thread sums its
-// kVec columns over one chunk of rows into partials [2][chunks][cols].
-template <int kVec, typename T>
-__global__ void __launch_bounds__(mrt::cuda::kBlockThreads)
-    layerNormParamGradPartials(const T *__restrict__ dy,
-                               const T *__restrict__ x,
-                               const float *__restrict__ mean,
-                               const float *__restrict__ rstd, int64_t rows,
-                               int cols, int64_t rowsEach,
-                               float *__restrict__ partials) {
-  const int c = (blockIdx.x * blockDim.x + threadIdx.x) * kVec;
-  if (c >= cols)
-    return;
-  const int64_t first = blockIdx.y * rowsEach;
-  const int64_t last = min(first + rowsEach, rows);
-  float dw[kVec] = {}, db[kVec] = {};
-#pragma unroll 4
-  for (int64_t r = first; r < last; ++r) {
+// dw = sum_r dy * xhat and db = sum_r dy, a row at a time (common.cuh's
+// row-chunk sums).
+template <typename T> struct ParamGradRow {
+  const T *dy, *x;
+  const float *mean, *rstd;
+  int64_t cols;
+  template <int kVec>
+  __device__ void row(int64_t r, int64_t c, float (&sums)[2][kVec]) const {
     float g[kVec], v[kVec];
     mrt::cuda::loadVec(dy + r * cols + c, g);
     mrt::cuda::loadVec(x + r * cols + c, v);
     const float m = mean[r], s = rstd[r];
 #pragma unroll
     for (int k = 0; k < kVec; ++k) {
-      dw[k] += g[k] * ((v[k] - m) * s);
-      db[k] += g[k];
+      sums[0][k] += g[k] * ((v[k] - m) * s);
+      sums[1][k] += g[k];
     }
   }
-  const int64_t chunkCols = int64_t(gridDim.y) * cols;
-  float *out = partials + blockIdx.y * int64_t(cols) + c;
-  mrt::cuda::storeVec(out, dw);
-  mrt::cuda::storeVec(out + chunkCols, db);
-}
+};
 
 // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w: the two
 // means are the gradient flowing through the row's mean and rstd.
@@ -275,31 +261,6 @@ void layerNormStatsOf(const T *x, float *mean, float *rstd, int64_t rows,
   MRT_CUDA_CHECK_LAUNCH();
 }
 
-// dw and db over the rows, into fp32 whatever T is.
-template <typename T>
-void launchParamGrads(const T *dy, const T *x, const float *mean,
-                      const float *rstd, float *dw, float *db, int64_t rows,
-                      int n, bool vec4) {
-  if (rows == 0) {
-    mrt::cuda::sumOverNoRows<false>(dw, n);
-    return mrt::cuda::sumOverNoRows<false>(db, n);
-  }
-  const int64_t groups = vec4 ? n / 4 : n;
-  const mrt::cuda::ColumnChunks chunks =
-      mrt::cuda::planColumnChunks(rows, groups);
-  mrt::cuda::DeviceScratch<float> partials(2 * chunks.count * n);
-  auto partialKernel = vec4 ? layerNormParamGradPartials<4, T>
-                            : layerNormParamGradPartials<1, T>;
-  partialKernel<<<mrt::cuda::columnChunksGrid(groups, chunks),
-                  mrt::cuda::kBlockThreads, 0, computeStream()>>>(
-      dy, x, mean, rstd, rows, n, chunks.rowsEach, partials.get());
-  MRT_CUDA_CHECK_LAUNCH();
-  mrt::cuda::launchSumColumnPartials<false>(partials.get(), chunks.count, n,
-                                            dw);
-  mrt::cuda::launchSumColumnPartials<false>(
-      partials.get() + chunks.count * n, chunks.count, n, db);
-}
-
 template <typename T>
 void layerNormBwd(const T *dy, const T *x, const T *w, const float *mean,
                   const float *rstd, T *dx, float *dw, float *db, int64_t rows,
@@ -310,7 +271,9 @@ void layerNormBwd(const T *dy, const T *x, const T *w, const float *mean,
   cudaStream_t stream = computeStream();
   const bool vec4 = n % 4 == 0 && allVec4Aligned(dy, x, w, dx);
   // The parameter gradients go first: dx may overwrite dy.
-  launchParamGrads(dy, x, mean, rstd, dw, db, rows, n, vec4);
+  float *const paramGrads[2] = {dw, db};
+  mrt::cuda::launchRowChunkSums<false>(rows, n, vec4, paramGrads,
+                                       ParamGradRow<T>{dy, x, mean, rstd, n});
   if (rows == 0)
     return; // no dx rows, and an empty grid is not a launch
   auto inputKernel =

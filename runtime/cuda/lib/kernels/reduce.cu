@@ -7,38 +7,26 @@
 
 namespace {
 
-template <int kVec, typename T>
-__global__ void __launch_bounds__(mrt::cuda::kBlockThreads)
-    sumRowChunks(const T *__restrict__ x, int64_t rows, int64_t cols,
-                 int64_t rowsEach, float *__restrict__ partials) {
-  const int64_t c = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) * kVec;
-  if (c >= cols)
-    return;
-  float sum[kVec] = {};
-  const int64_t first = blockIdx.y * rowsEach;
-  const int64_t last = min(first + rowsEach, rows);
-#pragma unroll 4
-  for (int64_t r = first; r < last; ++r) {
+template <typename T> struct RowSum {
+  const T *x;
+  int64_t cols;
+  template <int kVec>
+  __device__ void row(int64_t r, int64_t c, float (&sums)[1][kVec]) const {
     float v[kVec];
     mrt::cuda::loadVec(x + r * cols + c, v);
 #pragma unroll
     for (int k = 0; k < kVec; ++k)
-      sum[k] += v[k];
+      sums[0][k] += v[k];
   }
-  mrt::cuda::storeVec(partials + blockIdx.y * cols + c, sum);
-}
+};
 
 // Serves mrt_sum_rows_f32 and _bf16; the sums are fp32 either way.
 template <typename T>
 void sumRows(const T *x, int64_t rows, int64_t cols, float *out) {
   const bool vec4 = cols % 4 == 0 && mrt::cuda::vec4Aligned(x);
-  auto kernel = vec4 ? sumRowChunks<4, T> : sumRowChunks<1, T>;
-  mrt::cuda::launchRowChunkSums<false>(
-      rows, cols, vec4, out, [&](dim3 grid, int64_t rowsEach, float *partials) {
-        kernel<<<grid, mrt::cuda::kBlockThreads, 0,
-                 mrt::cuda::computeStream()>>>(x, rows, cols, rowsEach,
-                                               partials);
-      });
+  float *const outs[1] = {out};
+  mrt::cuda::launchRowChunkSums<false>(rows, cols, vec4, outs,
+                                       RowSum<T>{x, cols});
 }
 
 } // namespace
