@@ -6,6 +6,8 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::megatron;
 
@@ -61,26 +63,45 @@ int64_t ParameterSpec::numElements() const {
 
 llvm::SmallVector<ParameterSpec>
 megatron::getParameterSpecs(const GPT2Config &config) {
+  using Init = ParameterSpec::Init;
   const int64_t c = config.embd;
-  llvm::SmallVector<ParameterSpec> specs = {{"wte.weight", {config.vocab, c}},
-                                            {"wpe.weight", {config.ctx, c}}};
+  // GPT-2's initialisation: 2-D weights normal(0, 0.02), the residual
+  // projections scaled by depth (0.02 / sqrt(2 L)), layer-norm gains 1,
+  // biases 0.
+  const double residualStd =
+      0.02 / std::sqrt(2.0 * static_cast<double>(config.layers));
+  auto weight = [](std::string name, llvm::SmallVector<int64_t, 2> shape,
+                   double std = 0.02) {
+    return ParameterSpec{std::move(name), std::move(shape), Init::Normal, std,
+                         std::nullopt};
+  };
+  auto constant = [](std::string name, int64_t size, double value) {
+    return ParameterSpec{std::move(name), {size}, Init::Constant, value,
+                         std::nullopt};
+  };
+  llvm::SmallVector<ParameterSpec> specs = {weight("wte.weight", {config.vocab, c}),
+                                            weight("wpe.weight", {config.ctx, c})};
   for (int64_t layer = 0; layer < config.layers; ++layer) {
     std::string h = "h." + std::to_string(layer) + ".";
     // Conv1D layout, as in the Hugging Face checkpoints: [in, out].
-    specs.append({{h + "ln_1.weight", {c}},
-                  {h + "ln_1.bias", {c}},
-                  {h + "attn.c_attn.weight", {c, 3 * c}},
-                  {h + "attn.c_attn.bias", {3 * c}},
-                  {h + "attn.c_proj.weight", {c, c}},
-                  {h + "attn.c_proj.bias", {c}},
-                  {h + "ln_2.weight", {c}},
-                  {h + "ln_2.bias", {c}},
-                  {h + "mlp.c_fc.weight", {c, 4 * c}},
-                  {h + "mlp.c_fc.bias", {4 * c}},
-                  {h + "mlp.c_proj.weight", {4 * c, c}},
-                  {h + "mlp.c_proj.bias", {c}}});
+    llvm::SmallVector<ParameterSpec> block = {
+        constant(h + "ln_1.weight", c, 1.0),
+        constant(h + "ln_1.bias", c, 0.0),
+        weight(h + "attn.c_attn.weight", {c, 3 * c}),
+        constant(h + "attn.c_attn.bias", 3 * c, 0.0),
+        weight(h + "attn.c_proj.weight", {c, c}, residualStd),
+        constant(h + "attn.c_proj.bias", c, 0.0),
+        constant(h + "ln_2.weight", c, 1.0),
+        constant(h + "ln_2.bias", c, 0.0),
+        weight(h + "mlp.c_fc.weight", {c, 4 * c}),
+        constant(h + "mlp.c_fc.bias", 4 * c, 0.0),
+        weight(h + "mlp.c_proj.weight", {4 * c, c}, residualStd),
+        constant(h + "mlp.c_proj.bias", c, 0.0)};
+    for (ParameterSpec &spec : block)
+      spec.layer = layer;
+    specs.append(block.begin(), block.end());
   }
-  specs.append({{"ln_f.weight", {c}}, {"ln_f.bias", {c}}});
+  specs.append({constant("ln_f.weight", c, 1.0), constant("ln_f.bias", c, 0.0)});
   return specs;
 }
 
@@ -104,8 +125,11 @@ public:
 
   Value forwardLoss(Value ids, Value targets) {
     Value x = embed(ids);
-    for (int64_t layer = 0; layer < config.layers; ++layer)
+    for (int64_t layer = 0; layer < config.layers; ++layer) {
+      currentLayer = layer;
       x = block(x, "h." + std::to_string(layer));
+    }
+    currentLayer.reset();
     Value normed = layerNorm(x, "ln_f");
     // The LM head is tied to the token embedding: logits = x * wte^T.
     auto logitsType = activation(config.vocab);
@@ -119,8 +143,13 @@ public:
   }
 
 private:
+  /// The op's module, within its layer's #tp.layer when in one.
   Location at(const std::string &name) {
-    return NameLoc::get(b.getStringAttr(name));
+    Location loc = NameLoc::get(b.getStringAttr(name));
+    if (!currentLayer)
+      return loc;
+    return FusedLoc::get({loc}, tp::LayerAttr::get(b.getContext(), *currentLayer),
+                         b.getContext());
   }
   Value param(const std::string &name) { return params.lookup(name); }
   RankedTensorType activation(int64_t width) {
@@ -171,7 +200,35 @@ private:
   OpBuilder &b;
   const GPT2Config &config;
   llvm::StringMap<Value> params;
+  std::optional<int64_t> currentLayer;
 };
+
+/// The argument attributes of a parameter: its name, role, init and layer.
+DictionaryAttr parameterAttrs(Builder &b, const ParameterSpec &spec) {
+  tp::InitKind kind = spec.init == ParameterSpec::Init::Normal
+                          ? tp::InitKind::normal
+                          : tp::InitKind::constant;
+  SmallVector<NamedAttribute> attrs = {
+      b.getNamedAttr(tp::TPDialect::kNameAttrName, b.getStringAttr(spec.name)),
+      b.getNamedAttr(tp::TPDialect::kRoleAttrName,
+                     b.getStringAttr(tp::stringifyArgumentRole(
+                         tp::ArgumentRole::Parameter))),
+      b.getNamedAttr(tp::TPDialect::kInitAttrName,
+                     tp::InitAttr::get(b.getContext(), kind, spec.initValue))};
+  if (spec.layer)
+    attrs.push_back(b.getNamedAttr(
+        tp::TPDialect::kLayerAttrName,
+        tp::LayerAttr::get(b.getContext(), *spec.layer)));
+  return b.getDictionaryAttr(attrs);
+}
+
+/// The attributes of a model input: its name and role.
+DictionaryAttr inputAttrs(Builder &b, StringRef name, tp::ArgumentRole role) {
+  return b.getDictionaryAttr(
+      {b.getNamedAttr(tp::TPDialect::kNameAttrName, b.getStringAttr(name)),
+       b.getNamedAttr(tp::TPDialect::kRoleAttrName,
+                      b.getStringAttr(tp::stringifyArgumentRole(role)))});
+}
 } // namespace
 
 OwningOpRef<ModuleOp> megatron::buildGPT2Module(MLIRContext &context,
@@ -187,16 +244,13 @@ OwningOpRef<ModuleOp> megatron::buildGPT2Module(MLIRContext &context,
       RankedTensorType::get({config.batch, config.seq}, b.getI32Type());
   SmallVector<Type> argTypes;
   SmallVector<DictionaryAttr> argAttrs;
-  auto named = [&](StringRef name) {
-    return b.getDictionaryAttr(b.getNamedAttr(tp::TPDialect::kNameAttrName,
-                                              b.getStringAttr(name)));
-  };
   for (const ParameterSpec &spec : specs) {
     argTypes.push_back(RankedTensorType::get(spec.shape, b.getF32Type()));
-    argAttrs.push_back(named(spec.name));
+    argAttrs.push_back(parameterAttrs(b, spec));
   }
   argTypes.append({tokensType, tokensType});
-  argAttrs.append({named("input_ids"), named("targets")});
+  argAttrs.append({inputAttrs(b, "input_ids", tp::ArgumentRole::Tokens),
+                   inputAttrs(b, "targets", tp::ArgumentRole::Targets)});
   auto lossType = RankedTensorType::get({}, b.getF32Type());
 
   auto function = func::FuncOp::create(

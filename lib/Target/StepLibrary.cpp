@@ -1,5 +1,6 @@
 //===- StepLibrary.cpp - LLVM IR, entry points, object and .so ------------===//
 #include "megatron/Target/StepLibrary.h"
+#include "megatron_rt/contract.h"
 
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
@@ -50,7 +51,7 @@ LogicalResult addEntry(llvm::Module &module, const megatron::StepEntry &step,
   llvm::LLVMContext &context = module.getContext();
   llvm::IRBuilder<> b(context);
   auto *ptr = llvm::PointerType::getUnqual(context);
-  bool returnsLoss = step.kind == "forward";
+  bool returnsLoss = step.kind == MGT_ENTRY_KIND_FORWARD;
   if (returnsLoss && !function->getReturnType()->isFloatTy())
     return emitError(loc) << "the forward entry must return the f32 loss";
   auto *type = returnsLoss
@@ -58,7 +59,8 @@ LogicalResult addEntry(llvm::Module &module, const megatron::StepEntry &step,
                    : llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, ptr},
                                              false);
   auto *entry = llvm::Function::Create(
-      type, llvm::GlobalValue::ExternalLinkage, "mgt_" + step.kind, module);
+      type, llvm::GlobalValue::ExternalLinkage, MGT_ENTRY_PREFIX + step.kind,
+      module);
   b.SetInsertPoint(llvm::BasicBlock::Create(context, "entry", entry));
   llvm::Value *result = b.CreateCall(function, unpackArguments(b, *entry, step));
   if (returnsLoss) {
@@ -83,7 +85,7 @@ void addManifestEntry(llvm::Module &module, StringRef manifest) {
   auto *type = llvm::FunctionType::get(llvm::PointerType::getUnqual(context),
                                        /*isVarArg=*/false);
   auto *entry = llvm::Function::Create(
-      type, llvm::GlobalValue::ExternalLinkage, "mgt_manifest", module);
+      type, llvm::GlobalValue::ExternalLinkage, MGT_ENTRY_MANIFEST, module);
   b.SetInsertPoint(llvm::BasicBlock::Create(context, "entry", entry));
   b.CreateRet(b.CreateGlobalString(manifest, "mgt.manifest", 0, &module));
 }

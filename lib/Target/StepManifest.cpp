@@ -1,6 +1,7 @@
 //===- StepManifest.cpp - how each step argument is laid out --------------===//
 #include "megatron/Dialect/TP/IR/ShardingUtils.h"
 #include "megatron/Target/StepLibrary.h"
+#include "megatron_rt/contract.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/JSON.h"
@@ -13,9 +14,9 @@ namespace {
 
 std::string dtypeOf(Type type) {
   if (type.isF32())
-    return "f32";
+    return MGT_DTYPE_F32;
   if (type.isInteger(32))
-    return "i32";
+    return MGT_DTYPE_I32;
   std::string text;
   llvm::raw_string_ostream(text) << type;
   return text;
@@ -32,7 +33,9 @@ llvm::json::Array splitJson(ShardingAttr sharding) {
   for (unsigned dim = 0, e = sharding.getDims().size(); dim < e; ++dim)
     for (StringRef axis : sharding.getDimAxes(dim))
       split.push_back(llvm::json::Object{
-          {"dim", dim}, {"axis", axis}, {"sections", sharding.getDimSections(dim)}});
+          {MGT_FIELD_SPLIT_DIM, dim},
+          {MGT_FIELD_SPLIT_AXIS, axis},
+          {MGT_FIELD_SPLIT_SECTIONS, sharding.getDimSections(dim)}});
   return split;
 }
 
@@ -48,6 +51,14 @@ std::optional<int64_t> validVocab(func::FuncOp function) {
   return vocab;
 }
 
+/// A parameter's initialisation rule, as the model's #tp.init states it.
+llvm::json::Object initJson(InitAttr init) {
+  return llvm::json::Object{
+      {MGT_FIELD_INIT_KIND,
+       init.getKind() == InitKind::normal ? MGT_INIT_NORMAL : MGT_INIT_CONSTANT},
+      {MGT_FIELD_INIT_VALUE, init.getValue().convertToDouble()}};
+}
+
 } // namespace
 
 FailureOr<std::string>
@@ -55,9 +66,9 @@ megatron::buildStepManifest(ModuleOp module, func::FuncOp function,
                             ArrayRef<StepEntry> entries, Target target) {
   int64_t tp = 1;
   for (auto mesh : module.getOps<MeshOp>())
-    tp = mesh.getAxisSize("tp").value_or(1);
+    tp = mesh.getAxisSize(MGT_AXIS_NAME_TP).value_or(1);
   llvm::json::Array args;
-  int64_t batch = 0, seq = 0;
+  int64_t batch = 0, seq = 0, layers = 0;
   for (BlockArgument arg : function.getArguments()) {
     unsigned index = arg.getArgNumber();
     auto name =
@@ -66,33 +77,45 @@ megatron::buildStepManifest(ModuleOp module, func::FuncOp function,
       return function.emitError("argument #")
              << index << " has no tp.name: the runtime cannot feed it";
     auto type = cast<RankedTensorType>(arg.getType());
+    ArgumentKind kind = getArgumentKind(function, index);
+    if (kind.role == ArgumentRole::Parameter &&
+        !isa<FloatType>(type.getElementType()))
+      return function.emitError("argument #")
+             << index << " (" << name << ") holds " << type.getElementType()
+             << " but has no tp.role: say what the runtime feeds it (\""
+             << MGT_ROLE_TOKENS << "\", \"" << MGT_ROLE_TARGETS << "\")";
     ArrayRef<int64_t> local = type.getShape();
     auto globalAttr = function.getArgAttrOfType<DenseI64ArrayAttr>(
         index, TPDialect::kGlobalShapeAttrName);
     ArrayRef<int64_t> global = globalAttr ? globalAttr.asArrayRef() : local;
     auto unpadded = function.getArgAttrOfType<DenseI64ArrayAttr>(
         index, TPDialect::kUnpaddedShapeAttrName);
-    ArgumentKind kind = classifyArgument(name.getValue());
-    if (kind.role == ArgumentRole::InputIds && type.getRank() == 2) {
+    if (kind.role == ArgumentRole::Tokens && type.getRank() == 2) {
       batch = global[0];
       seq = global[1];
     }
     llvm::json::Object entry{
-        {"name", name.getValue()},
-        {"role", stringifyArgumentRole(kind.role)},
-        {"dtype", dtypeOf(type.getElementType())},
-        {"global_shape", shapeJson(global)},
-        {"local_shape", shapeJson(local)},
-        {"checkpoint_shape",
+        {MGT_FIELD_NAME, name.getValue()},
+        {MGT_FIELD_ROLE, stringifyArgumentRole(kind.role)},
+        {MGT_FIELD_DTYPE, dtypeOf(type.getElementType())},
+        {MGT_FIELD_GLOBAL_SHAPE, shapeJson(global)},
+        {MGT_FIELD_LOCAL_SHAPE, shapeJson(local)},
+        {MGT_FIELD_CHECKPOINT_SHAPE,
          shapeJson(unpadded ? unpadded.asArrayRef() : global)},
-        {"split", splitJson(getSharding(arg))}};
+        {MGT_FIELD_SPLIT, splitJson(getSharding(arg))}};
     if (!kind.parameter.empty())
-      entry["param"] = kind.parameter;
+      entry[MGT_FIELD_PARAM] = kind.parameter;
+    if (auto init =
+            function.getArgAttrOfType<InitAttr>(index, TPDialect::kInitAttrName))
+      entry[MGT_FIELD_INIT] = initJson(init);
+    if (auto layer = function.getArgAttrOfType<LayerAttr>(
+            index, TPDialect::kLayerAttrName))
+      layers = std::max(layers, layer.getIndex() + 1);
     // The host code of a CUDA step reads the hyperparameters itself (they
     // become kernel arguments); every other buffer is the kernels'.
     bool onHost = target != Target::CUDA ||
                   kind.role == ArgumentRole::Hyperparameters;
-    entry["memory"] = onHost ? "host" : "device";
+    entry[MGT_FIELD_MEMORY] = onHost ? MGT_MEMORY_HOST : MGT_MEMORY_DEVICE;
     args.push_back(std::move(entry));
   }
   llvm::json::Array entryKinds;
@@ -101,16 +124,18 @@ megatron::buildStepManifest(ModuleOp module, func::FuncOp function,
   std::optional<int64_t> vocab = validVocab(function);
   if (!vocab)
     return function.emitError("the step has no cross-entropy loss");
-  llvm::json::Object manifest{{"format", "megatron-step"},
-                              {"version", 1},
-                              {"model", "gpt2"},
-                              {"target", target == Target::CUDA ? "cuda" : "cpu"},
-                              {"tp", tp},
-                              {"batch", batch},
-                              {"seq", seq},
-                              {"valid_vocab", *vocab},
-                              {"entries", std::move(entryKinds)},
-                              {"args", std::move(args)}};
+  llvm::json::Object manifest{
+      {MGT_FIELD_FORMAT, MGT_MANIFEST_FORMAT},
+      {MGT_FIELD_VERSION, MGT_MANIFEST_VERSION},
+      {MGT_FIELD_MODEL, function.getName()},
+      {MGT_FIELD_TARGET, target == Target::CUDA ? MGT_TARGET_CUDA : MGT_TARGET_CPU},
+      {MGT_FIELD_TP, tp},
+      {MGT_FIELD_BATCH, batch},
+      {MGT_FIELD_SEQ, seq},
+      {MGT_FIELD_VALID_VOCAB, *vocab},
+      {MGT_FIELD_LAYERS, layers},
+      {MGT_FIELD_ENTRIES, std::move(entryKinds)},
+      {MGT_FIELD_ARGS, std::move(args)}};
   std::string text;
   llvm::raw_string_ostream(text) << llvm::json::Value(std::move(manifest));
   return text;

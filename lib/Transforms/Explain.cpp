@@ -54,8 +54,9 @@ void countParameters(func::FuncOp function, Report &report) {
   for (BlockArgument arg : function.getArguments()) {
     auto name = function.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                       TPDialect::kNameAttrName);
-    if (!name || classifyArgument(name.getValue()).role !=
-                     ArgumentRole::Parameter)
+    if (!name || !isa<FloatType>(getElementTypeOrSelf(arg.getType())) ||
+        getArgumentKind(function, arg.getArgNumber()).role !=
+            ArgumentRole::Parameter)
       continue;
     int64_t local = numElements(arg.getType());
     int64_t global = local;
@@ -88,7 +89,7 @@ void countCompute(Operation *op, Report &report) {
       countFlops(op);
   if (auto matmul = dyn_cast<MatmulOp>(op)) {
     Gemm gemm = describeGemm(matmul);
-    if (std::optional<int64_t> layer = getLayer(gemm.name);
+    if (std::optional<int64_t> layer = getLayer(matmul.getLoc());
         layer && !isBackward(op))
       report.layers[*layer].push_back(gemm);
   }

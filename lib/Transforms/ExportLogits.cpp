@@ -27,6 +27,7 @@ LogicalResult exportLogits(func::FuncOp function) {
   (void)function.insertArgument(index, type, {}, function.getLoc());
   BlockArgument output = function.getArgument(index);
   function.setArgAttr(index, TPDialect::kNameAttrName, b.getStringAttr("logits"));
+  setArgumentKind(function, index, ArgumentRole::Logits);
   if (ShardingAttr sharding = getSharding(logits))
     setSharding(output, withoutPartial(sharding));
   if (loss.getValidVocab() != static_cast<uint64_t>(type.getShape().back())) {
@@ -55,6 +56,8 @@ LogicalResult exportLogits(func::FuncOp function) {
 struct ExportLogitsPass
     : public megatron::impl::ExportLogitsBase<ExportLogitsPass> {
   void runOnOperation() override {
+    if (failed(verifyGlobalProgram(getOperation(), getArgument())))
+      return signalPassFailure();
     for (auto function : getOperation().getOps<func::FuncOp>())
       if (!function.isExternal() && failed(exportLogits(function)))
         return signalPassFailure();

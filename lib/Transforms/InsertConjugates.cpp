@@ -112,6 +112,8 @@ struct InsertConjugatesPass
     : public megatron::impl::InsertConjugatesBase<InsertConjugatesPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (failed(verifyGlobalProgram(module, getArgument())))
+      return signalPassFailure();
     SymbolTableCollection symbols;
     OpBuilder b(&getContext());
     SmallVector<ShardingRuleOpInterface> ops;

@@ -1,11 +1,14 @@
 //===- LayerLocations.h - which transformer layer an op belongs to -*- C++ -*-===//
 //
-// Model generators locate ops with NameLocs of their Hugging Face module
-// ("h.3.mlp.c_fc"); reports and pictures group ops by layer from them.
+// Model generators locate ops with NameLocs of their module ("h.3.mlp.c_fc")
+// and wrap the ops of a repeated layer in a FusedLoc whose metadata is its
+// #tp.layer; reports and pictures group ops by layer from that.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEGATRON_LIB_TRANSFORMS_LAYERLOCATIONS_H
 #define MEGATRON_LIB_TRANSFORMS_LAYERLOCATIONS_H
+
+#include "megatron/Dialect/TP/IR/TP.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Location.h"
@@ -25,13 +28,17 @@ inline StringRef getModuleName(Location loc) {
   return "";
 }
 
-/// The layer index of a "h.<layer>." module name.
-inline std::optional<int64_t> getLayer(StringRef moduleName) {
-  if (!moduleName.consume_front("h."))
-    return std::nullopt;
-  int64_t layer;
-  if (moduleName.consumeInteger(10, layer))
-    return std::nullopt;
+/// The index of the #tp.layer `loc` lies in, if any.
+inline std::optional<int64_t> getLayer(Location loc) {
+  std::optional<int64_t> layer;
+  loc->walk([&](Location inner) {
+    if (auto fused = dyn_cast<FusedLoc>(inner))
+      if (auto attr = dyn_cast_or_null<tp::LayerAttr>(fused.getMetadata())) {
+        layer = attr.getIndex();
+        return WalkResult::interrupt();
+      }
+    return WalkResult::advance();
+  });
   return layer;
 }
 

@@ -197,6 +197,8 @@ struct MegatronAnnotatePass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (failed(verifyGlobalProgram(module, getArgument())))
+      return signalPassFailure();
     if (tp < 1) {
       module.emitError("tp must be a positive tensor-parallel size, got ")
           << tp.getValue();

@@ -1,6 +1,7 @@
 //===- Optimizer.cpp - AdamW with TP-aware clipping: the train step -------===//
 #include "megatron/Dialect/TP/IR/ShardingUtils.h"
 #include "megatron/Transforms/Passes.h"
+#include "megatron_rt/contract.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -15,10 +16,6 @@ using namespace mlir;
 using namespace mlir::tp;
 
 namespace {
-
-/// Position of each value in the hyperparameters argument.
-enum Hyper : int64_t { kLr, kBeta1, kBeta2, kEps, kWeightDecay, kGradClip,
-                       kStep, kHyperCount = 8 };
 
 struct Parameter {
   BlockArgument arg;
@@ -42,13 +39,15 @@ public:
     Location loc = function.getLoc();
     SmallVector<std::pair<BlockArgument, BlockArgument>> state;
     for (Parameter &param : params)
-      state.push_back({addLike(param, ".exp_avg"), addLike(param, ".exp_avg_sq")});
+      state.push_back({addLike(param, ".exp_avg", ArgumentRole::AdamM),
+                       addLike(param, ".exp_avg_sq", ArgumentRole::AdamV)});
     SmallVector<BlockArgument> gradOutputs;
     if (exportGrads)
       for (Parameter &param : params)
-        gradOutputs.push_back(addLike(param, ".grad"));
+        gradOutputs.push_back(addLike(param, ".grad", ArgumentRole::Grad));
     BlockArgument hyper = addArgument(
-        RankedTensorType::get({kHyperCount}, b.getF32Type()), "hyperparameters");
+        RankedTensorType::get({MGT_HP_COUNT}, b.getF32Type()), "hyperparameters",
+        ArgumentRole::Hyperparameters);
 
     b.setInsertionPoint(ret);
     Operation *last = ret->getPrevNode();
@@ -131,17 +130,21 @@ private:
     return success();
   }
 
-  BlockArgument addArgument(Type type, StringRef name) {
+  BlockArgument addArgument(Type type, StringRef name, ArgumentRole role,
+                            StringRef parameter = "") {
     unsigned index = function.getNumArguments();
     (void)function.insertArgument(index, type, {}, function.getLoc());
     function.setArgAttr(index, TPDialect::kNameAttrName, b.getStringAttr(name));
+    setArgumentKind(function, index, role, parameter);
     return function.getArgument(index);
   }
 
   /// Optimizer state and gradients are laid out like their parameter.
-  BlockArgument addLike(const Parameter &param, StringRef suffix) {
+  BlockArgument addLike(const Parameter &param, StringRef suffix,
+                        ArgumentRole role) {
     BlockArgument arg =
-        addArgument(param.arg.getType(), (param.name.getValue() + suffix).str());
+        addArgument(param.arg.getType(), (param.name.getValue() + suffix).str(),
+                    role, param.name.getValue());
     for (StringRef attr : {TPDialect::kShardingAttrName,
                            TPDialect::kGlobalShapeAttrName,
                            TPDialect::kUnpaddedShapeAttrName})
@@ -191,7 +194,7 @@ private:
 
   /// clip_grad_norm_: min(1, clip / (norm + 1e-6)) when clip > 0, else 1.
   Value clipScale(Location loc, Value norm, Value hyper) {
-    Value index = arith::ConstantIndexOp::create(b, loc, kGradClip);
+    Value index = arith::ConstantIndexOp::create(b, loc, MGT_HP_GRAD_CLIP);
     Value clip = tensor::ExtractOp::create(b, loc, hyper, index);
     Value coefficient = arith::DivFOp::create(
         b, loc, clip, arith::AddFOp::create(b, loc, norm, f32(loc, 1e-6)));

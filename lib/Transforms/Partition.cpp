@@ -46,6 +46,7 @@ public:
     function.setType(b.getFunctionType(
         function.front().getArgumentTypes(),
         function.front().getTerminator()->getOperandTypes()));
+    function->setAttr(TPDialect::kPartitionedAttrName, b.getUnitAttr());
     return success();
   }
 
@@ -198,6 +199,8 @@ private:
 struct PartitionPass : public megatron::impl::PartitionBase<PartitionPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (failed(verifyGlobalProgram(module, getArgument())))
+      return signalPassFailure();
     SymbolTableCollection symbols;
     for (auto function : module.getOps<func::FuncOp>()) {
       if (function.isExternal())

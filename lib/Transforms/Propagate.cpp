@@ -121,6 +121,8 @@ struct PropagatePass
     : public megatron::impl::PropagateBase<PropagatePass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (failed(verifyGlobalProgram(module, getArgument())))
+      return signalPassFailure();
     PropagationState state;
     if (failed(seed(module, state)))
       return signalPassFailure();

@@ -103,7 +103,7 @@ private:
   void collect() {
     function.walk([&](Operation *op) {
       if (op->getNumResults() == 1 &&
-          getLayer(getModuleName(op->getLoc())) == layer)
+          getLayer(op->getLoc()) == layer)
         ids[op] = ops.size(), ops.push_back(op);
     });
   }

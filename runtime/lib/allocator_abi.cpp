@@ -19,6 +19,3 @@ extern "C" void _mlir_memref_to_llvm_free(void *block) {
   mrt::generatedCodeBuffers().release(block);
 }
 
-extern "C" size_t mrt_cached_bytes(void) {
-  return mrt::generatedCodeBuffers().cachedBytes();
-}

@@ -16,7 +16,6 @@ void *BufferCache::allocate(size_t bytes, size_t alignment) {
   if (it != free.end() && !it->second.empty()) {
     void *block = it->second.back();
     it->second.pop_back();
-    cached -= bytes;
     return block;
   }
   void *block = fresh(bytes);
@@ -32,12 +31,6 @@ void BufferCache::release(void *block) {
   if (size == sizes.end())
     fatal("freeing %p, which the buffer cache did not allocate", block);
   free[size->second].push_back(block);
-  cached += size->second;
-}
-
-size_t BufferCache::cachedBytes() {
-  std::lock_guard<std::mutex> lock(mutex);
-  return cached;
 }
 
 } // namespace mrt

@@ -24,14 +24,12 @@ public:
 
   void *allocate(size_t bytes, size_t alignment);
   void release(void *block);
-  size_t cachedBytes();
 
 private:
   FreshAllocator fresh;
   std::mutex mutex;
   std::unordered_map<size_t, std::vector<void *>> free;
   std::unordered_map<void *, size_t> sizes;
-  size_t cached = 0;
 };
 
 /// The cache behind the generated code's allocations: host memory in the CPU

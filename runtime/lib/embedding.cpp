@@ -47,19 +47,3 @@ extern "C" void mrt_embedding_bwd_f32(const float *dout, const int32_t *ids,
   }
 }
 
-extern "C" void mrt_pos_embedding_fwd_f32(float *x, const float *wpe, int64_t B,
-                                          int64_t T, int64_t C) {
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < T; ++t)
-      mrt::axpy(1.0f, wpe + t * C, x + (b * T + t) * C, C);
-}
-
-extern "C" void mrt_pos_embedding_bwd_f32(const float *dx, float *dwpe,
-                                          int64_t B, int64_t T, int64_t C) {
-  // Parallel over positions: each thread owns whole rows of dwpe.
-#pragma omp parallel for schedule(static)
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t b = 0; b < B; ++b)
-      mrt::axpy(1.0f, dx + (b * T + t) * C, dwpe + t * C, C);
-}

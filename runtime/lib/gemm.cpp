@@ -2,7 +2,7 @@
 
 #include "fatal.h"
 
-#include "megatron_rt/gelu.h"
+#include "gelu.h"
 
 #include <cblas.h>
 
@@ -40,7 +40,7 @@ extern "C" void mrt_gemm_bias_gelu_f32(int transA, int transB, int64_t M,
   float *sum = pre ? pre : out;
   mrt_gemm_bias_f32(transA, transB, M, N, K, A, lda, B, ldb, bias, sum, ldc);
   if (ldc == N)
-    return mrt_gelu_fwd_f32(sum, out, M * N);
+    return mrt::gelu(sum, out, M * N);
   for (int64_t r = 0; r < M; ++r)
-    mrt_gelu_fwd_f32(sum + r * ldc, out + r * ldc, N);
+    mrt::gelu(sum + r * ldc, out + r * ldc, N);
 }

@@ -46,9 +46,6 @@ void mpiAllGather(const MpiMesh &mesh, int axis, const float *in, float *out,
                   int64_t nPerRank);
 void mpiReduceScatter(const MpiMesh &mesh, int axis, const float *in,
                       float *out, int64_t nPerRank);
-void mpiBroadcast(const MpiMesh &mesh, int axis, void *buf, int64_t bytes,
-                  int root);
-void mpiBarrier(const MpiMesh &mesh, int axis);
 
 } // namespace mrt
 

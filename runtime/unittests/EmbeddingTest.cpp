@@ -55,30 +55,4 @@ TEST(EmbeddingTest, BackwardAccumulatesLocalRows) {
   EXPECT_TRUE(allClose(dtable, expected));
 }
 
-constexpr int64_t kB = 3, kT = 7, kMaxT = 9;
-
-TEST(PositionEmbeddingTest, ForwardAddsRowOfPosition) {
-  auto x = randomVector(kB * kT * kC, 46);
-  auto wpe = randomVector(kMaxT * kC, 47);
-  std::vector<double> expected = toDouble(x);
-  for (int64_t b = 0; b < kB; ++b)
-    for (int64_t t = 0; t < kT; ++t)
-      for (int64_t c = 0; c < kC; ++c)
-        expected[(b * kT + t) * kC + c] += wpe[t * kC + c];
-  mrt_pos_embedding_fwd_f32(x.data(), wpe.data(), kB, kT, kC);
-  EXPECT_TRUE(allClose(x, expected));
-}
-
-TEST(PositionEmbeddingTest, BackwardAccumulatesSumOverBatch) {
-  auto dx = randomVector(kB * kT * kC, 48);
-  auto dwpe = randomVector(kMaxT * kC, 49);
-  std::vector<double> expected = toDouble(dwpe);
-  for (int64_t b = 0; b < kB; ++b)
-    for (int64_t t = 0; t < kT; ++t)
-      for (int64_t c = 0; c < kC; ++c)
-        expected[t * kC + c] += dx[(b * kT + t) * kC + c];
-  mrt_pos_embedding_bwd_f32(dx.data(), dwpe.data(), kB, kT, kC);
-  EXPECT_TRUE(allClose(dwpe, expected));
-}
-
 } // namespace

@@ -10,7 +10,7 @@
 // CHECK-LABEL: func.func @padded(
 // CHECK-SAME: %{{[a-z0-9]+}}: tensor<16x8xf32>
 // CHECK-SAME: %{{[a-z0-9]+}}: tensor<2x4xi32>
-// CHECK-SAME: %[[OUT:[a-z0-9]+]]: tensor<2x4x16xf32> {tp.name = "logits", tp.sharding = #tp.sharding<@mesh, {{\[\[}}], [], ["tp"]]>, tp.unpadded_shape = array<i64: 2, 4, 15>})
+// CHECK-SAME: %[[OUT:[a-z0-9]+]]: tensor<2x4x16xf32> {tp.name = "logits", tp.role = "logits", tp.sharding = #tp.sharding<@mesh, {{\[\[}}], [], ["tp"]]>, tp.unpadded_shape = array<i64: 2, 4, 15>})
 // CHECK-SAME: -> (tensor<f32>, tensor<2x4x16xf32> {tp.updates = 2 : i64})
 // CHECK: %[[LOGITS:.*]] = tp.matmul
 // CHECK: %[[LOSS:.*]] = tp.cross_entropy %[[LOGITS]]
@@ -38,12 +38,12 @@ func.func @padded(%wte: tensor<16x8xf32> {tp.sharding = #tp.sharding<@mesh, [["t
 // argument gets none.
 
 // CHECK-LABEL: func.func @unsharded(
-// CHECK-SAME: %[[OUT:[a-z0-9]+]]: tensor<2x4x16xf32> {tp.name = "logits"})
+// CHECK-SAME: %[[OUT:[a-z0-9]+]]: tensor<2x4x16xf32> {tp.name = "logits", tp.role = "logits"})
 // CHECK-SAME: -> (tensor<f32>, tensor<2x4x16xf32> {tp.updates = 2 : i64})
 // CHECK: %[[WRITE:.*]] = bufferization.materialize_in_destination %{{.*}} in %[[OUT]] :
 // CHECK: return %{{.*}}, %[[WRITE]]
 // LOCAL-LABEL: func.func @unsharded(
-// LOCAL-SAME: tensor<2x4x16xf32> {tp.name = "logits"})
+// LOCAL-SAME: tensor<2x4x16xf32> {tp.name = "logits", tp.role = "logits"})
 func.func @unsharded(%l: tensor<2x4x16xf32>, %ids: tensor<2x4xi32>) -> tensor<f32> {
   %loss = tp.cross_entropy %l, %ids valid_vocab = 16 : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<f32>
   return %loss : tensor<f32>

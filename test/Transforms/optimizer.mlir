@@ -8,11 +8,11 @@
 // CHECK-LABEL: func.func @step(
 // CHECK-SAME: %[[W:[a-z0-9]+]]: tensor<8x4xf32> {tp.global_shape = array<i64: 8, 8>, tp.name = "w", tp.sharding = #tp.sharding<@m, {{\[\[}}], ["tp"]]>}
 // CHECK-SAME: %[[B:[a-z0-9]+]]: tensor<8xf32> {tp.name = "b"}
-// CHECK-SAME: %[[WM:[a-z0-9]+]]: tensor<8x4xf32> {tp.global_shape = array<i64: 8, 8>, tp.name = "w.exp_avg", tp.sharding = #tp.sharding<@m, {{\[\[}}], ["tp"]]>}
-// CHECK-SAME: %[[WV:[a-z0-9]+]]: tensor<8x4xf32> {{{.*}}tp.name = "w.exp_avg_sq"
-// CHECK-SAME: %[[BM:[a-z0-9]+]]: tensor<8xf32> {tp.name = "b.exp_avg"}
-// CHECK-SAME: %[[BV:[a-z0-9]+]]: tensor<8xf32> {tp.name = "b.exp_avg_sq"}
-// CHECK-SAME: %[[H:[a-z0-9]+]]: tensor<8xf32> {tp.name = "hyperparameters"})
+// CHECK-SAME: %[[WM:[a-z0-9]+]]: tensor<8x4xf32> {tp.global_shape = array<i64: 8, 8>, tp.name = "w.exp_avg", tp.param = "w", tp.role = "adam_m", tp.sharding = #tp.sharding<@m, {{\[\[}}], ["tp"]]>}
+// CHECK-SAME: %[[WV:[a-z0-9]+]]: tensor<8x4xf32> {{{.*}}tp.name = "w.exp_avg_sq", tp.param = "w", tp.role = "adam_v"
+// CHECK-SAME: %[[BM:[a-z0-9]+]]: tensor<8xf32> {tp.name = "b.exp_avg", tp.param = "b", tp.role = "adam_m"}
+// CHECK-SAME: %[[BV:[a-z0-9]+]]: tensor<8xf32> {tp.name = "b.exp_avg_sq", tp.param = "b", tp.role = "adam_v"}
+// CHECK-SAME: %[[H:[a-z0-9]+]]: tensor<8xf32> {tp.name = "hyperparameters", tp.role = "hyperparameters"})
 // CHECK-SAME: -> (tensor<f32>, tensor<f32>, tensor<8x4xf32> {tp.updates = 0 : i64}, tensor<8x4xf32> {tp.updates = 2 : i64}, tensor<8x4xf32> {tp.updates = 3 : i64}, tensor<8xf32> {tp.updates = 1 : i64}, tensor<8xf32> {tp.updates = 4 : i64}, tensor<8xf32> {tp.updates = 5 : i64})
 // CHECK: %[[SHARDED:.*]] = tp.sum_squares %{{[a-z0-9]+}} {tp.phase = "optimizer"} : tensor<8x4xf32>
 // CHECK: %[[REPL:.*]] = tp.sum_squares %{{[a-z0-9]+}} {tp.phase = "optimizer"} : tensor<8xf32>
@@ -26,7 +26,7 @@
 // CHECK: tp.adamw %[[B]], %{{.*}}, %[[BM]], %[[BV]], %[[H]], %[[SCALE]] {tp.phase = "optimizer"} :
 
 // GRADS-LABEL: func.func @step(
-// GRADS-SAME: %{{[a-z0-9]+}}: tensor<8x4xf32> {{{.*}}tp.name = "w.grad"
+// GRADS-SAME: %{{[a-z0-9]+}}: tensor<8x4xf32> {{{.*}}tp.name = "w.grad", tp.param = "w", tp.role = "grad"
 // GRADS: bufferization.materialize_in_destination
 tp.mesh @m axes = ["tp" = 2]
 func.func @step(%w: tensor<8x4xf32> {tp.global_shape = array<i64: 8, 8>, tp.name = "w", tp.sharding = #tp.sharding<@m, [[], ["tp"]]>},

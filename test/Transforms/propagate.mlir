@@ -87,3 +87,14 @@ func.func @explicit_reshard(%x: tensor<4x8xf32> {tp.sharding = #tp.sharding<@m, 
   %r = tp.reshard %x {tp.sharding = #tp.sharding<@m, [[], []]>} : tensor<4x8xf32>
   return %r : tensor<4x8xf32>
 }
+
+// -----
+
+// Annotations on two meshes: propagation works within one.
+tp.mesh @a axes = ["tp" = 2]
+tp.mesh @b axes = ["tp" = 2]
+// expected-error @+1 {{shardings name two meshes, @a and @b; propagation works on one}}
+func.func @two_meshes(%x: tensor<4x8xf32> {tp.sharding = #tp.sharding<@a, [[], ["tp"]]>},
+                      %y: tensor<4x8xf32> {tp.sharding = #tp.sharding<@b, [[], []]>}) {
+  return
+}

@@ -13,6 +13,7 @@
 #include "megatron/Target/Pipelines.h"
 #include "megatron/Target/StepLibrary.h"
 #include "megatron/Transforms/Passes.h"
+#include "megatron_rt/contract.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/Verifier.h"
@@ -172,7 +173,7 @@ static FailureOr<SmallVector<megatron::StepEntry>> forwardOnly(ModuleOp module) 
   if (!step)
     return module.emitError("no function to compile");
   return SmallVector<megatron::StepEntry>{
-      {"forward", step.getName().str(), manifestIndices(step, step)}};
+      {MGT_ENTRY_KIND_FORWARD, step.getName().str(), manifestIndices(step, step)}};
 }
 
 /// Keeps the forward pass as `<name>_forward` for evaluation, then turns
@@ -196,8 +197,10 @@ buildTrainStep(MLIRContext &context, ModuleOp module) {
   forward->remove();
   module.push_back(forward);
   return SmallVector<megatron::StepEntry>{
-      {"forward", forward.getName().str(), manifestIndices(forward, step)},
-      {"train_step", step.getName().str(), manifestIndices(step, step)}};
+      {MGT_ENTRY_KIND_FORWARD, forward.getName().str(),
+       manifestIndices(forward, step)},
+      {MGT_ENTRY_KIND_TRAIN_STEP, step.getName().str(),
+       manifestIndices(step, step)}};
 }
 
 static LogicalResult compile(MLIRContext &context) {

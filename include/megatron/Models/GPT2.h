@@ -28,10 +28,16 @@ struct GPT2Config {
   std::string validate() const;
 };
 
-/// A model parameter: its Hugging Face name and global shape.
+/// A model parameter: its Hugging Face name, global shape, GPT-2's
+/// initialisation and the layer it belongs to.
 struct ParameterSpec {
+  enum class Init { Normal, Constant };
   std::string name;
   llvm::SmallVector<int64_t, 2> shape;
+  /// normal(0, initValue) or every element initValue.
+  Init init = Init::Normal;
+  double initValue = 0.02;
+  std::optional<int64_t> layer;
   int64_t numElements() const;
 };
 
@@ -42,7 +48,7 @@ llvm::SmallVector<ParameterSpec> getParameterSpecs(const GPT2Config &config);
 int64_t countParameters(const GPT2Config &config);
 
 /// Builds `func.func @gpt2(params..., input_ids, targets) -> loss` at global
-/// shapes. The config must have been validated.
+/// shapes, every argument's role, init and layer stated in the IR. The config must have been validated.
 OwningOpRef<ModuleOp> buildGPT2Module(MLIRContext &context,
                                       const GPT2Config &config);
 

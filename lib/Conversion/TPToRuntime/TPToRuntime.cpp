@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "megatron/Conversion/Passes.h"
 #include "megatron/Dialect/TP/IR/TP.h"
+#include "megatron_rt/contract.h"
 
 #include "mlir/Dialect/Utils/StructuredOpsUtils.h"
 #include "mlir/IR/Builders.h"
@@ -27,11 +28,6 @@ using namespace mlir;
 using namespace mlir::tp;
 
 namespace {
-
-/// Runtime axis ids (runtime/include/megatron_rt/comm.h).
-constexpr int64_t kRuntimeAxisDp = 0, kRuntimeAxisTp = 1;
-/// Runtime reduction ids.
-constexpr int64_t kRuntimeSum = 0, kRuntimeMax = 1;
 
 int64_t numElements(Value value) {
   return cast<ShapedType>(value.getType()).getNumElements();
@@ -128,10 +124,10 @@ private:
   }
 
   FailureOr<int64_t> runtimeAxis(Operation *op, StringRef axis) {
-    if (axis == "tp")
-      return kRuntimeAxisTp;
-    if (axis == "dp")
-      return kRuntimeAxisDp;
+    if (axis == MGT_AXIS_NAME_TP)
+      return MRT_AXIS_TP;
+    if (axis == MGT_AXIS_NAME_DP)
+      return MRT_AXIS_DP;
     return op->emitOpError("mesh axis \"")
            << axis << "\" has no runtime communicator (only \"dp\" and \"tp\")";
   }
@@ -407,9 +403,9 @@ private:
               nb, loc, x, arith::MulFOp::create(nb, loc, x, x));
           Value inner = arith::AddFOp::create(
               nb, loc, x,
-              arith::MulFOp::create(nb, loc, constant(0.044715), cube));
+              arith::MulFOp::create(nb, loc, constant(MGT_GELU_CUBIC), cube));
           Value scaled = arith::MulFOp::create(
-              nb, loc, constant(0.7978845608028654), inner);
+              nb, loc, constant(MGT_GELU_SQRT_2_OVER_PI), inner);
           Value onePlus = arith::AddFOp::create(
               nb, loc, constant(1.0), math::TanhOp::create(nb, loc, scaled));
           return arith::MulFOp::create(
@@ -749,13 +745,13 @@ private:
             return arith::AddFOp::create(nb, loc, l, r);
           };
           Value x = args[0], square = mul(x, x);
-          Value s = constant(0.7978845608028654);
+          Value s = constant(MGT_GELU_SQRT_2_OVER_PI);
           Value t = math::TanhOp::create(
               nb, loc,
-              mul(s, add(x, mul(constant(0.044715), mul(square, x)))));
+              mul(s, add(x, mul(constant(MGT_GELU_CUBIC), mul(square, x)))));
           Value sech2 = arith::SubFOp::create(nb, loc, constant(1.0), mul(t, t));
           Value inner = mul(s, add(constant(1.0),
-                                   mul(constant(3 * 0.044715), square)));
+                                   mul(constant(3 * MGT_GELU_CUBIC), square)));
           Value derivative = add(mul(constant(0.5), add(constant(1.0), t)),
                                  mul(mul(constant(0.5), x), mul(sech2, inner)));
           return mul(derivative, args[1]);
@@ -916,8 +912,9 @@ private:
     auto narrow = [&](Value value) -> Value {
       return arith::TruncFOp::create(b, loc, f32Type, value);
     };
-    Value lr = hyper(0), beta1 = hyper(1), beta2 = hyper(2), eps = hyper(3),
-          decay = hyper(4), step = hyper(6);
+    Value lr = hyper(MGT_HP_LR), beta1 = hyper(MGT_HP_BETA1),
+          beta2 = hyper(MGT_HP_BETA2), eps = hyper(MGT_HP_EPS),
+          decay = hyper(MGT_HP_WEIGHT_DECAY), step = hyper(MGT_HP_STEP);
     Value one = constant(1.0);
     Value correction1 = arith::SubFOp::create(
         b, loc, one, math::PowFOp::create(b, loc, beta1, step));
@@ -1024,12 +1021,12 @@ LogicalResult RuntimeLowering::lower(Operation *op) {
             return success();
           })
           .Case([&](GOp op) {
-            return allReduce(op, op.getInput(), op.getAxis(), kRuntimeSum);
+            return allReduce(op, op.getInput(), op.getAxis(), MRT_REDUCE_SUM);
           })
           .Case([&](AllReduceOp op) {
             return allReduce(op, op.getInput(), op.getAxis(),
-                             op.getKind() == ReductionKind::sum ? kRuntimeSum
-                                                                : kRuntimeMax);
+                             op.getKind() == ReductionKind::sum ? MRT_REDUCE_SUM
+                                                                : MRT_REDUCE_MAX);
           })
           .Case([&](AxisIndexOp op) { return lowerAxisIndex(op); })
           .Case([&](LocalSliceOp op) { return lowerLocalSlice(op); })

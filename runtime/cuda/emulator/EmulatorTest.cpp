@@ -12,7 +12,6 @@
 #include "megatron_rt/attention.h"
 #include "megatron_rt/cross_entropy.h"
 #include "megatron_rt/embedding.h"
-#include "megatron_rt/gelu.h"
 #include "megatron_rt/layernorm.h"
 #include "megatron_rt/optimizer.h"
 #include "megatron_rt/reduce.h"
@@ -426,10 +425,6 @@ std::string rowsLabel(const Rows &s) {
          flags(s.misaligned, s.aliased);
 }
 
-std::string rowsName(const ::testing::TestParamInfo<Rows> &info) {
-  return rowsLabel(info.param);
-}
-
 class LayerNormTest : public TypedTest<Rows> {
 protected:
   std::vector<float> x = typed(randomVector(s.size(), 3, -3.0f, 5.0f));
@@ -555,8 +550,6 @@ protected:
     v[0] = v[1] = static_cast<int32_t>(s.vocabStart + 2);
     return v;
   }();
-  // Positions: B = 3 sequences of T = 5 tokens, a table of T + 2 rows.
-  static constexpr int64_t kB = 3, kT = 5;
 };
 
 TEST_P(EmbeddingTest, Forward) {
@@ -583,27 +576,6 @@ TEST_P(EmbeddingTest, Backward) {
   EXPECT_TRUE(matches(gDtable, dtable, 1e-6)); // atomics: any order
 }
 
-// Position embeddings have no _bf16 entry points.
-class PositionEmbeddingTest : public EmbeddingTest {};
-
-TEST_P(PositionEmbeddingTest, Forward) {
-  std::vector<float> x = randomVector(kB * kT * s.C, 16);
-  const std::vector<float> wpe = randomVector((kT + 2) * s.C, 17);
-  Buffer gX(x, s.misaligned), gWpe(wpe, s.misaligned);
-  mrt_pos_embedding_fwd_f32(x.data(), wpe.data(), kB, kT, s.C);
-  gpu_mrt_pos_embedding_fwd_f32(gX.data(), gWpe.data(), kB, kT, s.C);
-  EXPECT_TRUE(matches(gX, x, kExact));
-}
-
-TEST_P(PositionEmbeddingTest, Backward) {
-  const std::vector<float> dx = randomVector(kB * kT * s.C, 18);
-  std::vector<float> dwpe = randomVector((kT + 2) * s.C, 19); // accumulates
-  Buffer gDx(dx, s.misaligned), gDwpe(dwpe, s.misaligned);
-  mrt_pos_embedding_bwd_f32(dx.data(), dwpe.data(), kB, kT, s.C);
-  gpu_mrt_pos_embedding_bwd_f32(gDx.data(), gDwpe.data(), kB, kT, s.C);
-  EXPECT_TRUE(matches(gDwpe, dwpe, kExact)); // the batch in order
-}
-
 // The second and third shards of a vocabulary of 33; C = 9 takes the scalar
 // path.
 const auto kEmbeddingShapes = ::testing::Values(
@@ -619,70 +591,6 @@ std::string embeddingName(const EmbeddingShape &s) {
 INSTANTIATE_TEST_SUITE_P(Shapes, EmbeddingTest,
                          ::testing::Combine(kEmbeddingShapes, kBothStorages),
                          typedName(embeddingName));
-INSTANTIATE_TEST_SUITE_P(Shapes, PositionEmbeddingTest,
-                         ::testing::Combine(kEmbeddingShapes, kF32Only),
-                         typedName(embeddingName));
-
-// --- GELU ---------------------------------------------------------------
-
-class GeluTest : public ::testing::TestWithParam<Rows> {
-protected:
-  const Rows s = GetParam();
-  std::vector<float> x = randomVector(s.size(), 20, -4.0f, 4.0f);
-  std::vector<float> dy = randomVector(s.size(), 21);
-  std::vector<float> bias = randomVector(s.cols, 22);
-};
-
-TEST_P(GeluTest, Forward) {
-  std::vector<float> y(s.size());
-  mrt_gelu_fwd_f32(x.data(), y.data(), s.size());
-  Buffer gX(x, s.misaligned), gY = Buffer::garbage(s.size(), s.misaligned);
-  Buffer &result = s.aliased ? gX : gY;
-  gpu_mrt_gelu_fwd_f32(gX.data(), result.data(), s.size());
-  EXPECT_TRUE(matches(result, y, 1e-6));
-}
-
-TEST_P(GeluTest, Backward) {
-  std::vector<float> dx(s.size());
-  mrt_gelu_bwd_f32(x.data(), dy.data(), dx.data(), s.size());
-  Buffer gX(x, s.misaligned), gDy(dy, s.misaligned),
-      gDx = Buffer::garbage(s.size(), s.misaligned);
-  Buffer &result = s.aliased ? gDy : gDx;
-  gpu_mrt_gelu_bwd_f32(gX.data(), gDy.data(), result.data(), s.size());
-  EXPECT_TRUE(matches(result, dx, 1e-6));
-}
-
-TEST_P(GeluTest, BiasForward) {
-  std::vector<float> y(s.size());
-  mrt_bias_gelu_fwd_f32(x.data(), bias.data(), y.data(), s.rows, s.cols);
-  Buffer gX(x, s.misaligned), gBias(bias, s.misaligned),
-      gY = Buffer::garbage(s.size(), s.misaligned);
-  Buffer &result = s.aliased ? gX : gY;
-  gpu_mrt_bias_gelu_fwd_f32(gX.data(), gBias.data(), result.data(), s.rows,
-                            s.cols);
-  EXPECT_TRUE(matches(result, y, 1e-6));
-}
-
-TEST_P(GeluTest, BiasBackward) {
-  std::vector<float> dx(s.size()), dbias = randomVector(s.cols, 23);
-  Buffer gX(x, s.misaligned), gBias(bias, s.misaligned), gDy(dy, s.misaligned),
-      gDx = Buffer::garbage(s.size(), s.misaligned), gDbias(dbias);
-  mrt_bias_gelu_bwd_f32(x.data(), bias.data(), dy.data(), dx.data(),
-                        dbias.data(), s.rows, s.cols);
-  Buffer &result = s.aliased ? gDy : gDx;
-  gpu_mrt_bias_gelu_bwd_f32(gX.data(), gBias.data(), gDy.data(), result.data(),
-                            gDbias.data(), s.rows, s.cols);
-  EXPECT_TRUE(matches(result, dx, 1e-6)) << "dx";
-  EXPECT_TRUE(matches(gDbias, dbias, 1e-5)) << "dbias (accumulated)";
-}
-
-// n % 4 != 0 leaves a scalar tail after the 16-byte groups.
-INSTANTIATE_TEST_SUITE_P(Shapes, GeluTest,
-                         ::testing::Values(Rows{19, 36, false, false},
-                                           Rows{19, 37, false, true},
-                                           Rows{300, 36, true, false},
-                                           Rows{7, 40, false, true}),
-                         rowsName);
 
 // --- vocabulary-parallel cross-entropy ----------------------------------
 
@@ -812,21 +720,6 @@ protected:
   std::vector<float> p = randomVector(s.n, 31);
 };
 
-// The kernel rounds every operation as the CPU does: equal bit for bit.
-TEST_P(OptimizerTest, AdamW) {
-  const std::vector<float> g = randomVector(s.n, 32);
-  std::vector<float> m = randomVector(s.n, 33), v = randomVector(s.n, 34, 0, 1);
-  Buffer gP(p, s.misaligned), gG(g, s.misaligned), gM(m, s.misaligned),
-      gV(v, s.misaligned);
-  mrt_adamw_f32(p.data(), g.data(), m.data(), v.data(), s.n, 1e-3, 0.9, 0.95,
-                1e-8, 0.1, 7);
-  gpu_mrt_adamw_f32(gP.data(), gG.data(), gM.data(), gV.data(), s.n, 1e-3, 0.9,
-                    0.95, 1e-8, 0.1, 7);
-  EXPECT_TRUE(matches(gP, p, kExact)) << "p";
-  EXPECT_TRUE(matches(gM, m, kExact)) << "m";
-  EXPECT_TRUE(matches(gV, v, kExact)) << "v";
-}
-
 // Each tensor's sum lands in its slot; one read gives the total in slot
 // order.
 TEST_P(OptimizerTest, SumSquares) {
@@ -839,13 +732,6 @@ TEST_P(OptimizerTest, SumSquares) {
   EXPECT_EQ(gpuSums[2], 7.0);
   EXPECT_EQ(gpu_mrt_sum_f64(gpuSums.data(), 3), 5.0 + gpuSums[1] + 7.0);
   EXPECT_TRUE(gP.guardsIntact());
-}
-
-TEST_P(OptimizerTest, Scale) {
-  Buffer gP(p, s.misaligned);
-  mrt_scale_f32(p.data(), s.n, 0.3f);
-  gpu_mrt_scale_f32(gP.data(), s.n, 0.3f);
-  EXPECT_TRUE(matches(gP, p, kExact));
 }
 
 // 300001 elements fill the 1024-block grid of the scalar path, so its
@@ -895,20 +781,12 @@ TEST(EntryPoints, EveryOneIsTested) {
                                         "mrt_residual_layernorm_fwd_f32",
                                         "mrt_embedding_fwd_f32",
                                         "mrt_embedding_bwd_f32",
-                                        "mrt_pos_embedding_fwd_f32",
-                                        "mrt_pos_embedding_bwd_f32",
-                                        "mrt_gelu_fwd_f32",
-                                        "mrt_gelu_bwd_f32",
-                                        "mrt_bias_gelu_fwd_f32",
-                                        "mrt_bias_gelu_bwd_f32",
                                         "mrt_vocab_ce_local_max_f32",
                                         "mrt_vocab_ce_local_sumexp_f32",
                                         "mrt_vocab_ce_loss_f32",
                                         "mrt_vocab_ce_bwd_f32",
-                                        "mrt_adamw_f32",
                                         "mrt_sum_squares_f32",
                                         "mrt_sum_f64",
-                                        "mrt_scale_f32",
                                         "mrt_sum_rows_f32",
                                         "mrt_attention_fwd_bf16",
                                         "mrt_attention_bwd_bf16",

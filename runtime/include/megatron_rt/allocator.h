@@ -19,9 +19,6 @@ MRT_API void *_mlir_memref_to_llvm_aligned_alloc(size_t alignment,
                                                  size_t bytes);
 MRT_API void _mlir_memref_to_llvm_free(void *block);
 
-/* Bytes held by the cache for reuse (for tests and reports). */
-MRT_API size_t mrt_cached_bytes(void);
-
 MRT_EXTERN_C_END
 
 #endif /* MEGATRON_RT_ALLOCATOR_H */

@@ -3,18 +3,16 @@
  * communicator per axis. Any MPI failure inside a collective prints
  * "megatron-rt: rank R: <collective> failed: <MPI error>" to stderr and calls
  * MPI_Abort(MPI_COMM_WORLD, 1), so a failing rank never leaves others hanging.
- * Counts are elements (bytes for broadcast) and must fit in an int. */
+ * Counts are elements and must fit in an int. */
 #ifndef MEGATRON_RT_COMM_H
 #define MEGATRON_RT_COMM_H
 
 #include "megatron_rt/api.h"
+#include "megatron_rt/contract.h" /* MRT_AXIS_*, MRT_REDUCE_* */
 
 MRT_EXTERN_C_BEGIN
 
 typedef struct mrt_context mrt_context;
-
-enum { MRT_AXIS_DP = 0, MRT_AXIS_TP = 1 };
-enum { MRT_REDUCE_SUM = 0, MRT_REDUCE_MAX = 1 };
 
 /* Initialises MPI if needed and builds the mesh; dp is 1 for now, so the MPI
  * world size must equal tp_size. On failure returns NULL and writes a
@@ -62,13 +60,6 @@ MRT_API void mrt_all_gather_bf16(mrt_context *ctx, int axis,
 MRT_API void mrt_reduce_scatter_bf16(mrt_context *ctx, int axis,
                                      const mrt_bf16 *in, mrt_bf16 *out,
                                      int64_t n_per_rank);
-
-/* Copies root's buf[bytes] to every rank of the axis (root: rank in axis). */
-MRT_API void mrt_broadcast_bytes(mrt_context *ctx, int axis, void *buf,
-                                 int64_t bytes, int root);
-
-/* Returns once every rank of the axis has entered it. */
-MRT_API void mrt_barrier(mrt_context *ctx, int axis);
 
 MRT_EXTERN_C_END
 

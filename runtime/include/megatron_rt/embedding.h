@@ -19,14 +19,6 @@ MRT_API void mrt_embedding_bwd_f32(const float *dout, const int32_t *ids,
                                    int64_t vocab_start, int64_t Vl, int64_t C,
                                    int64_t N, float *dtable);
 
-/* x[b,t,:] += wpe[t,:] for x [B,T,C] and wpe [>=T,C]. */
-MRT_API void mrt_pos_embedding_fwd_f32(float *x, const float *wpe, int64_t B,
-                                       int64_t T, int64_t C);
-
-/* dwpe[t,:] += sum_b dx[b,t,:] for dx [B,T,C] (ACCUMULATES; dwpe [>=T,C]). */
-MRT_API void mrt_pos_embedding_bwd_f32(const float *dx, float *dwpe, int64_t B,
-                                       int64_t T, int64_t C);
-
 /* mrt_embedding_fwd_f32 from a bf16 table into bf16 out, and its backward
  * from bf16 dout, ACCUMULATING into the fp32 gradient dtable. */
 MRT_API void mrt_embedding_fwd_bf16(const mrt_bf16 *table, const int32_t *ids,

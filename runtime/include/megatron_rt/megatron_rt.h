@@ -7,7 +7,7 @@
 #include "megatron_rt/comm.h"
 #include "megatron_rt/cross_entropy.h"
 #include "megatron_rt/embedding.h"
-#include "megatron_rt/gelu.h"
+#include "megatron_rt/contract.h"
 #include "megatron_rt/gemm.h"
 #include "megatron_rt/layernorm.h"
 #include "megatron_rt/optimizer.h"

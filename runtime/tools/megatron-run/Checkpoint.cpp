@@ -158,21 +158,21 @@ Checkpoint::Checkpoint(const std::string &path) : file_("checkpoint", path) {
 
 std::string Checkpoint::optimizerName(const std::string &param,
                                       const std::string &role) {
-  return "optimizer." + param + (role == "adam_m" ? ".exp_avg" : ".exp_avg_sq");
+  return "optimizer." + param + (role == MGT_ROLE_ADAM_M ? ".exp_avg" : ".exp_avg_sq");
 }
 
 void Checkpoint::checkAgainst(const Manifest &manifest, bool optimizer) const {
   auto fail = [&](const std::string &msg) { file_.fail(msg); };
   std::map<std::string, const Arg *> params;
   for (const Arg &a : manifest.args) {
-    if (a.role == "param")
+    if (a.role == MGT_ROLE_PARAM)
       params[a.name] = &a;
-    else if (optimizer && (a.role == "adam_m" || a.role == "adam_v"))
+    else if (optimizer && (a.role == MGT_ROLE_ADAM_M || a.role == MGT_ROLE_ADAM_V))
       params[optimizerName(a.param, a.role)] = &a;
   }
   for (const auto &[name, arg] : params) {
     auto it = entries_.find(name);
-    if (it == entries_.end() && arg->role != "param")
+    if (it == entries_.end() && arg->role != MGT_ROLE_PARAM)
       fail("tensor \"" + name + "\" is missing: --resume needs the AdamW "
            "state that megatron-run --save writes (use --init-from to load "
            "only the weights)");

@@ -22,11 +22,6 @@ uint64_t fnv1a64(const std::string &s) {
   return h;
 }
 
-bool endsWith(const std::string &s, const std::string &suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 uint64_t streamOf(uint64_t seed, const std::string &name) {
   return mix(seed ^ mix(fnv1a64(name)));
 }
@@ -73,23 +68,14 @@ void fillNormal(uint64_t stream, int64_t first, int64_t count, double stddev,
 
 } // namespace
 
-InitRule initRule(const Arg &arg, int64_t numLayers) {
-  const std::string &n = arg.name;
-  if (endsWith(n, "ln_1.weight") || endsWith(n, "ln_2.weight") ||
-      endsWith(n, "ln_f.weight"))
-    return {InitRule::Constant, 1.0};
-  if (endsWith(n, ".bias"))
-    return {InitRule::Constant, 0.0};
-  if (endsWith(n, ".weight") && arg.globalShape.size() == 2) {
-    if (endsWith(n, "attn.c_proj.weight") || endsWith(n, "mlp.c_proj.weight"))
-      return {InitRule::Normal,
-              0.02 / std::sqrt(2.0 * static_cast<double>(
-                                         numLayers > 0 ? numLayers : 1))};
-    return {InitRule::Normal, 0.02};
-  }
-  throw std::runtime_error("no GPT-2 initialisation rule for parameter \"" +
-                           n + "\" (shape " + shapeString(arg.globalShape) +
-                           "); pass --init-from");
+InitRule initRule(const Arg &arg) {
+  if (!arg.hasInit)
+    throw std::runtime_error("the model states no initialisation for parameter "
+                             "\"" + arg.name + "\" (shape " +
+                             shapeString(arg.globalShape) +
+                             "; no tp.init in its IR); pass --init-from");
+  return {arg.initNormal ? InitRule::Normal : InitRule::Constant,
+          arg.initValue};
 }
 
 float normalValue(uint64_t seed, const std::string &name, int64_t index,
@@ -97,9 +83,9 @@ float normalValue(uint64_t seed, const std::string &name, int64_t index,
   return normalAt(streamOf(seed, name), index, stddev);
 }
 
-void initParam(const Arg &arg, const TensorSlice &slice, int64_t numLayers,
-               uint64_t seed, float *out) {
-  const InitRule rule = initRule(arg, numLayers);
+void initParam(const Arg &arg, const TensorSlice &slice, uint64_t seed,
+               float *out) {
+  const InitRule rule = initRule(arg);
   const uint64_t stream = streamOf(seed, arg.name);
   forEachRun(slice, [&](int64_t local, int64_t ckpt, int64_t count) {
     float *dst = out + local;

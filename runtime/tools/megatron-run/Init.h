@@ -1,6 +1,7 @@
-// GPT-2's initialisation, computed per element of the GLOBAL (checkpoint)
-// tensor with a counter-based RNG so that every TP size gets the same weights
-// and each rank generates only its slice.
+// The initialisation the model states for each parameter (its tp.init, the
+// manifest's "init": normal(0, std) or a constant), computed per element of
+// the GLOBAL (checkpoint) tensor with a counter-based RNG so that every TP
+// size gets the same weights and each rank generates only its slice.
 //
 // For parameter `name`, element i (row-major flat index in checkpoint_shape)
 // is one of the two Box-Muller outputs of pair k = i / 2:
@@ -27,18 +28,17 @@ struct InitRule {
   double value; // std for Normal, the constant otherwise
 };
 
-// normal(0, 0.02) for 2-D weights; attn.c_proj.weight / mlp.c_proj.weight
-// normal(0, 0.02/sqrt(2*numLayers)); ln_1/ln_2/ln_f weights 1; biases 0.
-// Throws std::runtime_error for a parameter it does not know.
-InitRule initRule(const Arg &arg, int64_t numLayers);
+// The manifest's rule for `arg`. Throws std::runtime_error when the model
+// states none.
+InitRule initRule(const Arg &arg);
 
 // The value of element `index` (flat, checkpoint layout) of a Normal param.
 float normalValue(uint64_t seed, const std::string &name, int64_t index,
                   double stddev);
 
 // Fills this rank's local buffer (padding zero).
-void initParam(const Arg &arg, const TensorSlice &slice, int64_t numLayers,
-               uint64_t seed, float *out);
+void initParam(const Arg &arg, const TensorSlice &slice, uint64_t seed,
+               float *out);
 
 } // namespace mrun
 

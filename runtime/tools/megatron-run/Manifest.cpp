@@ -3,8 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <map>
-#include <regex>
 #include <set>
 #include <stdexcept>
 
@@ -42,22 +42,12 @@ bool Manifest::hasEntry(const std::string &e) const {
 bool Manifest::hasGrads() const {
   bool any = false;
   for (const Arg &a : args)
-    if (a.role == "param") {
+    if (a.role == MGT_ROLE_PARAM) {
       if (a.grad < 0)
         return false;
       any = true;
     }
   return any;
-}
-
-int64_t Manifest::numLayers() const {
-  static const std::regex layer(R"(^h\.(\d+)\.)");
-  std::set<std::string> layers;
-  std::smatch m;
-  for (const Arg &a : args)
-    if (a.role == "param" && std::regex_search(a.name, m, layer))
-      layers.insert(m[1]);
-  return static_cast<int64_t>(layers.size());
 }
 
 namespace {
@@ -94,41 +84,63 @@ std::vector<int64_t> getShape(const json &j, const char *key,
   return shape;
 }
 
+// "init": {"kind": "normal" | "constant", "value": std or constant}.
+void parseInit(const json &init, const std::string &where, Arg &a) {
+  if (!init.is_object())
+    fail(where + ": \"init\" must be an object");
+  const std::string kind = getString(init, MGT_FIELD_INIT_KIND, where + " init");
+  if (kind != MGT_INIT_NORMAL && kind != MGT_INIT_CONSTANT)
+    fail(where + ": init kind \"" + kind + "\" (known: \"" MGT_INIT_NORMAL
+         "\", \"" MGT_INIT_CONSTANT "\")");
+  if (!init.contains(MGT_FIELD_INIT_VALUE) ||
+      !init[MGT_FIELD_INIT_VALUE].is_number() ||
+      !std::isfinite(init[MGT_FIELD_INIT_VALUE].get<double>()))
+    fail(where + ": init needs a finite number \"value\"");
+  a.hasInit = true;
+  a.initNormal = kind == MGT_INIT_NORMAL;
+  a.initValue = init[MGT_FIELD_INIT_VALUE].get<double>();
+  if (a.initNormal && a.initValue < 0)
+    fail(where + ": init normal needs a non-negative std");
+}
+
 Arg parseArg(const json &j, size_t index, int64_t tp) {
   std::string where = "args[" + std::to_string(index) + "]";
   if (!j.is_object())
     fail(where + " is not an object");
   Arg a;
-  a.name = getString(j, "name", where);
+  a.name = getString(j, MGT_FIELD_NAME, where);
   where += " \"" + a.name + "\"";
-  a.role = getString(j, "role", where);
-  a.dtype = getString(j, "dtype", where);
-  if (a.role == "param") {
-    if (a.dtype != "f32")
+  a.role = getString(j, MGT_FIELD_ROLE, where);
+  a.dtype = getString(j, MGT_FIELD_DTYPE, where);
+  if (a.role == MGT_ROLE_PARAM) {
+    if (a.dtype != MGT_DTYPE_F32)
       fail(where + ": dtype \"" + a.dtype + "\" (params must be f32)");
-  } else if (a.role == "adam_m" || a.role == "adam_v" || a.role == "grad" ||
-             a.role == "hyperparameters" || a.role == "logits") {
-    if (a.dtype != "f32")
+    if (j.contains(MGT_FIELD_INIT))
+      parseInit(j[MGT_FIELD_INIT], where, a);
+  } else if (a.role == MGT_ROLE_ADAM_M || a.role == MGT_ROLE_ADAM_V ||
+             a.role == MGT_ROLE_GRAD || a.role == MGT_ROLE_HYPERPARAMETERS ||
+             a.role == MGT_ROLE_LOGITS) {
+    if (a.dtype != MGT_DTYPE_F32)
       fail(where + ": dtype \"" + a.dtype + "\" (" + a.role +
            " must be f32)");
-    if (a.role != "hyperparameters" && a.role != "logits")
-      a.param = getString(j, "param", where);
-  } else if (a.role == "input_ids" || a.role == "targets") {
-    if (a.dtype != "i32")
+    if (a.role != MGT_ROLE_HYPERPARAMETERS && a.role != MGT_ROLE_LOGITS)
+      a.param = getString(j, MGT_FIELD_PARAM, where);
+  } else if (a.role == MGT_ROLE_TOKENS || a.role == MGT_ROLE_TARGETS) {
+    if (a.dtype != MGT_DTYPE_I32)
       fail(where + ": dtype \"" + a.dtype + "\" (" + a.role + " must be i32)");
   } else {
     fail(where + ": unsupported role \"" + a.role + "\"");
   }
-  if (j.contains("memory")) {
-    std::string memory = getString(j, "memory", where);
-    if (memory != "host" && memory != "device")
+  if (j.contains(MGT_FIELD_MEMORY)) {
+    std::string memory = getString(j, MGT_FIELD_MEMORY, where);
+    if (memory != MGT_MEMORY_HOST && memory != MGT_MEMORY_DEVICE)
       fail(where + ": \"memory\" must be \"host\" or \"device\"");
-    a.onDevice = memory == "device";
+    a.onDevice = memory == MGT_MEMORY_DEVICE;
   }
-  a.globalShape = getShape(j, "global_shape", where);
-  a.localShape = getShape(j, "local_shape", where);
-  a.checkpointShape = j.contains("checkpoint_shape")
-                          ? getShape(j, "checkpoint_shape", where)
+  a.globalShape = getShape(j, MGT_FIELD_GLOBAL_SHAPE, where);
+  a.localShape = getShape(j, MGT_FIELD_LOCAL_SHAPE, where);
+  a.checkpointShape = j.contains(MGT_FIELD_CHECKPOINT_SHAPE)
+                          ? getShape(j, MGT_FIELD_CHECKPOINT_SHAPE, where)
                           : a.globalShape;
   const size_t rank = a.globalShape.size();
   if (a.localShape.size() != rank || a.checkpointShape.size() != rank)
@@ -138,21 +150,23 @@ Arg parseArg(const json &j, size_t index, int64_t tp) {
     if (a.checkpointShape[d] > a.globalShape[d])
       fail(where + ": checkpoint_shape " + shapeString(a.checkpointShape) +
            " exceeds global_shape " + shapeString(a.globalShape));
-  if (j.contains("split")) {
-    if (!j["split"].is_array())
+  if (j.contains(MGT_FIELD_SPLIT)) {
+    if (!j[MGT_FIELD_SPLIT].is_array())
       fail(where + ": \"split\" must be an array");
-    for (const json &s : j["split"]) {
+    for (const json &s : j[MGT_FIELD_SPLIT]) {
       if (!s.is_object())
         fail(where + ": split entries must be objects");
       Split sp;
-      int64_t dim = getInt(s, "dim", where + " split");
+      int64_t dim = getInt(s, MGT_FIELD_SPLIT_DIM, where + " split");
       if (dim < 0 || dim >= static_cast<int64_t>(rank))
         fail(where + ": split dim " + std::to_string(dim) + " out of range");
       sp.dim = static_cast<int>(dim);
-      sp.axis = getString(s, "axis", where + " split");
-      if (sp.axis != "tp")
+      sp.axis = getString(s, MGT_FIELD_SPLIT_AXIS, where + " split");
+      if (sp.axis != MGT_AXIS_NAME_TP)
         fail(where + ": unsupported split axis \"" + sp.axis + "\"");
-      sp.sections = s.contains("sections") ? getInt(s, "sections", where) : 1;
+      sp.sections = s.contains(MGT_FIELD_SPLIT_SECTIONS)
+                        ? getInt(s, MGT_FIELD_SPLIT_SECTIONS, where)
+                        : 1;
       for (const Split &o : a.splits)
         if (o.dim == sp.dim)
           fail(where + ": dim " + std::to_string(dim) + " split twice");
@@ -181,48 +195,55 @@ Manifest parseManifest(const std::string &text) {
   if (!parsed)
     fail(why);
   const json &j = *parsed;
-  if (getString(j, "format", "manifest") != "megatron-step")
-    fail("\"format\" is not \"megatron-step\"");
-  int64_t version = getInt(j, "version", "manifest");
-  if (version != 1)
-    fail("unsupported version " + std::to_string(version) +
-         " (this megatron-run reads version 1)");
+  if (getString(j, MGT_FIELD_FORMAT, "manifest") != MGT_MANIFEST_FORMAT)
+    fail("\"format\" is not \"" MGT_MANIFEST_FORMAT "\"");
+  int64_t version = getInt(j, MGT_FIELD_VERSION, "manifest");
+  if (version != MGT_MANIFEST_VERSION)
+    fail("the step library was built for manifest version " +
+         std::to_string(version) + ", this megatron-run reads version " +
+         std::to_string(MGT_MANIFEST_VERSION) +
+         ": rebuild the step with this release's megatron-compile");
   Manifest m;
-  m.model = j.contains("model") && j["model"].is_string()
-                ? j["model"].get<std::string>()
+  m.model = j.contains(MGT_FIELD_MODEL) && j[MGT_FIELD_MODEL].is_string()
+                ? j[MGT_FIELD_MODEL].get<std::string>()
                 : "?";
-  if (j.contains("target")) {
-    m.target = getString(j, "target", "manifest");
-    if (m.target != "cpu" && m.target != "cuda")
+  if (j.contains(MGT_FIELD_TARGET)) {
+    m.target = getString(j, MGT_FIELD_TARGET, "manifest");
+    if (m.target != MGT_TARGET_CPU && m.target != MGT_TARGET_CUDA)
       fail("\"target\" must be \"cpu\" or \"cuda\"");
   }
-  m.tp = getInt(j, "tp", "manifest");
-  m.batch = getInt(j, "batch", "manifest");
-  m.seq = getInt(j, "seq", "manifest");
-  m.validVocab = getInt(j, "valid_vocab", "manifest");
+  m.tp = getInt(j, MGT_FIELD_TP, "manifest");
+  m.batch = getInt(j, MGT_FIELD_BATCH, "manifest");
+  m.seq = getInt(j, MGT_FIELD_SEQ, "manifest");
+  m.validVocab = getInt(j, MGT_FIELD_VALID_VOCAB, "manifest");
   if (m.tp < 1 || m.batch < 1 || m.seq < 1 || m.validVocab < 1)
     fail("tp, batch, seq and valid_vocab must be positive");
-  if (!j.contains("args") || !j["args"].is_array())
+  if (j.contains(MGT_FIELD_LAYERS)) {
+    m.layers = getInt(j, MGT_FIELD_LAYERS, "manifest");
+    if (m.layers < 0)
+      fail("\"layers\" must not be negative");
+  }
+  if (!j.contains(MGT_FIELD_ARGS) || !j[MGT_FIELD_ARGS].is_array())
     fail("missing \"args\" array");
   std::set<std::string> names;
-  for (size_t i = 0; i < j["args"].size(); ++i) {
-    Arg a = parseArg(j["args"][i], i, m.tp);
+  for (size_t i = 0; i < j[MGT_FIELD_ARGS].size(); ++i) {
+    Arg a = parseArg(j[MGT_FIELD_ARGS][i], i, m.tp);
     if (!names.insert(a.name).second)
       fail("duplicate arg name \"" + a.name + "\"");
-    if (a.role == "hyperparameters") {
+    if (a.role == MGT_ROLE_HYPERPARAMETERS) {
       if (m.hyperparameters >= 0)
         fail("more than one arg with role \"hyperparameters\"");
-      const std::vector<int64_t> eight{8};
-      if (a.globalShape != eight || a.localShape != eight ||
+      const std::vector<int64_t> slots{MGT_HP_COUNT};
+      if (a.globalShape != slots || a.localShape != slots ||
           !a.splits.empty())
-        fail("\"" + a.name + "\" must have global and local shape [8] and "
-             "no split");
+        fail("\"" + a.name + "\" must have global and local shape " +
+             shapeString(slots) + " and no split");
       // The launcher writes them before every step, into its host buffer.
       if (a.onDevice)
         fail("\"" + a.name + "\" must be in host memory");
       m.hyperparameters = static_cast<int>(i);
     }
-    if (a.role == "logits") {
+    if (a.role == MGT_ROLE_LOGITS) {
       if (m.logits >= 0)
         fail("more than one arg with role \"logits\"");
       const std::vector<int64_t> ckpt{m.batch, m.seq, m.validVocab};
@@ -239,9 +260,9 @@ Manifest parseManifest(const std::string &text) {
              shapeString(a.checkpointShape) + ")");
       m.logits = static_cast<int>(i);
     }
-    int *slot = a.role == "input_ids" ? &m.inputIds
-                : a.role == "targets" ? &m.targets
-                                      : nullptr;
+    int *slot = a.role == MGT_ROLE_TOKENS    ? &m.tokens
+                : a.role == MGT_ROLE_TARGETS ? &m.targets
+                                             : nullptr;
     if (slot) {
       if (*slot >= 0)
         fail("more than one arg with role \"" + a.role + "\"");
@@ -253,13 +274,14 @@ Manifest parseManifest(const std::string &text) {
     }
     m.args.push_back(std::move(a));
   }
-  if (m.inputIds < 0 || m.targets < 0)
-    fail("needs one arg with role \"input_ids\" and one with \"targets\"");
+  if (m.tokens < 0 || m.targets < 0)
+    fail("needs one arg with role \"" MGT_ROLE_TOKENS
+         "\" and one with \"" MGT_ROLE_TARGETS "\"");
 
   // Optimizer state and gradients: tied to their parameter.
   std::map<std::string, int> params;
   for (size_t i = 0; i < m.args.size(); ++i)
-    if (m.args[i].role == "param")
+    if (m.args[i].role == MGT_ROLE_PARAM)
       params[m.args[i].name] = static_cast<int>(i);
   for (size_t i = 0; i < m.args.size(); ++i) {
     Arg &a = m.args[i];
@@ -286,9 +308,9 @@ Manifest parseManifest(const std::string &text) {
         !sameSplits(a.splits, p.splits))
       fail(where + ": shapes or split differ from those of parameter \"" +
            p.name + "\"");
-    int &slot = a.role == "adam_m" ? p.adamM
-                : a.role == "adam_v" ? p.adamV
-                                     : p.grad;
+    int &slot = a.role == MGT_ROLE_ADAM_M   ? p.adamM
+                : a.role == MGT_ROLE_ADAM_V ? p.adamV
+                                            : p.grad;
     if (slot >= 0)
       fail("parameter \"" + p.name + "\" has more than one " + a.role +
            " arg");
@@ -296,33 +318,33 @@ Manifest parseManifest(const std::string &text) {
     a.paramIndex = it->second;
   }
 
-  if (j.contains("entries")) {
-    if (!j["entries"].is_array())
+  if (j.contains(MGT_FIELD_ENTRIES)) {
+    if (!j[MGT_FIELD_ENTRIES].is_array())
       fail("\"entries\" must be an array");
-    for (const json &e : j["entries"]) {
+    for (const json &e : j[MGT_FIELD_ENTRIES]) {
       if (!e.is_string() ||
-          (e.get<std::string>() != "forward" &&
-           e.get<std::string>() != "train_step"))
+          (e.get<std::string>() != MGT_ENTRY_KIND_FORWARD &&
+           e.get<std::string>() != MGT_ENTRY_KIND_TRAIN_STEP))
         fail("unknown entry " + e.dump() +
              " in \"entries\" (known: \"forward\", \"train_step\")");
       m.entries.push_back(e.get<std::string>());
     }
   } else {
-    m.entries = {"forward"};
+    m.entries = {MGT_ENTRY_KIND_FORWARD};
   }
   bool anyGrad = false;
   for (const Arg &a : m.args)
-    anyGrad |= a.role == "grad";
+    anyGrad |= a.role == MGT_ROLE_GRAD;
   for (const Arg &a : m.args) {
-    if (a.role != "param")
+    if (a.role != MGT_ROLE_PARAM)
       continue;
     if (anyGrad && a.grad < 0)
       fail("parameter \"" + a.name + "\" has no grad arg (others have)");
-    if (m.hasEntry("train_step") && (a.adamM < 0 || a.adamV < 0))
+    if (m.hasEntry(MGT_ENTRY_KIND_TRAIN_STEP) && (a.adamM < 0 || a.adamV < 0))
       fail("entry train_step, but parameter \"" + a.name +
            "\" has no adam_m / adam_v arg");
   }
-  if (m.hasEntry("train_step") && m.hyperparameters < 0)
+  if (m.hasEntry(MGT_ENTRY_KIND_TRAIN_STEP) && m.hyperparameters < 0)
     fail("entry train_step, but no arg with role \"hyperparameters\"");
   return m;
 }

@@ -4,6 +4,8 @@
 
 #include "Slicing.h"
 
+#include "megatron_rt/contract.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -16,7 +18,8 @@ struct Split {
   int64_t sections;
 };
 
-// Roles: "param"; "input_ids", "targets" (i32 [batch, seq]); the AdamW state
+// The schema is megatron_rt/contract.h's (MGT_FIELD_*, MGT_ROLE_*).
+// Roles: "param"; "tokens", "targets" (i32 [batch, seq]); the AdamW state
 // "adam_m", "adam_v" and the gradient "grad" of a parameter (f32, sharded like
 // it, `param` names it); "hyperparameters" (f32 [8], replicated); "logits"
 // (f32 [batch, seq, padded vocab], checkpoint_shape [batch, seq, valid_vocab],
@@ -25,10 +28,15 @@ struct Split {
 struct Arg {
   std::string name;
   std::string role;
-  std::string dtype; // "i32" for input_ids, targets; "f32" otherwise
+  std::string dtype; // "i32" for tokens, targets; "f32" otherwise
   std::vector<int64_t> globalShape, localShape, checkpointShape;
   std::vector<Split> splits;
   std::string param; // adam_m / adam_v / grad: the parameter's name
+  // role "param": how it is initialised without a checkpoint, as the model
+  // states it (hasInit false: the model states none).
+  bool hasInit = false;
+  bool initNormal = false; // normal(0, initValue), else the constant
+  double initValue = 0;
   // Where the step reads it: "host" memory, or "device" memory of the GPU
   // (a CUDA step's buffers, reached through the runtime's copies).
   bool onDevice = false;
@@ -47,15 +55,14 @@ struct Manifest {
   std::string target = "cpu"; // "cpu" or "cuda"
   int64_t tp = 0, batch = 0, seq = 0, validVocab = 0;
   std::vector<Arg> args;
-  int inputIds = -1, targets = -1; // indices into args
+  int64_t layers = 0;
+  int tokens = -1, targets = -1; // indices into args
   int hyperparameters = -1;        // index of the "hyperparameters" arg
   int logits = -1;                 // index of the "logits" arg (-1: none)
   std::vector<std::string> entries; // "forward" and maybe "train_step"
   bool hasEntry(const std::string &e) const;
   // Every param has a "grad" arg (compiled with --export-grads).
   bool hasGrads() const;
-  // Number of transformer layers: distinct "h.N." prefixes of param names.
-  int64_t numLayers() const;
 };
 
 // Parses and checks the manifest JSON: format/version, roles, dtypes, shapes

@@ -10,7 +10,7 @@ namespace mrun {
 
 struct Options {
   std::string stepLibrary;
-  std::string initFrom; // empty: GPT-2 init from seed
+  std::string initFrom; // empty: the model's init rules from seed
   uint64_t seed = 1337;
   std::string data;
   bool evalOnly = false;

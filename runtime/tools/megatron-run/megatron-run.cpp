@@ -1,6 +1,6 @@
 // megatron-run: loads a training step compiled by megatron-mlir (step.so),
 // creates the runtime's context (MPI; on a CUDA step also the GPU and NCCL), initialises this rank's parameter slices
-// (GPT-2 init from a seed, or a global safetensors checkpoint), feeds token
+// (the model's init rules from a seed, or a global safetensors checkpoint), feeds token
 // batches and runs the step. See README.md.
 #include "Checkpoint.h"
 #include "Init.h"
@@ -32,12 +32,6 @@
 namespace {
 
 using namespace mrun;
-
-extern "C" {
-typedef const char *(*ManifestFn)(void);
-typedef float (*ForwardFn)(mrt_context *, void **);
-typedef void (*TrainFn)(mrt_context *, void **, float *);
-}
 
 // The runtime of the loaded step (RuntimeApi.h).
 RuntimeApi rt;
@@ -293,12 +287,12 @@ int run(const Options &opt) {
       error("cannot load " + opt.stepLibrary + ": " + why);
     return 1;
   }
-  auto manifestFn = reinterpret_cast<ManifestFn>(dlsym(lib, "mgt_manifest"));
-  auto forwardFn = reinterpret_cast<ForwardFn>(dlsym(lib, "mgt_forward"));
-  auto trainFn = reinterpret_cast<TrainFn>(dlsym(lib, "mgt_train_step"));
+  auto manifestFn = reinterpret_cast<mgt_manifest_fn>(dlsym(lib, MGT_ENTRY_MANIFEST));
+  auto forwardFn = reinterpret_cast<mgt_forward_fn>(dlsym(lib, MGT_ENTRY_FORWARD));
+  auto trainFn = reinterpret_cast<mgt_train_step_fn>(dlsym(lib, MGT_ENTRY_TRAIN_STEP));
   if (!manifestFn || !forwardFn) {
     error(opt.stepLibrary + " does not export " +
-          (manifestFn ? "mgt_forward" : "mgt_manifest") +
+          (manifestFn ? MGT_ENTRY_FORWARD : MGT_ENTRY_MANIFEST) +
           " (not a step library compiled by megatron-mlir?)");
     return 1;
   }
@@ -322,7 +316,7 @@ int run(const Options &opt) {
       error(opt.stepLibrary + " was compiled without --train; pass --eval-only");
       return 1;
     }
-    if (!m.hasEntry("train_step")) {
+    if (!m.hasEntry(MGT_ENTRY_KIND_TRAIN_STEP)) {
       error(opt.stepLibrary + " exports mgt_train_step, but its manifest "
                               "does not list the entry \"train_step\"");
       return 1;
@@ -403,11 +397,10 @@ int run(const Options &opt) {
             std::to_string(opt.steps) +
             " (--steps is the total number of steps, resumed ones included)");
     }
-    const int64_t layers = m.numLayers();
     for (size_t i = 0; i < m.args.size(); ++i) {
       const Arg &a = m.args[i];
-      const bool isParam = a.role == "param";
-      const bool isState = a.role == "adam_m" || a.role == "adam_v";
+      const bool isParam = a.role == MGT_ROLE_PARAM;
+      const bool isState = a.role == MGT_ROLE_ADAM_M || a.role == MGT_ROLE_ADAM_V;
       if (!isParam && !(resume && isState))
         continue;
       const TensorSlice slice = a.slice(tpSize, tpRank);
@@ -417,7 +410,7 @@ int run(const Options &opt) {
       else if (ckpt)
         ckpt->readSlice(a.name, slice, out);
       else
-        initParam(a, slice, layers, opt.seed, out);
+        initParam(a, slice, opt.seed, out);
       if (isParam)
         localParams += a.localElements();
     }
@@ -455,7 +448,7 @@ int run(const Options &opt) {
         : train && !opt.resume.empty()
             ? "and optimizer state from " + opt.resume + " (step " +
                   std::to_string(startStep) + ")"
-            : "GPT-2 init, seed " + std::to_string(opt.seed);
+            : "the model's init, seed " + std::to_string(opt.seed);
     error(opt.stepLibrary + ": model " + m.model + ", tp " +
           std::to_string(m.tp) + ", batch " + std::to_string(m.batch) +
           ", seq " + std::to_string(m.seq) + ", " +
@@ -467,7 +460,7 @@ int run(const Options &opt) {
                  : ""));
   }
 
-  auto *inputs = static_cast<int32_t *>(buffers.ptrs[m.inputIds]);
+  auto *inputs = static_cast<int32_t *>(buffers.ptrs[m.tokens]);
   auto *targets = static_cast<int32_t *>(buffers.ptrs[m.targets]);
   // Loads batch `index` of `file` on every rank; false (after agreement) if
   // any rank failed.
@@ -480,7 +473,7 @@ int run(const Options &opt) {
     }
     if (!agree(ctx, why))
       return false;
-    buffers.upload(m.inputIds);
+    buffers.upload(m.tokens);
     buffers.upload(m.targets);
     return true;
   };
@@ -577,16 +570,16 @@ int run(const Options &opt) {
         break;
       }
       const float lr = static_cast<float>(learningRate(opt, step));
-      const float h[8] = {lr,
-                          static_cast<float>(opt.beta1),
-                          static_cast<float>(opt.beta2),
-                          static_cast<float>(opt.eps),
-                          static_cast<float>(opt.weightDecay),
-                          static_cast<float>(opt.gradClip),
-                          static_cast<float>(step + 1),
-                          0.0f};
+      float h[MGT_HP_COUNT] = {};
+      h[MGT_HP_LR] = lr;
+      h[MGT_HP_BETA1] = static_cast<float>(opt.beta1);
+      h[MGT_HP_BETA2] = static_cast<float>(opt.beta2);
+      h[MGT_HP_EPS] = static_cast<float>(opt.eps);
+      h[MGT_HP_WEIGHT_DECAY] = static_cast<float>(opt.weightDecay);
+      h[MGT_HP_GRAD_CLIP] = static_cast<float>(opt.gradClip);
+      h[MGT_HP_STEP] = static_cast<float>(step + 1);
       std::memcpy(hp, h, sizeof(h));
-      float results[2] = {NAN, NAN};
+      float results[MGT_TRAIN_RESULT_COUNT] = {NAN, NAN};
       const auto t0 = std::chrono::steady_clock::now();
       trainFn(ctx, buffers.stepArgs(), results);
       const auto t1 = std::chrono::steady_clock::now();
@@ -594,17 +587,17 @@ int run(const Options &opt) {
         const double ms =
             std::chrono::duration<double, std::milli>(t1 - t0).count();
         std::printf("step %lld loss %.9g grad_norm %.9g lr %.9g ms %.3f\n",
-                    static_cast<long long>(step), results[0], results[1], lr,
+                    static_cast<long long>(step), results[MGT_TRAIN_RESULT_LOSS], results[MGT_TRAIN_RESULT_GRAD_NORM], lr,
                     ms);
         std::fflush(stdout);
-        logLine(stepLine(step, results[0], ms) +
-                ",\"grad_norm\":" + jsonNumber(results[1], "%.9g") +
+        logLine(stepLine(step, results[MGT_TRAIN_RESULT_LOSS], ms) +
+                ",\"grad_norm\":" + jsonNumber(results[MGT_TRAIN_RESULT_GRAD_NORM], "%.9g") +
                 ",\"lr\":" + jsonNumber(lr, "%.9g") + "}\n");
       }
       if (!opt.dumpGrads.empty() && step == startStep) {
         std::vector<SavedTensor> grads;
         for (size_t i = 0; i < m.args.size(); ++i)
-          if (m.args[i].role == "param")
+          if (m.args[i].role == MGT_ROLE_PARAM)
             grads.push_back({m.args[i].name, m.args[i].grad});
         if (!saveGlobal(ctx, m, buffers, opt.dumpGrads, grads,
                         {{"format", "megatron-mlir"},
@@ -625,13 +618,13 @@ int run(const Options &opt) {
     if (status == 0 && !opt.save.empty()) {
       std::vector<SavedTensor> list;
       for (size_t i = 0; i < m.args.size(); ++i)
-        if (m.args[i].role == "param")
+        if (m.args[i].role == MGT_ROLE_PARAM)
           list.push_back({m.args[i].name, static_cast<int>(i)});
       for (size_t i = 0; i < m.args.size(); ++i)
-        if (m.args[i].role == "param") {
+        if (m.args[i].role == MGT_ROLE_PARAM) {
           const Arg &a = m.args[i];
-          list.push_back({Checkpoint::optimizerName(a.name, "adam_m"), a.adamM});
-          list.push_back({Checkpoint::optimizerName(a.name, "adam_v"), a.adamV});
+          list.push_back({Checkpoint::optimizerName(a.name, MGT_ROLE_ADAM_M), a.adamM});
+          list.push_back({Checkpoint::optimizerName(a.name, MGT_ROLE_ADAM_V), a.adamV});
         }
       const std::map<std::string, std::string> meta = {
           {"format", "megatron-mlir"},

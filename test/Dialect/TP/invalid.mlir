@@ -308,3 +308,259 @@ func.func @narrow_norm_grads(%x: tensor<2x8xf32>, %w: tensor<8xf32>) -> tensor<8
   %dx, %dw, %db = tp.layer_norm_grad %x, %w, %x {epsilon = 1.0e-5 : f32} : tensor<2x8xf32>, tensor<8xf32> -> tensor<8xbf16>
   return %dw : tensor<8xbf16>
 }
+
+// -----
+
+// expected-error @+1 {{'tp.mesh' op needs at least one axis}}
+tp.mesh @m axes = []
+
+// -----
+
+// expected-error @+1 {{'tp.mesh' op has 1 axis names but 2 sizes}}
+"tp.mesh"() <{sym_name = "m", axis_names = ["tp"], axis_sizes = array<i64: 2, 4>}> : () -> ()
+
+// -----
+
+// expected-error @+1 {{'tp.mesh' op axis names must not be empty}}
+tp.mesh @m axes = ["" = 2]
+
+// -----
+
+func.func @embedding_ids(%t: tensor<64x16xf32>, %ids: tensor<2x8xi64>) {
+  // expected-error @+1 {{'tp.embedding' op ids must be i32 token ids}}
+  %0 = tp.embedding %t[%ids] : tensor<64x16xf32>, tensor<2x8xi64> -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_table_rank(%t: tensor<64xf32>, %ids: tensor<2x8xi32>) {
+  // expected-error @+1 {{'tp.embedding' op table must be [vocab, width], got rank 1}}
+  %0 = tp.embedding %t[%ids] : tensor<64xf32>, tensor<2x8xi32> -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_element_type(%t: tensor<64x16xf32>, %ids: tensor<2x8xi32>) {
+  // expected-error @+1 {{'tp.embedding' op result has element type 'f16' but 'f32' is expected}}
+  %0 = tp.embedding %t[%ids] : tensor<64x16xf32>, tensor<2x8xi32> -> tensor<2x8x16xf16>
+  return
+}
+
+// -----
+
+func.func @position_embedding_rank(%t: tensor<8x16xf32>) {
+  // expected-error @+1 {{'tp.position_embedding' op table and result must be [positions, width]}}
+  %0 = tp.position_embedding %t : tensor<8x16xf32> -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_scalar(%x: tensor<f32>, %w: tensor<f32>) {
+  // expected-error @+1 {{'tp.layer_norm' op input must have at least one dimension}}
+  %0 = tp.layer_norm %x, %w, %w : tensor<f32>, tensor<f32>
+  return
+}
+
+// -----
+
+func.func @matmul_rank(%a: tensor<16xf32>, %b: tensor<16x8xf32>) {
+  // expected-error @+1 {{'tp.matmul' op operands must have rank 2 or more}}
+  %0 = tp.matmul %a, %b : tensor<16xf32>, tensor<16x8xf32> -> tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_rhs_rank(%a: tensor<2x3x8x16xf32>, %b: tensor<3x16x8xf32>) {
+  // expected-error @+1 {{'tp.matmul' op rhs must be a [K, N] matrix or have the lhs's rank 4, got rank 3}}
+  %0 = tp.matmul %a, %b : tensor<2x3x8x16xf32>, tensor<3x16x8xf32> -> tensor<2x3x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_rank(%qkv: tensor<8x48xf32>) {
+  // expected-error @+1 {{'tp.attention' op qkv must be [batch, seq, 3 * width], got rank 2}}
+  %0 = tp.attention %qkv heads = 2 : tensor<8x48xf32> -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @xent_max_logits_rank(%l: tensor<64xf32>, %offset: index) {
+  // expected-error @+1 {{'tp.xent_max' op logits must be [..., vocab] with at least one token dimension}}
+  %0 = tp.xent_max %l offset %offset valid_vocab = 64 : tensor<64xf32> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @weight_grad_rows(%a: tensor<8x16xf32>, %b: tensor<4x32xf32>) {
+  // expected-error @+1 {{'tp.weight_grad' op operands must share their leading dimensions, got [8, 16] and [4, 32]}}
+  %0 = tp.weight_grad %a, %b : tensor<8x16xf32>, tensor<4x32xf32> -> tensor<16x32xf32>
+  return
+}
+
+// -----
+
+func.func @sum_to_not_suffix(%x: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{'tp.sum_to' op result shape [8] is not a suffix of the input shape [2, 8, 16]}}
+  %0 = tp.sum_to %x : tensor<2x8x16xf32> -> tensor<8xf32>
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["tp" = 2]
+// expected-error @+1 {{dimension 0 must be a list of mesh axis names}}
+func.func @dims_not_lists(%x: tensor<4x8xf32> {tp.sharding = #tp.sharding<@m, [3, []]>}) {
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["tp" = 2]
+// expected-error @+1 {{dimension 1 must be a list of mesh axis names}}
+func.func @axis_not_string(%x: tensor<4x8xf32> {tp.sharding = #tp.sharding<@m, [[], [3]]>}) {
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["tp" = 2]
+// expected-error @+1 {{partial must be a list of mesh axis names}}
+func.func @partial_not_names(%x: tensor<4x8xf32> {tp.sharding = #tp.sharding<@m, [[], []], partial = [3]>}) {
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["tp" = 2]
+// expected-error @+1 {{sections must be positive}}
+func.func @sections_zero(%x: tensor<4x8xf32> {tp.sharding = #tp.sharding<@m, [[], ["tp"]], sections = [1, 0]>}) {
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["tp" = 2]
+// expected-error @+1 {{'func.func' op sharding needs a statically shaped tensor, got 'tensor<?x8xf32>'}}
+func.func @dynamic_sharded(%x: tensor<?x8xf32> {tp.sharding = #tp.sharding<@m, [["tp"], []]>}) {
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["tp" = 2]
+// expected-error @+1 {{'func.func' op 'tp.sharding' needs an op with exactly one result}}
+func.func @sharding_no_result() attributes {tp.sharding = #tp.sharding<@m, []>} {
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["tp" = 2]
+// expected-error @+1 {{'func.func' op 'tp.sharding' on a missing argument #0}}
+func.func private @external(tensor<4x8xf32> {tp.sharding = #tp.sharding<@m, [[], []]>})
+
+// -----
+
+// expected-error @+1 {{'func.func' op 'tp.global_shape' on argument #0, which is not a tensor}}
+func.func @global_shape_scalar(%x: f32 {tp.global_shape = array<i64: 4>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op 'tp.global_shape' of argument #0 must list one size per dimension}}
+func.func @global_shape_rank(%x: tensor<4x8xf32> {tp.global_shape = array<i64: 8>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op unknown tp attribute 'tp.shard' on argument #0}}
+func.func @unknown_arg_attr(%x: tensor<4x8xf32> {tp.shard = 1 : i64}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op 'tp.updates' of result #0 must name an argument of the same type}}
+func.func @updates_type(%x: tensor<4x8xf32>) -> (tensor<8x4xf32> {tp.updates = 0 : i64}) {
+  %0 = tensor.empty() : tensor<8x4xf32>
+  return %0 : tensor<8x4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op 'tp.grad_of' of result #0 must be a string}}
+func.func @grad_of_not_string(%x: tensor<4x8xf32>) -> (tensor<4x8xf32> {tp.grad_of = 0 : i64}) {
+  return %x : tensor<4x8xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op unknown tp attribute 'tp.name' on result #0}}
+func.func @unknown_result_attr(%x: tensor<4x8xf32>) -> (tensor<4x8xf32> {tp.name = "y"}) {
+  return %x : tensor<4x8xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op 'tp.role' of argument #0 must be one of "param" "tokens" "targets" "hyperparameters" "logits" "adam_m" "adam_v" "grad"}}
+func.func @unknown_role(%ids: tensor<2x8xi32> {tp.role = "input_ids"}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op 'tp.init' of argument #0 must be a #tp.init attribute}}
+func.func @init_not_a_rule(%w: tensor<8xf32> {tp.init = 2.0e-02 : f64}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op 'tp.layer' of argument #0 must be a #tp.layer attribute}}
+func.func @layer_not_a_layer(%w: tensor<8xf32> {tp.layer = 3 : i64}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{expected 'normal' or 'constant'}}
+func.func @init_kind(%w: tensor<8xf32> {tp.init = #tp.init<uniform, 1.0>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{#tp.init value must be finite}}
+func.func @init_infinite(%w: tensor<8xf32> {tp.init = #tp.init<constant, 0x7FF0000000000000>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{#tp.init<normal> needs a non-negative std, got -2.000000e-02}}
+func.func @init_negative_std(%w: tensor<8xf32> {tp.init = #tp.init<normal, -2.0e-02>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{#tp.layer index must be non-negative, got -1}}
+func.func @layer_negative(%w: tensor<8xf32> {tp.layer = #tp.layer<-1>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'tp.partitioned' must be a unit attribute on a function}}
+func.func @partitioned_value() attributes {tp.partitioned = 1 : i64} {
+  return
+}

@@ -6,6 +6,8 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::tp;
 
@@ -192,4 +194,48 @@ SmallVector<int64_t> tp::getLocalShape(ArrayRef<int64_t> globalShape,
     for (StringRef axis : sharding.getDimAxes(dim))
       size /= *mesh.getAxisSize(axis);
   return local;
+}
+
+/// `<normal, 2.000000e-02>` or `<constant, 1.000000e+00>`.
+Attribute InitAttr::parse(AsmParser &parser, Type) {
+  StringRef keyword;
+  llvm::SMLoc loc = parser.getCurrentLocation();
+  double value;
+  if (parser.parseLess() || parser.parseKeyword(&keyword))
+    return {};
+  std::optional<InitKind> kind = symbolizeInitKind(keyword);
+  if (!kind) {
+    parser.emitError(loc, "expected 'normal' or 'constant'");
+    return {};
+  }
+  if (parser.parseComma() || parser.parseFloat(value) || parser.parseGreater())
+    return {};
+  return parser.getChecked<InitAttr>(parser.getContext(), *kind,
+                                     llvm::APFloat(value));
+}
+
+void InitAttr::print(AsmPrinter &printer) const {
+  printer << "<" << stringifyInitKind(getKind()) << ", ";
+  // printFloat round-trips the double exactly (the runtime draws from it).
+  printer.printFloat(getValue());
+  printer << ">";
+}
+
+LogicalResult InitAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               InitKind kind, llvm::APFloat std) {
+  double value = std.convertToDouble();
+  if (!std::isfinite(value))
+    return emitError() << "#tp.init value must be finite";
+  if (kind == InitKind::normal && value < 0)
+    return emitError() << "#tp.init<normal> needs a non-negative std, got "
+                       << value;
+  return success();
+}
+
+LogicalResult LayerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                int64_t index) {
+  if (index < 0)
+    return emitError() << "#tp.layer index must be non-negative, got "
+                       << index;
+  return success();
 }

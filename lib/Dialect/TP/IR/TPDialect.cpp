@@ -1,5 +1,6 @@
 //===- TPDialect.cpp - tp dialect registration and attribute hooks -------===//
 #include "megatron/Dialect/TP/IR/TP.h"
+#include "megatron_rt/contract.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -17,6 +18,17 @@ void TPDialect::initialize() {
 #include "megatron/Dialect/TP/IR/TPOps.cpp.inc"
       >();
 }
+
+/// The contract's name of each role.
+static constexpr std::pair<ArgumentRole, const char *> kRoleNames[] = {
+    {ArgumentRole::Parameter, MGT_ROLE_PARAM},
+    {ArgumentRole::Tokens, MGT_ROLE_TOKENS},
+    {ArgumentRole::Targets, MGT_ROLE_TARGETS},
+    {ArgumentRole::Hyperparameters, MGT_ROLE_HYPERPARAMETERS},
+    {ArgumentRole::Logits, MGT_ROLE_LOGITS},
+    {ArgumentRole::AdamM, MGT_ROLE_ADAM_M},
+    {ArgumentRole::AdamV, MGT_ROLE_ADAM_V},
+    {ArgumentRole::Grad, MGT_ROLE_GRAD}};
 
 /// `tp.sharding` on a value of type `type`, reported at `anchor`.
 static LogicalResult verifyShardingAttr(Operation *anchor, NamedAttribute attr,
@@ -39,6 +51,12 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
                                << "' must be \"backward\" or \"optimizer\"";
     return success();
   }
+  if (attr.getName() == kPartitionedAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()) || !isa<FunctionOpInterface>(op))
+      return op->emitOpError() << "'" << kPartitionedAttrName
+                               << "' must be a unit attribute on a function";
+    return success();
+  }
   if (attr.getName() != kShardingAttrName)
     return op->emitOpError() << "unknown tp attribute '" << attr.getName().getValue()
                              << "' on an operation";
@@ -53,17 +71,42 @@ LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op,
                                                   unsigned regionIndex,
                                                   unsigned argIndex,
                                                   NamedAttribute attr) {
-  if (attr.getName() == kNameAttrName) {
+  if (attr.getName() == kNameAttrName || attr.getName() == kParamAttrName) {
     if (!isa<StringAttr>(attr.getValue()))
-      return op->emitOpError() << "'" << kNameAttrName << "' of argument #"
-                               << argIndex << " must be a string";
+      return op->emitOpError() << "'" << attr.getName().getValue()
+                               << "' of argument #" << argIndex
+                               << " must be a string";
+    return success();
+  }
+  if (attr.getName() == kRoleAttrName) {
+    auto role = dyn_cast<StringAttr>(attr.getValue());
+    if (role && symbolizeArgumentRole(role.getValue()))
+      return success();
+    InFlightDiagnostic diag = op->emitOpError()
+                              << "'" << kRoleAttrName << "' of argument #"
+                              << argIndex << " must be one of";
+    for (auto [known, name] : kRoleNames)
+      diag << " \"" << name << "\"";
+    return diag;
+  }
+  if (attr.getName() == kInitAttrName || attr.getName() == kLayerAttrName) {
+    if (attr.getName() == kInitAttrName ? !isa<InitAttr>(attr.getValue())
+                                        : !isa<LayerAttr>(attr.getValue()))
+      return op->emitOpError()
+             << "'" << attr.getName().getValue() << "' of argument #"
+             << argIndex << " must be a #"
+             << attr.getName().getValue() << " attribute";
     return success();
   }
   Region &region = op->getRegion(regionIndex);
   if (region.empty() || argIndex >= region.getNumArguments())
     return op->emitOpError() << "'" << attr.getName().getValue()
                              << "' on a missing argument #" << argIndex;
-  auto type = cast<ShapedType>(region.getArgument(argIndex).getType());
+  auto type = dyn_cast<ShapedType>(region.getArgument(argIndex).getType());
+  if (!type)
+    return op->emitOpError() << "'" << attr.getName().getValue()
+                             << "' on argument #" << argIndex
+                             << ", which is not a tensor";
   if (attr.getName() == kGlobalShapeAttrName ||
       attr.getName() == kUnpaddedShapeAttrName) {
     auto shape = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
@@ -112,49 +155,61 @@ LogicalResult TPDialect::verifyRegionResultAttribute(Operation *op,
   if (attr.getName() != kShardingAttrName)
     return op->emitOpError() << "unknown tp attribute '" << attr.getName().getValue()
                              << "' on result #" << resultIndex;
-  auto function = dyn_cast<FunctionOpInterface>(op);
-  if (!function || resultIndex >= function.getNumResults())
-    return op->emitOpError() << "'" << kShardingAttrName
-                             << "' on a missing result #" << resultIndex;
+  // Only FunctionOpInterface's verifier asks, for a result it has.
+  auto function = cast<FunctionOpInterface>(op);
+  assert(resultIndex < function.getNumResults() && "verifying a missing result");
   return verifyShardingAttr(op, attr, function.getResultTypes()[resultIndex]);
 }
 
-ArgumentKind tp::classifyArgument(StringRef name) {
-  for (auto [fixed, role] :
-       {std::pair{"input_ids", ArgumentRole::InputIds},
-        {"targets", ArgumentRole::Targets},
-        {"hyperparameters", ArgumentRole::Hyperparameters},
-        {"logits", ArgumentRole::Logits}})
-    if (name == fixed)
-      return {role, ""};
-  for (auto [suffix, role] : {std::pair{".exp_avg_sq", ArgumentRole::AdamV},
-                              {".exp_avg", ArgumentRole::AdamM},
-                              {".grad", ArgumentRole::Grad}})
-    if (name.ends_with(suffix))
-      return {role, name.drop_back(StringRef(suffix).size())};
-  return {ArgumentRole::Parameter, ""};
+StringRef tp::stringifyArgumentRole(ArgumentRole role) {
+  for (auto [known, name] : kRoleNames)
+    if (known == role)
+      return name;
+  llvm_unreachable("unknown argument role");
 }
 
-StringRef tp::stringifyArgumentRole(ArgumentRole role) {
-  switch (role) {
-  case ArgumentRole::Parameter:
-    return "param";
-  case ArgumentRole::InputIds:
-    return "input_ids";
-  case ArgumentRole::Targets:
-    return "targets";
-  case ArgumentRole::Hyperparameters:
-    return "hyperparameters";
-  case ArgumentRole::Logits:
-    return "logits";
-  case ArgumentRole::AdamM:
-    return "adam_m";
-  case ArgumentRole::AdamV:
-    return "adam_v";
-  case ArgumentRole::Grad:
-    return "grad";
-  }
-  llvm_unreachable("unknown argument role");
+std::optional<ArgumentRole> tp::symbolizeArgumentRole(StringRef name) {
+  for (auto [role, known] : kRoleNames)
+    if (name == known)
+      return role;
+  return std::nullopt;
+}
+
+ArgumentKind tp::getArgumentKind(FunctionOpInterface function,
+                                 unsigned index) {
+  ArgumentKind kind{ArgumentRole::Parameter, ""};
+  // The verifier admitted only known roles.
+  if (auto role = function.getArgAttrOfType<StringAttr>(
+          index, TPDialect::kRoleAttrName))
+    kind.role = *symbolizeArgumentRole(role.getValue());
+  if (auto param = function.getArgAttrOfType<StringAttr>(
+          index, TPDialect::kParamAttrName))
+    kind.parameter = param.getValue();
+  return kind;
+}
+
+void tp::setArgumentKind(FunctionOpInterface function, unsigned index,
+                         ArgumentRole role, StringRef parameter) {
+  Builder b(function.getContext());
+  function.setArgAttr(index, TPDialect::kRoleAttrName,
+                      b.getStringAttr(stringifyArgumentRole(role)));
+  if (!parameter.empty())
+    function.setArgAttr(index, TPDialect::kParamAttrName,
+                        b.getStringAttr(parameter));
+}
+
+LogicalResult tp::verifyGlobalProgram(ModuleOp module, StringRef pass) {
+  LogicalResult result = success();
+  module.walk([&](FunctionOpInterface function) {
+    if (!function->hasAttr(TPDialect::kPartitionedAttrName))
+      return;
+    // At the function's location, without printing the whole function.
+    mlir::emitError(function.getLoc()) << "'@" << function.getName()
+                         << "' is already partitioned (a per-rank program); "
+                         << pass << " takes the program at global shapes";
+    result = failure();
+  });
+  return result;
 }
 
 StringRef tp::getPhase(Operation *op) {

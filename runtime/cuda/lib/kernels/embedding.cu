@@ -52,42 +52,6 @@ template <typename T> struct EmbeddingBackward {
   }
 };
 
-// Rows of x [B*T, C]; position t = row % T.
-struct PosEmbeddingForward {
-  float *x;
-  const float *wpe;
-  int64_t T, C;
-  template <int kVec> __device__ void apply(int64_t r, int64_t c) const {
-    float v[kVec], p[kVec];
-    loadVec(x + r * C + c, v);
-    loadVec(wpe + r % T * C + c, p);
-#pragma unroll
-    for (int k = 0; k < kVec; ++k)
-      v[k] += p[k];
-    storeVec(x + r * C + c, v);
-  }
-};
-
-// One thread per (t, column group) owns those dwpe elements and adds the
-// batch in order, as the CPU does: no atomics, the same rounding.
-struct PosEmbeddingBackward {
-  const float *dx;
-  float *dwpe;
-  int64_t B, T, C;
-  template <int kVec> __device__ void apply(int64_t t, int64_t c) const {
-    float sum[kVec];
-    loadVec(dwpe + t * C + c, sum);
-    for (int64_t b = 0; b < B; ++b) {
-      float g[kVec];
-      loadVec(dx + (b * T + t) * C + c, g);
-#pragma unroll
-      for (int k = 0; k < kVec; ++k)
-        sum[k] += g[k];
-    }
-    storeVec(dwpe + t * C + c, sum);
-  }
-};
-
 template <typename T>
 void embeddingFwd(const T *table, const int32_t *ids, int64_t vocabStart,
                   int64_t Vl, int64_t C, int64_t N, T *out) {
@@ -132,14 +96,3 @@ extern "C" void mrt_embedding_bwd_bf16(const mrt_bf16 *dout,
   embeddingBwd(asBf16(dout), ids, vocab_start, Vl, C, N, dtable);
 }
 
-extern "C" void mrt_pos_embedding_fwd_f32(float *x, const float *wpe, int64_t B,
-                                          int64_t T, int64_t C) {
-  mrt::cuda::launchRowSweep(B * T, C, PosEmbeddingForward{x, wpe, T, C},
-                            vec4Aligned(x) && vec4Aligned(wpe));
-}
-
-extern "C" void mrt_pos_embedding_bwd_f32(const float *dx, float *dwpe,
-                                          int64_t B, int64_t T, int64_t C) {
-  mrt::cuda::launchRowSweep(T, C, PosEmbeddingBackward{dx, dwpe, B, T, C},
-                            vec4Aligned(dx) && vec4Aligned(dwpe));
-}

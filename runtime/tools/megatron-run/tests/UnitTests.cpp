@@ -220,11 +220,11 @@ TEST(Slicing, ContiguousRowSplitIsOneRead) {
 namespace {
 
 std::string manifestWith(const std::string &arg, int tp = 2) {
-  return "{\"format\":\"megatron-step\",\"version\":1,\"tp\":" +
+  return "{\"format\":\"megatron-step\",\"version\":2,\"tp\":" +
          std::to_string(tp) +
          ",\"batch\":2,\"seq\":3,\"valid_vocab\":10,\"args\":[" + arg +
          (arg.empty() ? "" : ",") +
-         "{\"name\":\"input_ids\",\"role\":\"input_ids\",\"dtype\":\"i32\","
+         "{\"name\":\"input_ids\",\"role\":\"tokens\",\"dtype\":\"i32\","
          "\"global_shape\":[2,3],\"local_shape\":[2,3],\"split\":[]},"
          "{\"name\":\"targets\",\"role\":\"targets\",\"dtype\":\"i32\","
          "\"global_shape\":[2,3],\"local_shape\":[2,3],\"split\":[]}]}";
@@ -252,15 +252,19 @@ TEST(Manifest, ParsesTheExample) {
           "checkpoint_shape": [64, 192],
           "split": [{"dim": 1, "axis": "tp", "sections": 3}]},
          {"name": "h.3.ln_1.weight", "role": "param", "dtype": "f32",
+          "init": {"kind": "constant", "value": 1.0},
           "global_shape": [64], "local_shape": [64], "split": []})"));
   EXPECT_EQ(m.tp, 2);
   ASSERT_EQ(m.args.size(), 5u);
   EXPECT_EQ(m.args[0].checkpointShape, (std::vector<int64_t>{500, 64}));
   EXPECT_EQ(m.args[1].splits[0].sections, 3);
   EXPECT_EQ(m.args[2].checkpointShape, (std::vector<int64_t>{64}));
-  EXPECT_EQ(m.inputIds, 3);
+  EXPECT_EQ(m.tokens, 3);
   EXPECT_EQ(m.targets, 4);
-  EXPECT_EQ(m.numLayers(), 2);
+  EXPECT_FALSE(m.args[0].hasInit);
+  EXPECT_TRUE(m.args[2].hasInit);
+  EXPECT_FALSE(m.args[2].initNormal);
+  EXPECT_EQ(m.args[2].initValue, 1.0);
 }
 
 TEST(Manifest, TargetAndMemory) {
@@ -315,9 +319,9 @@ TEST(Manifest, RejectsMalformedArgs) {
                 .find("duplicate arg name \"input_ids\""),
             std::string::npos);
   EXPECT_NE(manifestError(
-                R"({"format":"megatron-step","version":1,"tp":1,"batch":2,
+                R"({"format":"megatron-step","version":2,"tp":1,"batch":2,
                     "seq":3,"valid_vocab":10,"args":[]})")
-                .find("needs one arg with role \"input_ids\" and one with "
+                .find("needs one arg with role \"tokens\" and one with "
                       "\"targets\""),
             std::string::npos);
 }
@@ -360,9 +364,29 @@ TEST(Manifest, RejectsInconsistentShapes) {
                 .find("unsupported split axis"),
             std::string::npos);
   EXPECT_NE(manifestError(
-                "{\"format\":\"megatron-step\",\"version\":2,\"tp\":1,"
+                "{\"format\":\"megatron-step\",\"version\":1,\"tp\":1,"
                 "\"batch\":1,\"seq\":1,\"valid_vocab\":1,\"args\":[]}")
-                .find("unsupported version 2"),
+                .find("the step library was built for manifest version 1, "
+                      "this megatron-run reads version 2"),
+            std::string::npos);
+  EXPECT_NE(manifestError(manifestWith(
+                R"({"name":"w","role":"param","dtype":"f32",
+                    "init":{"kind":"uniform","value":1},
+                    "global_shape":[8],"local_shape":[8],"split":[]})"))
+                .find("init kind \"uniform\" (known: \"normal\", "
+                      "\"constant\")"),
+            std::string::npos);
+  EXPECT_NE(manifestError(manifestWith(
+                R"({"name":"w","role":"param","dtype":"f32",
+                    "init":{"kind":"normal"},
+                    "global_shape":[8],"local_shape":[8],"split":[]})"))
+                .find("init needs a finite number \"value\""),
+            std::string::npos);
+  EXPECT_NE(manifestError(manifestWith(
+                R"({"name":"w","role":"param","dtype":"f32",
+                    "init":{"kind":"normal","value":-1},
+                    "global_shape":[8],"local_shape":[8],"split":[]})"))
+                .find("init normal needs a non-negative std"),
             std::string::npos);
 }
 
@@ -413,7 +437,7 @@ TEST(Manifest, TrainArgs) {
   EXPECT_EQ(m.args[1].grad, -1);
   EXPECT_EQ(m.args[3].paramIndex, 0);
   EXPECT_EQ(m.args[3].param, "w");
-  EXPECT_EQ(m.numLayers(), 0);
+  EXPECT_EQ(m.layers, 0);
   // Without "entries": forward only.
   EXPECT_EQ(parseManifest(manifestWith("")).entries,
             std::vector<std::string>{"forward"});
@@ -522,20 +546,24 @@ TEST(Manifest, Logits) {
 
 namespace {
 
+// A parameter drawn from normal(0, std).
 Arg param(const std::string &name, std::vector<int64_t> global,
           std::vector<int64_t> ckpt = {}, std::vector<Split> splits = {},
-          int64_t tp = 1) {
+          int64_t tp = 1, double std = 0.02) {
   Arg a{name, "param", "f32", global, global, ckpt.empty() ? global : ckpt,
         splits};
   a.localShape = a.slice(tp, 0).localShape();
+  a.hasInit = true;
+  a.initNormal = true;
+  a.initValue = std;
   return a;
 }
 
 std::vector<float> initLocal(const Arg &a, int64_t tp, int64_t rank,
-                             uint64_t seed, int64_t layers = 12) {
+                             uint64_t seed) {
   TensorSlice s = a.slice(tp, rank);
   std::vector<float> out(s.localElements(), -7.0f);
-  initParam(a, s, layers, seed, out.data());
+  initParam(a, s, seed, out.data());
   return out;
 }
 
@@ -552,22 +580,26 @@ double stddev(const std::vector<float> &v) {
 } // namespace
 
 TEST(Init, Rules) {
-  auto rule = [](const std::string &name, std::vector<int64_t> shape) {
-    return initRule(param(name, shape), 12);
-  };
-  EXPECT_EQ(rule("h.0.ln_1.weight", {8}).kind, InitRule::Constant);
-  EXPECT_EQ(rule("h.0.ln_1.weight", {8}).value, 1.0);
-  EXPECT_EQ(rule("h.0.ln_2.weight", {8}).value, 1.0);
-  EXPECT_EQ(rule("ln_f.weight", {8}).value, 1.0);
-  EXPECT_EQ(rule("ln_f.bias", {8}).value, 0.0);
-  EXPECT_EQ(rule("h.3.mlp.c_fc.bias", {8}).value, 0.0);
-  EXPECT_EQ(rule("wte.weight", {8, 8}).kind, InitRule::Normal);
-  EXPECT_DOUBLE_EQ(rule("h.0.attn.c_attn.weight", {8, 24}).value, 0.02);
-  EXPECT_DOUBLE_EQ(rule("h.0.attn.c_proj.weight", {8, 8}).value,
-                   0.02 / std::sqrt(24.0));
-  EXPECT_DOUBLE_EQ(rule("h.1.mlp.c_proj.weight", {32, 8}).value,
-                   0.02 / std::sqrt(24.0));
-  EXPECT_THROW(rule("h.0.ln_9.weight", {8}), std::runtime_error);
+  // The rule is the one the manifest states; none is an error naming the
+  // parameter.
+  Arg gain = param("norm.gain", {8});
+  gain.initNormal = false;
+  gain.initValue = 1.0;
+  EXPECT_EQ(initRule(gain).kind, InitRule::Constant);
+  EXPECT_EQ(initRule(gain).value, 1.0);
+  Arg weight = param("proj", {8, 8}, {}, {}, 1, 0.02 / std::sqrt(24.0));
+  EXPECT_EQ(initRule(weight).kind, InitRule::Normal);
+  EXPECT_DOUBLE_EQ(initRule(weight).value, 0.02 / std::sqrt(24.0));
+  Arg unstated = param("mystery", {8});
+  unstated.hasInit = false;
+  try {
+    initRule(unstated);
+    ADD_FAILURE() << "no rule accepted";
+  } catch (const std::runtime_error &e) {
+    EXPECT_NE(std::string(e.what()).find("no initialisation for parameter "
+                                         "\"mystery\""),
+              std::string::npos);
+  }
 }
 
 TEST(Init, Statistics) {
@@ -575,12 +607,18 @@ TEST(Init, Statistics) {
   EXPECT_NEAR(stddev(w), 0.02, 0.0005);
   double mean = std::accumulate(w.begin(), w.end(), 0.0) / w.size();
   EXPECT_NEAR(mean, 0.0, 0.0002);
-  std::vector<float> p =
-      initLocal(param("h.0.attn.c_proj.weight", {256, 256}), 1, 0, 1, 2);
+  std::vector<float> p = initLocal(
+      param("h.0.attn.c_proj.weight", {256, 256}, {}, {}, 1, 0.01), 1, 0, 1);
   EXPECT_NEAR(stddev(p), 0.01, 0.0003);
-  for (float x : initLocal(param("h.0.ln_2.weight", {64}), 1, 0, 1))
+  auto constant = [](const std::string &name, double value) {
+    Arg a = param(name, {64});
+    a.initNormal = false;
+    a.initValue = value;
+    return a;
+  };
+  for (float x : initLocal(constant("h.0.ln_2.weight", 1.0), 1, 0, 1))
     EXPECT_EQ(x, 1.0f);
-  for (float x : initLocal(param("h.0.attn.c_attn.bias", {64}), 1, 0, 1))
+  for (float x : initLocal(constant("h.0.attn.c_attn.bias", 0.0), 1, 0, 1))
     EXPECT_EQ(x, 0.0f);
 }
 

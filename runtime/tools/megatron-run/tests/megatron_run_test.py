@@ -584,7 +584,7 @@ def case_rank_failure():
     for rank in (1, 0):
         out = expect_fail(
             command(2, ["--data", t, "--eval-only"], {"MOCK_BREAK_RANK": str(rank)}),
-            rf'rank {rank}: no GPT-2 initialisation rule for parameter '
+            rf'rank {rank}: the model states no initialisation for parameter '
             r'"h\.0\.ln_9\.weight"', env={"MOCK_BREAK_RANK": str(rank)},
             what=f"only rank {rank} fails (seed init)")
         check(not steps_printed(out), "... and no rank runs a step")

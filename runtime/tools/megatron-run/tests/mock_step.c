@@ -17,7 +17,7 @@
  *   g = 0.05f*w + 0.01f*(float)((k + 3*i) % 7 - 3) + 0.001f*(float)(h % 11)
  * (float math, left to right; padding 0) with h = sum_j (j+1)*input_ids[j] +
  * 3*targets[j]; results[1] = its global L2 norm (double sum in global order);
- * the update is mrt_adamw_f32 with the hyperparameters arg, after clipping
+ * the update is torch.optim.AdamW's (adamw below) with the hyperparameters arg, after clipping
  * (coef = clip/(norm+1e-6) when < 1, as torch's clip_grad_norm_); "grad" args
  * get the unclipped gradient. Everything is computed on global tensors, so
  * TP=1 and TP=2 train bit-identically.
@@ -50,7 +50,7 @@
  *                      and mgt_train_step
  */
 #include "megatron_rt/comm.h"
-#include "megatron_rt/optimizer.h"
+#include "megatron_rt/contract.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -107,8 +107,22 @@ static const MockArg kBase[NBASE] = {
     {"h.1.mlp.c_proj.weight", "param", 2, {8, 4}, {8, 4}, 0, 1},
     {"ln_f.weight", "param", 1, {4}, {4}, -1, 1},
     {"ln_f.bias", "param", 1, {4}, {4}, -1, 1},
-    {"input_ids", "input_ids", 2, {BATCH, SEQ}, {BATCH, SEQ}, -1, 1},
+    {"input_ids", MGT_ROLE_TOKENS, 2, {BATCH, SEQ}, {BATCH, SEQ}, -1, 1},
     {"targets", "targets", 2, {BATCH, SEQ}, {BATCH, SEQ}, -1, 1},
+};
+
+/* The initialisation the model states for each parameter of kBase (what
+ * gpt2-mlir writes as tp.init): GPT-2's rules, the residual projections
+ * scaled for the 2 layers. */
+static const struct {
+  const char *kind;
+  double value;
+} kInit[NPARAMS] = {
+    {MGT_INIT_NORMAL, 0.02},   {MGT_INIT_NORMAL, 0.02},
+    {MGT_INIT_CONSTANT, 1.0},  {MGT_INIT_CONSTANT, 0.0},
+    {MGT_INIT_NORMAL, 0.02},   {MGT_INIT_CONSTANT, 0.0},
+    {MGT_INIT_NORMAL, 0.01},   {MGT_INIT_NORMAL, 0.01},
+    {MGT_INIT_CONSTANT, 1.0},  {MGT_INIT_CONSTANT, 0.0},
 };
 
 static MockArg kArgs[NARGS];
@@ -150,7 +164,8 @@ static void initArgs(void) {
       (k == 0 ? kAdamM : k == 1 ? kAdamV : kGrad)[p] = n;
       ++n;
     }
-  MockArg h = {"hyperparameters", "hyperparameters", 1, {8}, {8}, -1, 1, -1};
+  MockArg h = {"hyperparameters", MGT_ROLE_HYPERPARAMETERS, 1,
+               {MGT_HP_COUNT}, {MGT_HP_COUNT}, -1, 1, -1};
   kHyper = n;
   kArgs[n++] = h;
 }
@@ -176,7 +191,8 @@ static void appendShape(char **p, const long *shape, int ndim) {
   *p += sprintf(*p, "]");
 }
 
-/* MOCK_BREAK_RANK: h.0.ln_1.weight (and its state) becomes h.0.ln_9.weight. */
+/* MOCK_BREAK_RANK: h.0.ln_1.weight (and its state) becomes h.0.ln_9.weight,
+ * with no init rule. */
 static void mockName(char *out, const char *name, int broken) {
   const char *from = "h.0.ln_1.weight";
   if (broken && strncmp(name, from, strlen(from)) == 0)
@@ -191,10 +207,10 @@ MOCK_EXPORT const char *mgt_manifest(void) {
   initArgs();
   const int broken = launcherRank() >= 0 && launcherRank() == envInt("MOCK_BREAK_RANK");
   p += sprintf(p,
-               "{\"format\": \"megatron-step\", \"version\": 1, \"model\": "
-               "\"mock\", \"tp\": %d, \"batch\": %d, \"seq\": %d, "
-               "\"valid_vocab\": %d, %s%s\"args\": [",
-               MOCK_TP, BATCH, SEQ, VOCAB,
+               "{\"format\": \"" MGT_MANIFEST_FORMAT "\", \"version\": %d, "
+               "\"model\": \"mock\", \"tp\": %d, \"batch\": %d, "
+               "\"seq\": %d, \"valid_vocab\": %d, %s%s\"args\": [",
+               MGT_MANIFEST_VERSION, MOCK_TP, BATCH, SEQ, VOCAB,
                MOCK_TRAIN ? "\"entries\": [\"forward\", \"train_step\"], " : "",
                MOCK_DEVICE ? "\"target\": \"cuda\", " : "");
   for (int i = 0; i < NARGS; ++i) {
@@ -218,6 +234,9 @@ MOCK_EXPORT const char *mgt_manifest(void) {
     }
     if (a->param >= 0)
       p += sprintf(p, ", \"param\": \"%s\"", param);
+    if (i < NPARAMS && strcmp(name, a->name) == 0)
+      p += sprintf(p, ", \"init\": {\"kind\": \"%s\", \"value\": %.17g}",
+                   kInit[i].kind, kInit[i].value);
     if (MOCK_DEVICE)
       p += sprintf(p, ", \"memory\": \"%s\"", i == kHyper ? "host" : "device");
     if (a->split_dim >= 0)
@@ -416,6 +435,28 @@ MOCK_EXPORT float mgt_forward(mrt_context *ctx, void **args) {
 }
 
 #if MOCK_TRAIN
+/* One torch.optim.AdamW step in PyTorch's order, its scalar factors formed in
+ * double and rounded to float once:
+ * p *= 1 - lr*wd; m = lerp(m, g, 1-beta1); v = beta2*v + (1-beta2)*g*g;
+ * p -= lr/(1-beta1^t) * m / (sqrt(v)/sqrt(1-beta2^t) + eps). */
+static void adamw(float *p, const float *g, float *m, float *v, long n,
+                  const float *hp) {
+  const double lr = hp[MGT_HP_LR], beta1 = hp[MGT_HP_BETA1],
+               beta2 = hp[MGT_HP_BETA2];
+  const double step = hp[MGT_HP_STEP];
+  const float decay = (float)(1.0 - lr * hp[MGT_HP_WEIGHT_DECAY]);
+  const float mWeight = (float)(1.0 - beta1), vWeight = (float)(1.0 - beta2);
+  const float negStepSize = (float)(-(lr / (1.0 - pow(beta1, step))));
+  const float bc2Sqrt = (float)sqrt(1.0 - pow(beta2, step));
+  for (long i = 0; i < n; ++i) {
+    p[i] *= decay;
+    m[i] = mWeight < 0.5f ? m[i] + mWeight * (g[i] - m[i])
+                          : g[i] - (g[i] - m[i]) * (1.0f - mWeight);
+    v[i] = v[i] * (float)beta2 + vWeight * g[i] * g[i];
+    p[i] += negStepSize * m[i] / (sqrtf(v[i]) / bc2Sqrt + hp[MGT_HP_EPS]);
+  }
+}
+
 MOCK_EXPORT void mgt_train_step(mrt_context *ctx, void **args,
                                 float *results) {
   static int calls = 0;
@@ -459,8 +500,8 @@ MOCK_EXPORT void mgt_train_step(mrt_context *ctx, void **args,
   }
   const double norm = sqrt(norm2);
   float coef = 1.0f;
-  if (hp[5] > 0.0f) {
-    const double c = (double)hp[5] / (norm + 1e-6);
+  if (hp[MGT_HP_GRAD_CLIP] > 0.0f) {
+    const double c = (double)hp[MGT_HP_GRAD_CLIP] / (norm + 1e-6);
     if (c < 1.0)
       coef = (float)c;
   }
@@ -479,9 +520,8 @@ MOCK_EXPORT void mgt_train_step(mrt_context *ctx, void **args,
     if (coef != 1.0f)
       for (long k = 0; k < n; ++k)
         lg[k] *= coef;
-    mrt_adamw_f32((float *)args[i], lg, (float *)args[kAdamM[i]],
-                  (float *)args[kAdamV[i]], n, hp[0], hp[1], hp[2], hp[3],
-                  hp[4], (int64_t)hp[6]);
+    adamw((float *)args[i], lg, (float *)args[kAdamM[i]],
+          (float *)args[kAdamV[i]], n, hp);
     free(lg);
     free(grads[i]);
   }

@@ -4,10 +4,12 @@
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
@@ -38,25 +40,36 @@ LogicalResult verifyShardingForType(Operation *anchor, ShardingAttr sharding,
 SmallVector<int64_t> getLocalShape(ArrayRef<int64_t> globalShape,
                                    ShardingAttr sharding, MeshOp mesh);
 
+/// Fails, with an error at each function tp-partition already made per-rank,
+/// unless every function of `module` is still at global shapes: the passes
+/// that plan and partition (`pass` names the one asking) take the global
+/// program, and their output fed back is recognised rather than misread.
+LogicalResult verifyGlobalProgram(ModuleOp module, StringRef pass);
+
 /// The training-step phase `op` belongs to: "forward", "backward" or
 /// "optimizer" (tp.phase).
 StringRef getPhase(Operation *op);
 /// Marks the ops from `first` up to (not including) `end` with `phase`.
 void markPhase(Operation *first, Operation *end, StringRef phase);
 
-/// What a step argument named `tp.name` is. tp-optimizer names optimizer
-/// state and exported gradients "<param>.exp_avg", "<param>.exp_avg_sq" and
-/// "<param>.grad"; the model's inputs and outputs have fixed names.
+/// What the runtime feeds a step argument, as its `tp.role` states (the
+/// names are megatron_rt/contract.h's MGT_ROLE_*).
 enum class ArgumentRole {
-  Parameter, InputIds, Targets, Hyperparameters, Logits, AdamM, AdamV, Grad
+  Parameter, Tokens, Targets, Hyperparameters, Logits, AdamM, AdamV, Grad
 };
 struct ArgumentKind {
   ArgumentRole role;
-  /// The parameter optimizer state or a gradient belongs to.
+  /// The parameter optimizer state or a gradient belongs to (`tp.param`).
   StringRef parameter;
 };
-ArgumentKind classifyArgument(StringRef name);
+/// The kind of argument `index` of `function`: its `tp.role` and `tp.param`;
+/// an argument without a role is a parameter.
+ArgumentKind getArgumentKind(FunctionOpInterface function, unsigned index);
+/// Writes `tp.role` (and `tp.param` when `parameter` is not empty).
+void setArgumentKind(FunctionOpInterface function, unsigned index,
+                     ArgumentRole role, StringRef parameter = "");
 StringRef stringifyArgumentRole(ArgumentRole role);
+std::optional<ArgumentRole> symbolizeArgumentRole(StringRef name);
 
 } // namespace mlir::tp
 

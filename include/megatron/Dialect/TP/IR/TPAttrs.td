@@ -51,4 +51,45 @@ def TP_ShardingAttr : AttrDef<TP_Dialect, "Sharding"> {
   }];
 }
 
+def TP_InitKind : I32EnumAttr<"InitKind", "parameter initialisation rule",
+    [I32EnumAttrCase<"normal", 0>, I32EnumAttrCase<"constant", 1>]> {
+  let cppNamespace = "::mlir::tp";
+}
+
+def TP_InitAttr : AttrDef<TP_Dialect, "Init"> {
+  let mnemonic = "init";
+  let summary = "How a parameter is initialised when no checkpoint gives it";
+  let description = [{
+    The rule a model states for a parameter, written by its generator as the
+    `tp.init` argument attribute and carried to the runtime by the step
+    manifest:
+      #tp.init<normal, 2.000000e-02>    every element drawn from normal(0, std)
+      #tp.init<constant, 1.000000e+00>  every element the constant
+    A depth-scaled rule (GPT-2's residual projections, 0.02 / sqrt(2 L)) is
+    a normal rule whose std the generator computed from the depth.
+  }];
+  let parameters = (ins "::mlir::tp::InitKind":$kind,
+                        APFloatParameter<"std or constant">:$value);
+  let builders = [
+    AttrBuilder<(ins "::mlir::tp::InitKind":$kind, "double":$value), [{
+      return $_get($_ctxt, kind, ::llvm::APFloat(value));
+    }]>
+  ];
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+}
+
+def TP_LayerAttr : AttrDef<TP_Dialect, "Layer"> {
+  let mnemonic = "layer";
+  let summary = "The repeated layer of the model a parameter or op belongs to";
+  let description = [{
+    `tp.layer = #tp.layer<3>` on a parameter, and `loc(fused<#tp.layer<3>>[...])`
+    on the ops of that layer: reports and pictures group by it, whatever the
+    model names its modules.
+  }];
+  let parameters = (ins "int64_t":$index);
+  let assemblyFormat = "`<` $index `>`";
+  let genVerifyDecl = 1;
+}
+
 #endif // MEGATRON_DIALECT_TP_IR_TPATTRS_TD

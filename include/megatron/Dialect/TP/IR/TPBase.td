@@ -20,7 +20,11 @@ def TP_Dialect : Dialect {
     argument. `tp.name` on a function argument names a model parameter;
     after tp-partition, `tp.global_shape` gives its shape before the split;
     `tp.unpadded_shape` the shape a checkpoint holds when tp-megatron-annotate
-    padded the vocabulary.
+    padded the vocabulary. A model states what its arguments are in the IR,
+    so that no pass or runtime matches names: `tp.role` ("tokens",
+    "targets", "param", ...), `tp.init` (#tp.init, how a parameter is
+    initialised), `tp.layer` (#tp.layer, the repeated layer it belongs to);
+    tp-optimizer adds state arguments with `tp.role` and `tp.param`.
   }];
   let useDefaultAttributePrinterParser = 1;
   let hasOperationAttrVerify = 1;
@@ -31,10 +35,21 @@ def TP_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kNameAttrName = "tp.name";
     static constexpr ::llvm::StringLiteral kGlobalShapeAttrName = "tp.global_shape";
     static constexpr ::llvm::StringLiteral kUnpaddedShapeAttrName = "tp.unpadded_shape";
+    /// What the runtime feeds an argument (megatron_rt/contract.h's
+    /// MGT_ROLE_*); a float argument without one is a parameter.
+    static constexpr ::llvm::StringLiteral kRoleAttrName = "tp.role";
+    /// The parameter optimizer state or an exported gradient belongs to.
+    static constexpr ::llvm::StringLiteral kParamAttrName = "tp.param";
+    /// A parameter's #tp.init rule.
+    static constexpr ::llvm::StringLiteral kInitAttrName = "tp.init";
+    /// A parameter's #tp.layer.
+    static constexpr ::llvm::StringLiteral kLayerAttrName = "tp.layer";
     /// "backward" or "optimizer" on ops of the training step's later
     /// phases; the forward pass carries none.
     static constexpr ::llvm::StringLiteral kPhaseAttrName = "tp.phase";
     static constexpr ::llvm::StringLiteral kGradOfAttrName = "tp.grad_of";
+    /// On a function tp-partition made per-rank: its types are local shapes.
+    static constexpr ::llvm::StringLiteral kPartitionedAttrName = "tp.partitioned";
     static constexpr ::llvm::StringLiteral kUpdatesAttrName = "tp.updates";
 
   private:

@@ -1,0 +1,131 @@
+/* The contract between the megatron-mlir compiler and its runtime.
+ *
+ * Everything the generated step library, the runtime libraries and the
+ * launcher must agree on is defined here, once: the step's entry points and
+ * their signatures, the manifest's schema (format, version, field names and
+ * the values of its enumerated fields), the mesh axis and reduction ids the
+ * generated code passes to collectives, the slots of the hyperparameters
+ * argument and the constants of the activations the compiler inlines and the
+ * runtime's kernels compute. The compiler (lib/Target, lib/Conversion,
+ * lib/Transforms) and the runtime (megatron-run, the kernels) both include
+ * this header, so nothing is copied by hand; it depends on nothing, so a
+ * host written in any language can read it.
+ *
+ * A step library whose manifest carries another MGT_MANIFEST_VERSION is
+ * refused by megatron-run with both versions named. Change the version with
+ * any change below that an older reader would misread. */
+#ifndef MEGATRON_RT_CONTRACT_H
+#define MEGATRON_RT_CONTRACT_H
+
+/* ---- Step library entry points ------------------------------------------
+ * Every entry takes the same array `args`, one pointer per manifest argument
+ * in manifest order. */
+#define MGT_ENTRY_MANIFEST "mgt_manifest"
+#define MGT_ENTRY_FORWARD "mgt_forward"
+#define MGT_ENTRY_TRAIN_STEP "mgt_train_step"
+/* The symbol prefix: entry kind "forward" is exported as "mgt_forward". */
+#define MGT_ENTRY_PREFIX "mgt_"
+
+struct mrt_context;
+/* The manifest: NUL-terminated JSON, owned by the library. */
+typedef const char *(*mgt_manifest_fn)(void);
+/* The forward pass; returns the loss. */
+typedef float (*mgt_forward_fn)(struct mrt_context *ctx, void **args);
+/* One optimizer step; writes MGT_TRAIN_RESULT_COUNT floats to `results`. */
+typedef void (*mgt_train_step_fn)(struct mrt_context *ctx, void **args,
+                                  float *results);
+enum {
+  MGT_TRAIN_RESULT_LOSS = 0,
+  MGT_TRAIN_RESULT_GRAD_NORM = 1,
+  MGT_TRAIN_RESULT_COUNT = 2
+};
+
+/* ---- Manifest schema ----------------------------------------------------- */
+#define MGT_MANIFEST_FORMAT "megatron-step"
+#define MGT_MANIFEST_VERSION 2
+
+/* Top-level fields. */
+#define MGT_FIELD_FORMAT "format"
+#define MGT_FIELD_VERSION "version"
+#define MGT_FIELD_MODEL "model"            /* the module's name (free text) */
+#define MGT_FIELD_TARGET "target"          /* MGT_TARGET_* */
+#define MGT_FIELD_TP "tp"                  /* the mesh's tensor-parallel size */
+#define MGT_FIELD_BATCH "batch"            /* tokens' global [batch, seq] */
+#define MGT_FIELD_SEQ "seq"
+#define MGT_FIELD_VALID_VOCAB "valid_vocab" /* the loss's unpadded vocabulary */
+#define MGT_FIELD_LAYERS "layers"          /* number of layers (tp.layer) */
+#define MGT_FIELD_ENTRIES "entries"        /* MGT_ENTRY_KIND_* */
+#define MGT_FIELD_ARGS "args"
+
+/* Fields of each argument. */
+#define MGT_FIELD_NAME "name"
+#define MGT_FIELD_ROLE "role"              /* MGT_ROLE_* */
+#define MGT_FIELD_DTYPE "dtype"            /* MGT_DTYPE_* */
+#define MGT_FIELD_GLOBAL_SHAPE "global_shape"
+#define MGT_FIELD_LOCAL_SHAPE "local_shape"
+#define MGT_FIELD_CHECKPOINT_SHAPE "checkpoint_shape"
+#define MGT_FIELD_SPLIT "split"            /* [{dim, axis, sections}] */
+#define MGT_FIELD_SPLIT_DIM "dim"
+#define MGT_FIELD_SPLIT_AXIS "axis"
+#define MGT_FIELD_SPLIT_SECTIONS "sections"
+#define MGT_FIELD_PARAM "param"            /* state and gradients: its param */
+#define MGT_FIELD_MEMORY "memory"          /* MGT_MEMORY_* */
+#define MGT_FIELD_INIT "init"              /* params: {kind, value} */
+#define MGT_FIELD_INIT_KIND "kind"         /* MGT_INIT_* */
+#define MGT_FIELD_INIT_VALUE "value"       /* normal: std; constant: value */
+
+#define MGT_TARGET_CPU "cpu"
+#define MGT_TARGET_CUDA "cuda"
+#define MGT_ENTRY_KIND_FORWARD "forward"
+#define MGT_ENTRY_KIND_TRAIN_STEP "train_step"
+#define MGT_MEMORY_HOST "host"
+#define MGT_MEMORY_DEVICE "device"
+#define MGT_DTYPE_F32 "f32"
+#define MGT_DTYPE_I32 "i32"
+
+/* Argument roles: what the launcher feeds. The generator states the model's
+ * (tokens, targets, params) in the IR; tp-optimizer and tp-export-logits
+ * add the others. */
+#define MGT_ROLE_PARAM "param"
+#define MGT_ROLE_TOKENS "tokens"           /* i32 [batch, seq] */
+#define MGT_ROLE_TARGETS "targets"         /* i32 [batch, seq] */
+#define MGT_ROLE_HYPERPARAMETERS "hyperparameters" /* f32 [MGT_HP_COUNT] */
+#define MGT_ROLE_LOGITS "logits"           /* f32 [batch, seq, vocab] */
+#define MGT_ROLE_ADAM_M "adam_m"
+#define MGT_ROLE_ADAM_V "adam_v"
+#define MGT_ROLE_GRAD "grad"
+
+/* Initialisation rules of parameters, drawn per element of the global
+ * tensor (megatron-run's Init.h says how). */
+#define MGT_INIT_NORMAL "normal"           /* normal(0, value) */
+#define MGT_INIT_CONSTANT "constant"       /* every element `value` */
+
+/* ---- Mesh axes and reductions --------------------------------------------
+ * The generated code names a collective's axis and reduction by these ids;
+ * rank r of a (dp, tp) mesh is dp_rank * tp_size + tp_rank. */
+#define MGT_AXIS_NAME_DP "dp"
+#define MGT_AXIS_NAME_TP "tp"
+enum { MRT_AXIS_DP = 0, MRT_AXIS_TP = 1 };
+enum { MRT_REDUCE_SUM = 0, MRT_REDUCE_MAX = 1 };
+
+/* ---- The hyperparameters argument (f32 [MGT_HP_COUNT], host memory) ------
+ * The launcher writes it before every train step; the step's AdamW and
+ * gradient clipping read it. */
+enum {
+  MGT_HP_LR = 0,
+  MGT_HP_BETA1 = 1,
+  MGT_HP_BETA2 = 2,
+  MGT_HP_EPS = 3,
+  MGT_HP_WEIGHT_DECAY = 4,
+  MGT_HP_GRAD_CLIP = 5, /* max global gradient norm; 0 disables clipping */
+  MGT_HP_STEP = 6,      /* 1-based AdamW step (bias correction) */
+  MGT_HP_COUNT = 8      /* slot 7 is reserved */
+};
+
+/* ---- Activation constants --------------------------------------------------
+ * GELU, tanh form (GPT-2, cuBLASLt's epilogue):
+ *   gelu(x) = 0.5 x (1 + tanh(MGT_GELU_SQRT_2_OVER_PI (x + MGT_GELU_CUBIC x^3))) */
+#define MGT_GELU_SQRT_2_OVER_PI 0.7978845608028654
+#define MGT_GELU_CUBIC 0.044715
+
+#endif /* MEGATRON_RT_CONTRACT_H */

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Fails when the runtime exports an entry point nothing calls.
+
+The runtime's ABI is what its public headers declare with MRT_API
+(runtime/include/megatron_rt/*.h). An entry point is called when the
+compiler's lowering names it (a "mrt_..." string in lib/: the lowering picks
+a kernel's variant by appending "_f32" or "_bf16" to its base name, so a base
+name stands for those two) or megatron-run does (runtime/tools/megatron-run,
+its tests excepted). The runtime's own sources and tests do not count: an
+entry point that only they call is not part of what the compiler and the
+launcher need, and is dead ABI.
+
+usage: check_runtime_entry_points.py REPO_ROOT [-v]
+"""
+import pathlib
+import re
+import sys
+
+DECLARED = re.compile(r"\bMRT_API\b[^;(]*?\b(mrt_\w+)\s*\(")
+NAMED = re.compile(r"\bmrt_\w+")
+VARIANTS = ("", "_f32", "_bf16")
+
+
+def exported(root):
+    names = {}
+    for header in sorted((root / "runtime/include/megatron_rt").glob("*.h")):
+        for match in DECLARED.finditer(header.read_text()):
+            names[match.group(1)] = header.relative_to(root)
+    return names
+
+
+def called(root):
+    names = {}
+    for path in sorted((root / "lib").rglob("*")):
+        if path.suffix in (".cpp", ".h", ".td"):
+            for literal in re.findall(r'"(mrt_\w+)"', path.read_text()):
+                for suffix in VARIANTS:
+                    names.setdefault(literal + suffix, path.relative_to(root))
+    launcher = root / "runtime/tools/megatron-run"
+    for path in sorted(launcher.glob("*")):
+        if path.suffix in (".cpp", ".h"):
+            for name in NAMED.findall(path.read_text()):
+                names.setdefault(name, path.relative_to(root))
+    return names
+
+
+def main(argv):
+    if len(argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    root = pathlib.Path(argv[1]).resolve()
+    verbose = "-v" in argv[2:]
+    declared, callers = exported(root), called(root)
+    unused = sorted(set(declared) - set(callers))
+    if verbose:
+        for name in sorted(set(declared) & set(callers)):
+            print(f"{name}: called from {callers[name]}")
+    for name in unused:
+        print(f"{declared[name]}: {name} is exported but neither the "
+              "lowering nor megatron-run calls it")
+    print(f"{len(declared)} exported entry points, {len(unused)} called by "
+          "nothing")
+    return 1 if unused else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
