@@ -23,7 +23,17 @@ def ConvertTPToRuntime : Pass<"convert-tp-to-runtime", "ModuleOp"> {
     the position embedding and local slices become `tensor.extract_slice`.
     Every function gains a leading `!llvm.ptr` argument, the rank's runtime
     context, and returns its scalar loss as `f32`.
+
+    The patterns come in families, one file each under
+    lib/Conversion/TPToRuntime, each with its populate function
+    (megatron/Conversion/TPToRuntime/TPToRuntime.h); the target's limits
+    (RuntimeTargetInfo) come from the options.
   }];
+  let options = [
+    Option<"geluEpilogueRowMultiple", "gelu-epilogue-row-multiple", "int64_t",
+           "8", "a GEMM's epilogue computes GELU only for rows of a multiple "
+                "of this many elements (cuBLASLt's GELU_AUX)">,
+  ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::bufferization::BufferizationDialect",
     "::mlir::func::FuncDialect", "::mlir::linalg::LinalgDialect",

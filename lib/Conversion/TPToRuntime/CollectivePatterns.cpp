@@ -1,0 +1,183 @@
+//===- CollectivePatterns.cpp - conjugates and collectives ----------------===//
+#include "RuntimeCalls.h"
+
+#include "megatron_rt/contract.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+using namespace mlir;
+using namespace mlir::megatron;
+using namespace mlir::megatron::runtime;
+using namespace mlir::tp;
+
+namespace {
+
+int64_t runtimeReduction(ReductionKind kind) {
+  return kind == ReductionKind::sum ? MRT_REDUCE_SUM : MRT_REDUCE_MAX;
+}
+
+/// Sums (or maxes) a copy of `value` across the ranks of `axis`.
+LogicalResult allReduce(PatternRewriter &rewriter, Operation *op, Value value,
+                        StringRef axis, int64_t reduction) {
+  FailureOr<int64_t> runtime = runtimeAxis(op, axis);
+  if (failed(runtime))
+    return failure();
+  CallBuilder c(rewriter, op->getLoc());
+  Value ctx = CallBuilder::context(op);
+  auto type = cast<RankedTensorType>(value.getType());
+  if (auto elements = value.getDefiningOp<tensor::FromElementsOp>();
+      elements && type.getNumElements() == 1 && type.getElementType().isF32()) {
+    // A host scalar (the squared gradient norm) stays one: no buffer for
+    // the host to write, which a GPU target would place in device memory.
+    SmallVector<Value> reduced;
+    c.call("mrt_all_reduce_scalar_f32",
+           {ctx, c.i32(*runtime), elements.getElements()[0], c.i32(reduction)},
+           rewriter.getF32Type(), &reduced);
+    rewriter.replaceOpWithNewOp<tensor::FromElementsOp>(op, type, reduced);
+    return success();
+  }
+  Value source = bufferization::ToBufferOp::create(
+      rewriter, op->getLoc(),
+      MemRefType::get(type.getShape(), type.getElementType()), value,
+      /*read_only=*/true);
+  CallBuilder::Output result = c.output(type);
+  memref::CopyOp::create(rewriter, op->getLoc(), source, result.buffer);
+  c.call(kernel("mrt_all_reduce", value),
+         {ctx, c.i32(*runtime), result.view, c.i64(numElements(value)),
+          c.i32(reduction)});
+  rewriter.replaceOp(op, c.tensor(result));
+  return success();
+}
+
+/// Identity forward; its all-reduce is the backward pass's.
+struct FToRuntime : RuntimePattern<FOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(FOp op,
+                                PatternRewriter &rewriter) const override {
+    rewriter.replaceOp(op, op.getInput());
+    return success();
+  }
+};
+
+struct GToRuntime : RuntimePattern<GOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(GOp op,
+                                PatternRewriter &rewriter) const override {
+    return allReduce(rewriter, op, op.getInput(), op.getAxis(),
+                     MRT_REDUCE_SUM);
+  }
+};
+
+struct AllReduceToRuntime : RuntimePattern<AllReduceOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(AllReduceOp op,
+                                PatternRewriter &rewriter) const override {
+    return allReduce(rewriter, op, op.getInput(), op.getAxis(),
+                     runtimeReduction(op.getKind()));
+  }
+};
+
+Value axisRank(CallBuilder &c, Operation *op, int64_t runtime) {
+  SmallVector<Value> rank;
+  c.call("mrt_axis_rank", {CallBuilder::context(op), c.i32(runtime)},
+         c.b.getI64Type(), &rank);
+  return arith::IndexCastOp::create(c.b, c.loc, c.b.getIndexType(), rank[0]);
+}
+
+struct AxisIndexToRuntime : RuntimePattern<AxisIndexOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(AxisIndexOp op,
+                                PatternRewriter &rewriter) const override {
+    FailureOr<int64_t> runtime = runtimeAxis(op, op.getAxis());
+    if (failed(runtime))
+      return failure();
+    CallBuilder c(rewriter, op.getLoc());
+    rewriter.replaceOp(op, axisRank(c, op, *runtime));
+    return success();
+  }
+};
+
+/// This rank's chunk: a slice at rank * size along `dim`.
+struct LocalSliceToRuntime : RuntimePattern<LocalSliceOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(LocalSliceOp op,
+                                PatternRewriter &rewriter) const override {
+    FailureOr<int64_t> runtime = runtimeAxis(op, op.getAxis());
+    if (failed(runtime))
+      return failure();
+    CallBuilder c(rewriter, op.getLoc());
+    auto type = op.getType();
+    int64_t dim = op.getDim();
+    Value start = arith::MulIOp::create(
+        rewriter, op.getLoc(), axisRank(c, op, *runtime),
+        arith::ConstantIndexOp::create(rewriter, op.getLoc(),
+                                       type.getDimSize(dim)));
+    SmallVector<OpFoldResult> offsets(type.getRank(), rewriter.getIndexAttr(0)),
+        sizes, strides(type.getRank(), rewriter.getIndexAttr(1));
+    offsets[dim] = start;
+    for (int64_t size : type.getShape())
+      sizes.push_back(rewriter.getIndexAttr(size));
+    rewriter.replaceOpWithNewOp<tensor::ExtractSliceOp>(
+        op, type, op.getInput(), offsets, sizes, strides);
+    return success();
+  }
+};
+
+/// Only a split of the outermost non-unit dimension is a contiguous
+/// concatenation of the ranks' buffers.
+bool isOutermost(RankedTensorType type, int64_t dim) {
+  return llvm::all_of(type.getShape().take_front(dim),
+                      [](int64_t size) { return size == 1; });
+}
+
+/// An all-gather or reduce-scatter call moving `local` elements per rank.
+template <typename CollectiveOp>
+LogicalResult gatherOrScatter(PatternRewriter &rewriter, CollectiveOp op,
+                              StringRef runtimeName, RankedTensorType local) {
+  if (!isOutermost(op.getType(), op.getDim()))
+    return op.emitOpError("along dimension ")
+           << op.getDim()
+           << " has no runtime lowering; only the outermost dimension";
+  FailureOr<int64_t> runtime = runtimeAxis(op, op.getAxis());
+  if (failed(runtime))
+    return failure();
+  CallBuilder c(rewriter, op.getLoc());
+  Value in = c.input(op.getInput());
+  CallBuilder::Output out = c.output(op.getType());
+  c.call(kernel(runtimeName, op.getInput()),
+         {CallBuilder::context(op), c.i32(*runtime), in, out.view,
+          c.i64(local.getNumElements())});
+  rewriter.replaceOp(op, c.tensor(out));
+  return success();
+}
+
+struct AllGatherToRuntime : RuntimePattern<AllGatherOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(AllGatherOp op,
+                                PatternRewriter &rewriter) const override {
+    return gatherOrScatter(rewriter, op, "mrt_all_gather",
+                           op.getInput().getType());
+  }
+};
+
+struct ReduceScatterToRuntime : RuntimePattern<ReduceScatterOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(ReduceScatterOp op,
+                                PatternRewriter &rewriter) const override {
+    if (op.getKind() != ReductionKind::sum)
+      return op.emitOpError("has no runtime lowering for a max reduction");
+    return gatherOrScatter(rewriter, op, "mrt_reduce_scatter", op.getType());
+  }
+};
+
+} // namespace
+
+void megatron::populateCollectiveToRuntimePatterns(
+    RewritePatternSet &patterns, const RuntimeTargetInfo &target) {
+  patterns.add<FToRuntime, GToRuntime, AllReduceToRuntime, AxisIndexToRuntime,
+               LocalSliceToRuntime, AllGatherToRuntime, ReduceScatterToRuntime>(
+      patterns.getContext(), target);
+}

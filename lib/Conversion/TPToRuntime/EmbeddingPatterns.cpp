@@ -1,0 +1,108 @@
+//===- EmbeddingPatterns.cpp - token and position embeddings --------------===//
+#include "RuntimeCalls.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+using namespace mlir;
+using namespace mlir::megatron;
+using namespace mlir::megatron::runtime;
+using namespace mlir::tp;
+
+namespace {
+
+struct EmbeddingToRuntime : RuntimePattern<EmbeddingOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(EmbeddingOp op,
+                                PatternRewriter &rewriter) const override {
+    CallBuilder c(rewriter, op.getLoc());
+    auto table = op.getTable().getType();
+    Value start = c.vocabStart(op.getOffset());
+    Value t = c.input(op.getTable()), ids = c.input(op.getIds());
+    CallBuilder::Output y = c.output(op.getType());
+    c.call(kernel("mrt_embedding_fwd", op.getTable()),
+           {t, ids, start, c.i64(table.getDimSize(0)),
+            c.i64(table.getDimSize(1)), c.i64(numElements(op.getIds())),
+            y.view});
+    rewriter.replaceOp(op, c.tensor(y));
+    return success();
+  }
+};
+
+struct EmbeddingGradToRuntime : RuntimePattern<EmbeddingGradOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(EmbeddingGradOp op,
+                                PatternRewriter &rewriter) const override {
+    CallBuilder c(rewriter, op.getLoc());
+    auto table = op.getType();
+    Value start = c.vocabStart(op.getOffset());
+    Value dy = c.input(op.getGrad()), ids = c.input(op.getIds());
+    CallBuilder::Output dtable = c.output(table);
+    // The kernel accumulates: rows no id selects stay zero.
+    linalg::FillOp::create(rewriter, op.getLoc(), c.f32(0.0f), dtable.buffer);
+    c.call(kernel("mrt_embedding_bwd", op.getGrad()),
+           {dy, ids, start, c.i64(table.getDimSize(0)),
+            c.i64(table.getDimSize(1)), c.i64(numElements(op.getIds())),
+            dtable.view});
+    rewriter.replaceOp(op, c.tensor(dtable));
+    return success();
+  }
+};
+
+/// The leading [rows, cols] block of a 2-D tensor.
+struct LeadingBlock {
+  SmallVector<OpFoldResult> offsets, sizes, strides;
+  LeadingBlock(Builder &b, RankedTensorType block)
+      : offsets(2, b.getIndexAttr(0)),
+        sizes({b.getIndexAttr(block.getDimSize(0)),
+               b.getIndexAttr(block.getDimSize(1))}),
+        strides(2, b.getIndexAttr(1)) {}
+};
+
+/// The first T rows of the position table.
+struct PositionEmbeddingToRuntime : RuntimePattern<PositionEmbeddingOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(PositionEmbeddingOp op,
+                                PatternRewriter &rewriter) const override {
+    LeadingBlock rows(rewriter, op.getType());
+    rewriter.replaceOpWithNewOp<tensor::ExtractSliceOp>(
+        op, op.getType(), op.getTable(), rows.offsets, rows.sizes,
+        rows.strides);
+    return success();
+  }
+};
+
+/// The gradient of the rows used, zeros for the positions beyond.
+struct PositionEmbeddingGradToRuntime
+    : RuntimePattern<PositionEmbeddingGradOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(PositionEmbeddingGradOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto type = op.getType();
+    Value init = tensor::EmptyOp::create(rewriter, loc, type.getShape(),
+                                         type.getElementType());
+    Value zero = linalg::FillOp::create(
+                     rewriter, loc,
+                     arith::ConstantOp::create(
+                         rewriter, loc,
+                         rewriter.getFloatAttr(type.getElementType(), 0.0))
+                         .getResult(),
+                     init)
+                     .getResult(0);
+    LeadingBlock rows(rewriter, op.getGrad().getType());
+    rewriter.replaceOpWithNewOp<tensor::InsertSliceOp>(
+        op, op.getGrad(), zero, rows.offsets, rows.sizes, rows.strides);
+    return success();
+  }
+};
+
+} // namespace
+
+void megatron::populateEmbeddingToRuntimePatterns(
+    RewritePatternSet &patterns, const RuntimeTargetInfo &target) {
+  patterns.add<EmbeddingToRuntime, EmbeddingGradToRuntime,
+               PositionEmbeddingToRuntime, PositionEmbeddingGradToRuntime>(
+      patterns.getContext(), target);
+}

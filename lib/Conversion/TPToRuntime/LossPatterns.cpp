@@ -1,0 +1,141 @@
+//===- LossPatterns.cpp - the vocabulary-parallel cross-entropy -----------===//
+#include "RuntimeCalls.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+using namespace mlir;
+using namespace mlir::megatron;
+using namespace mlir::megatron::runtime;
+using namespace mlir::tp;
+
+Value runtime::lowerXentMax(CallBuilder &c, XentMaxOp op) {
+  int64_t vocab = op.getLogits().getType().getShape().back();
+  Value start = c.vocabStart(op.getOffset());
+  Value logits = c.input(op.getLogits());
+  CallBuilder::Output max = c.output(op.getType());
+  c.call(kernel("mrt_vocab_ce_local_max", op.getLogits()),
+         {logits, c.i64(numElements(op.getMax())), c.i64(vocab), start,
+          c.i64(op.getValidVocab()), max.view});
+  return c.tensor(max);
+}
+
+std::pair<Value, Value> runtime::lowerXentSumExp(CallBuilder &c,
+                                                 XentSumExpOp op) {
+  int64_t vocab = op.getLogits().getType().getShape().back();
+  Value start = c.vocabStart(op.getOffset());
+  Value logits = c.input(op.getLogits()), targets = c.input(op.getTargets()),
+        max = c.input(op.getMax());
+  CallBuilder::Output sumExp = c.output(op.getSumExp().getType()),
+                      target = c.output(op.getTargetLogit().getType());
+  c.call(kernel("mrt_vocab_ce_local_sumexp", op.getLogits()),
+         {logits, targets, c.i64(numElements(op.getMax())), c.i64(vocab), start,
+          c.i64(op.getValidVocab()), max, sumExp.view, target.view});
+  return {c.tensor(sumExp), c.tensor(target)};
+}
+
+Value runtime::lowerXentLoss(CallBuilder &c, XentLossOp op) {
+  Value max = c.input(op.getMax()), sumExp = c.input(op.getSumExp()),
+        target = c.input(op.getTargetLogit());
+  SmallVector<Value> loss;
+  c.call("mrt_vocab_ce_loss_f32",
+         {max, sumExp, target, c.i64(numElements(op.getMax()))},
+         c.b.getF32Type(), &loss);
+  return tensor::FromElementsOp::create(c.b, c.loc, op.getType(), loss);
+}
+
+namespace {
+
+struct XentMaxToRuntime : RuntimePattern<XentMaxOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(XentMaxOp op,
+                                PatternRewriter &rewriter) const override {
+    CallBuilder c(rewriter, op.getLoc());
+    rewriter.replaceOp(op, lowerXentMax(c, op));
+    return success();
+  }
+};
+
+struct XentSumExpToRuntime : RuntimePattern<XentSumExpOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(XentSumExpOp op,
+                                PatternRewriter &rewriter) const override {
+    CallBuilder c(rewriter, op.getLoc());
+    auto [sumExp, target] = lowerXentSumExp(c, op);
+    rewriter.replaceOp(op, {sumExp, target});
+    return success();
+  }
+};
+
+struct XentLossToRuntime : RuntimePattern<XentLossOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(XentLossOp op,
+                                PatternRewriter &rewriter) const override {
+    CallBuilder c(rewriter, op.getLoc());
+    rewriter.replaceOp(op, lowerXentLoss(c, op));
+    return success();
+  }
+};
+
+/// Unsplit cross-entropy is the vocabulary-parallel recipe on one rank:
+/// the same pieces with offset 0 and nothing to all-reduce.
+struct CrossEntropyToRuntime : RuntimePattern<CrossEntropyOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(CrossEntropyOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto logits = op.getLogits().getType();
+    auto tokens = RankedTensorType::get(logits.getShape().drop_back(),
+                                        op.getType().getElementType());
+    Value offset = arith::ConstantIndexOp::create(rewriter, loc, 0);
+    auto max = XentMaxOp::create(rewriter, loc, tokens, op.getLogits(), offset,
+                                 op.getValidVocab());
+    auto sums = XentSumExpOp::create(
+        rewriter, loc, op.getLogits(), max, op.getTargets(), offset,
+        rewriter.getI64IntegerAttr(op.getValidVocab()));
+    auto loss = XentLossOp::create(rewriter, loc, op.getType(),
+                                   sums.getSumExp(), max,
+                                   sums.getTargetLogit());
+    rewriter.replaceOp(op, loss.getResult());
+    // The pieces are lowered here, in order, as their own patterns would.
+    CallBuilder c(rewriter, loc);
+    rewriter.setInsertionPoint(max);
+    rewriter.replaceOp(max, lowerXentMax(c, max));
+    rewriter.setInsertionPoint(sums);
+    auto [sumExp, target] = lowerXentSumExp(c, sums);
+    rewriter.replaceOp(sums, {sumExp, target});
+    rewriter.setInsertionPoint(loss);
+    rewriter.replaceOp(loss, lowerXentLoss(c, loss));
+    return success();
+  }
+};
+
+struct XentGradToRuntime : RuntimePattern<XentGradOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(XentGradOp op,
+                                PatternRewriter &rewriter) const override {
+    CallBuilder c(rewriter, op.getLoc());
+    int64_t vocab = op.getLogits().getType().getShape().back();
+    Value start = c.vocabStart(op.getOffset());
+    Value lossGrad = tensor::ExtractOp::create(rewriter, op.getLoc(),
+                                               op.getLossGrad(), ValueRange());
+    Value logits = c.input(op.getLogits()), targets = c.input(op.getTargets()),
+          max = c.input(op.getMax()), sumExp = c.input(op.getSumExp());
+    CallBuilder::Output dlogits = c.output(op.getType());
+    c.call(kernel("mrt_vocab_ce_bwd", op.getLogits()),
+           {logits, targets, max, sumExp, c.i64(numElements(op.getMax())),
+            c.i64(vocab), start, c.i64(op.getValidVocab()), lossGrad,
+            dlogits.view});
+    rewriter.replaceOp(op, c.tensor(dlogits));
+    return success();
+  }
+};
+
+} // namespace
+
+void megatron::populateLossToRuntimePatterns(RewritePatternSet &patterns,
+                                             const RuntimeTargetInfo &target) {
+  patterns.add<CrossEntropyToRuntime, XentMaxToRuntime, XentSumExpToRuntime,
+               XentLossToRuntime, XentGradToRuntime>(patterns.getContext(),
+                                                     target);
+}
