@@ -18,7 +18,7 @@ namespace {
 /// statistics of the vocabulary-parallel loss (xent_loss's rule covers them).
 bool isNonDifferentiable(Operation *op) {
   return isa<arith::ArithDialect>(op->getDialect()) ||
-         isa<AxisIndexOp, XentMaxOp, XentSumExpOp, AllReduceOp>(op);
+         isa<AxisIndexOp, XentMaxOp, XentSumExpOp>(op);
 }
 
 Value zerosLike(OpBuilder &b, Location loc, Type type) {
@@ -90,14 +90,16 @@ private:
     markPhase(first, ret, "backward");
   }
 
-  /// The loss, then the gradient of each named float argument.
+  /// The loss, then the gradient of each named float parameter.
   LogicalResult returnGradients(func::ReturnOp ret) {
     SmallVector<Value> results = {ret.getOperand(0)};
     SmallVector<StringAttr> names;
     for (BlockArgument arg : function.getArguments()) {
       auto name = function.getArgAttrOfType<StringAttr>(
           arg.getArgNumber(), TPDialect::kNameAttrName);
-      if (!name || !isa<FloatType>(getElementTypeOrSelf(arg.getType())))
+      if (!name || !isa<FloatType>(getElementTypeOrSelf(arg.getType())) ||
+          getArgumentKind(function, arg.getArgNumber()).role !=
+              ArgumentRole::Parameter)
         continue;
       Value grad = grads.lookup(arg);
       results.push_back(grad ? grad : zerosLike(b, ret.getLoc(), arg.getType()));

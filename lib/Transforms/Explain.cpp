@@ -96,22 +96,17 @@ void countCompute(Operation *op, Report &report) {
 }
 
 void countCommunication(Operation *op, Report &report) {
-  std::string direction = getPhase(op).str();
-  auto add = [&](StringRef kind, Value value) {
-    ++report.collectives[{kind.str(), direction, numElements(value.getType())}];
-  };
-  if (auto g = dyn_cast<GOp>(op)) {
-    ++report.gCount;
-    add("all_reduce", g.getInput());
-  } else if (isa<FOp>(op)) {
+  // Megatron's conjugates are counted apart: the report's f and g.
+  if (isa<FOp>(op))
     ++report.fCount;
-  } else if (auto allReduce = dyn_cast<AllReduceOp>(op)) {
-    add("all_reduce", allReduce.getInput());
-  } else if (auto gather = dyn_cast<AllGatherOp>(op)) {
-    add("all_gather", gather.getResult());
-  } else if (auto scatter = dyn_cast<ReduceScatterOp>(op)) {
-    add("reduce_scatter", scatter.getInput());
-  }
+  if (isa<GOp>(op))
+    ++report.gCount;
+  auto collective = dyn_cast<CollectiveOpInterface>(op);
+  if (!collective || getRingPasses(collective.getCollectiveKind()) == 0)
+    return;
+  ++report.collectives[{stringifyCollectiveKind(collective.getCollectiveKind()).str(),
+                        getPhase(op).str(),
+                        numElements(collective.getCollectiveTensor().getType())}];
 }
 
 Report analyze(ModuleOp module) {

@@ -36,38 +36,24 @@ const Hardware kPresets[] = {
 };
 
 /// Ranks in the collective's mesh axis.
-int64_t axisSize(Operation *op, StringRef axis, FlatSymbolRefAttr mesh) {
-  auto meshOp = SymbolTable::lookupNearestSymbolFrom<MeshOp>(op, mesh);
-  return meshOp ? meshOp.getAxisSize(axis).value_or(1) : 1;
+int64_t axisSize(CollectiveOpInterface op) {
+  auto mesh =
+      SymbolTable::lookupNearestSymbolFrom<MeshOp>(op, op.getCollectiveMesh());
+  return mesh ? mesh.getAxisSize(op.getCollectiveAxis()).value_or(1) : 1;
 }
 
-/// Ring algorithms (nccl-tests' bus bandwidth definitions).
-double collectiveSeconds(Operation *op, const Hardware &hw) {
-  auto ring = [&](int64_t ranks, double bytes, double passes) {
-    if (ranks <= 1)
-      return 0.0;
-    double steps = passes * (ranks - 1);
-    return steps * hw.latencySeconds +
-           passes * (ranks - 1) / double(ranks) * bytes / hw.linkBytesPerSecond;
-  };
-  double elementBytes = hw.activationBytes;
-  if (auto g = dyn_cast<GOp>(op))
-    return ring(axisSize(op, g.getAxis(), g.getMeshAttr()),
-                numElements(g.getType()) * elementBytes, 2);
-  if (auto allReduce = dyn_cast<AllReduceOp>(op))
-    return ring(axisSize(op, allReduce.getAxis(), allReduce.getMeshAttr()),
-                numElements(allReduce.getType()) * elementBytes, 2);
-  if (auto gather = dyn_cast<AllGatherOp>(op))
-    return ring(axisSize(op, gather.getAxis(), gather.getMeshAttr()),
-                numElements(gather.getType()) * elementBytes, 1);
-  if (auto scatter = dyn_cast<ReduceScatterOp>(op))
-    return ring(axisSize(op, scatter.getAxis(), scatter.getMeshAttr()),
-                numElements(scatter.getInput().getType()) * elementBytes, 1);
-  return 0;
-}
-
-bool isCollective(Operation *op) {
-  return isa<GOp, AllReduceOp, AllGatherOp, ReduceScatterOp>(op);
+/// Ring algorithms (nccl-tests' bus bandwidth definitions): each pass takes
+/// N-1 steps and moves (N-1)/N of the tensor over every link.
+double collectiveSeconds(CollectiveOpInterface op, const Hardware &hw) {
+  int64_t ranks = axisSize(op);
+  double passes = getRingPasses(op.getCollectiveKind());
+  if (ranks <= 1)
+    return 0.0;
+  double bytes =
+      double(numElements(op.getCollectiveTensor().getType())) *
+      hw.activationBytes;
+  return passes * (ranks - 1) * hw.latencySeconds +
+         passes * (ranks - 1) / double(ranks) * bytes / hw.linkBytesPerSecond;
 }
 
 /// Bytes an op reads and writes once.
@@ -147,10 +133,15 @@ StepTime megatron::predictStepTime(ModuleOp partitioned,
                                    const Hardware &hardware) {
   StepTime time;
   partitioned.walk([&](Operation *op) {
-    if (!isa<TPDialect>(op->getDialect()) || isa<MeshOp, FOp, AxisIndexOp>(op))
+    // The mesh, rank indices and f (the identity forward) cost nothing; a
+    // local slice is a copy.
+    auto collective = dyn_cast<CollectiveOpInterface>(op);
+    if (!isa<TPDialect>(op->getDialect()) || isa<MeshOp, AxisIndexOp>(op) ||
+        (collective &&
+         collective.getCollectiveKind() == CollectiveKind::identity))
       return;
-    if (isCollective(op)) {
-      time.communication += collectiveSeconds(op, hardware);
+    if (collective && getRingPasses(collective.getCollectiveKind()) > 0) {
+      time.communication += collectiveSeconds(collective, hardware);
     } else if (int64_t flops = countFlops(op)) {
       time.compute += double(flops) / hardware.flopsPerSecond;
     } else {

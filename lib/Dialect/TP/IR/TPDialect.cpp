@@ -198,6 +198,20 @@ void tp::setArgumentKind(FunctionOpInterface function, unsigned index,
                         b.getStringAttr(parameter));
 }
 
+int64_t tp::getRingPasses(CollectiveKind kind) {
+  switch (kind) {
+  case CollectiveKind::all_reduce:
+    return 2;
+  case CollectiveKind::all_gather:
+  case CollectiveKind::reduce_scatter:
+    return 1;
+  case CollectiveKind::identity:
+  case CollectiveKind::local_slice:
+    return 0;
+  }
+  llvm_unreachable("unknown collective kind");
+}
+
 LogicalResult tp::verifyGlobalProgram(ModuleOp module, StringRef pass) {
   LogicalResult result = success();
   module.walk([&](FunctionOpInterface function) {

@@ -137,3 +137,59 @@ LogicalResult GOp::buildVJP(OpBuilder &, ArrayRef<Value> resultGrads,
   accumulate(getInput(), resultGrads[0]);
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//
+// The cotangent of a value the ranks hold alike is complete on every rank:
+// f is where the partial cotangents of a split region are summed into it.
+// Under that convention each collective's VJP is its adjoint data movement.
+// (Sequence parallelism's all-gather into a split region has a partial
+// cotangent, as f has; it is a conjugate of its own, whose VJP is a
+// reduce-scatter.)
+//===----------------------------------------------------------------------===//
+
+/// A sum over ranks into a value they hold alike: every rank's addend gets
+/// the whole cotangent (g's rule). A maximum has none to give: the loss's
+/// statistics take their gradient through xent_loss's rule instead.
+LogicalResult AllReduceOp::buildVJP(OpBuilder &, ArrayRef<Value> resultGrads,
+                                    Accumulate accumulate) {
+  if (getKind() != ReductionKind::sum)
+    return emitOpError("has no gradient rule for a max reduction");
+  accumulate(getInput(), resultGrads[0]);
+  return success();
+}
+
+/// Each rank's chunk of the assembled cotangent.
+LogicalResult AllGatherOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                    Accumulate accumulate) {
+  accumulate(getInput(),
+             LocalSliceOp::create(b, getLoc(), getInput().getType(),
+                                  resultGrads[0], getMeshAttr(), getAxisAttr(),
+                                  getDimAttr()));
+  return success();
+}
+
+/// Every rank's addend gets the cotangent of the whole sum: the ranks'
+/// chunks, assembled.
+LogicalResult ReduceScatterOp::buildVJP(OpBuilder &b,
+                                        ArrayRef<Value> resultGrads,
+                                        Accumulate accumulate) {
+  if (getKind() != ReductionKind::sum)
+    return emitOpError("has no gradient rule for a max reduction");
+  accumulate(getInput(),
+             AllGatherOp::create(b, getLoc(), getInput().getType(),
+                                 resultGrads[0], getMeshAttr(), getAxisAttr(),
+                                 getDimAttr()));
+  return success();
+}
+
+/// The whole tensor's cotangent: the ranks' chunks, assembled.
+LogicalResult LocalSliceOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                     Accumulate accumulate) {
+  accumulate(getInput(),
+             AllGatherOp::create(b, getLoc(), getInput().getType(),
+                                 resultGrads[0], getMeshAttr(), getAxisAttr(),
+                                 getDimAttr()));
+  return success();
+}

@@ -40,6 +40,11 @@ LogicalResult verifyShardingForType(Operation *anchor, ShardingAttr sharding,
 SmallVector<int64_t> getLocalShape(ArrayRef<int64_t> globalShape,
                                    ShardingAttr sharding, MeshOp mesh);
 
+/// Ring passes a collective of `kind` makes over its tensor: 2 for an
+/// all-reduce (a reduce-scatter, then an all-gather), 1 for an all-gather
+/// or a reduce-scatter, 0 for what moves nothing between ranks.
+int64_t getRingPasses(CollectiveKind kind);
+
 /// Fails, with an error at each function tp-partition already made per-rank,
 /// unless every function of `module` is still at global shapes: the passes
 /// that plan and partition (`pass` names the one asking) take the global

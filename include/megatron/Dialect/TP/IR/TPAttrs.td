@@ -11,6 +11,14 @@ def TP_ReductionKind : I32EnumAttr<"ReductionKind", "collective reduction",
   let cppNamespace = "::mlir::tp";
 }
 
+def TP_CollectiveKind : I32EnumAttr<"CollectiveKind", "what a collective does",
+    [I32EnumAttrCase<"identity", 0>, I32EnumAttrCase<"all_reduce", 1>,
+     I32EnumAttrCase<"all_gather", 2>, I32EnumAttrCase<"reduce_scatter", 3>,
+     I32EnumAttrCase<"local_slice", 4>]> {
+  let cppNamespace = "::mlir::tp";
+  let genSpecializedAttr = 0;
+}
+
 def TP_ShardingAttr : AttrDef<TP_Dialect, "Sharding"> {
   let mnemonic = "sharding";
   let summary = "How a tensor is laid out over a tp.mesh";

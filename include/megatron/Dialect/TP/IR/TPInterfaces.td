@@ -37,4 +37,29 @@ def TP_VJPOpInterface : OpInterface<"VJPOpInterface"> {
   ];
 }
 
+def TP_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
+  let cppNamespace = "::mlir::tp";
+  let description = [{
+    Ops that move data between the ranks of one mesh axis. The performance
+    model, the explain report and the lowering read what a collective does
+    and over which axis from here, so a new collective states it once: its
+    kind, and the tensor it covers (the whole tensor it reduces or
+    assembles; a ring moves (N-1)/N of it per pass, `getRingPasses` of the
+    kind say how many passes).
+  }];
+  let methods = [
+    InterfaceMethod<"The mesh the collective runs on.",
+      "::mlir::FlatSymbolRefAttr", "getCollectiveMesh", (ins), [{}],
+      [{ return $_op.getMeshAttr(); }]>,
+    InterfaceMethod<"The mesh axis whose ranks take part.",
+      "::llvm::StringRef", "getCollectiveAxis", (ins), [{}],
+      [{ return $_op.getAxis(); }]>,
+    InterfaceMethod<"What the collective does.",
+      "::mlir::tp::CollectiveKind", "getCollectiveKind">,
+    InterfaceMethod<[{The whole tensor the collective reduces or assembles
+      (its input for a reduce-scatter, its result otherwise).}],
+      "::mlir::Value", "getCollectiveTensor">,
+  ];
+}
+
 #endif // MEGATRON_DIALECT_TP_IR_TPINTERFACES_TD

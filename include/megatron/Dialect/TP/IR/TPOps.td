@@ -421,26 +421,38 @@ def TP_AxisIndexOp : TP_Op<"axis_index", [Pure,
 // Collectives over one mesh axis
 //===----------------------------------------------------------------------===//
 
-class TP_CollectiveOp<string mnemonic, list<Trait> traits = []>
+/// A collective of kind `kind` (a CollectiveKind case) covering the tensor
+/// `tensor` (its accessor: the input of a reduce-scatter, the result
+/// otherwise), with its VJP.
+class TP_CollectiveOp<string mnemonic, string kind, string tensor,
+                      list<Trait> traits = []>
     : TP_Op<mnemonic, !listconcat(traits,
-        [DeclareOpInterfaceMethods<SymbolUserOpInterface>])> {
+        [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+         TP_CollectiveOpInterface,
+         DeclareOpInterfaceMethods<TP_VJPOpInterface>])> {
+  let extraClassDeclaration = [{
+    ::mlir::tp::CollectiveKind getCollectiveKind() {
+      return ::mlir::tp::CollectiveKind::}] # kind # [{;
+    }
+    ::mlir::Value getCollectiveTensor() { return }] # tensor # [{(); }
+  }];
 }
 
-def TP_FOp : TP_CollectiveOp<"f", [Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
+def TP_FOp : TP_CollectiveOp<"f", "identity", "getResult", [Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
   let summary = "Megatron's f: identity forward, all-reduce of the gradient backward";
   let arguments = (ins TP_FloatTensor:$input, FlatSymbolRefAttr:$mesh, StrAttr:$axis);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = "$input `over` $mesh `[` $axis `]` attr-dict `:` type($result)";
 }
 
-def TP_GOp : TP_CollectiveOp<"g", [DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
+def TP_GOp : TP_CollectiveOp<"g", "all_reduce", "getResult", [DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
   let summary = "Megatron's g: all-reduce forward, identity backward";
   let arguments = (ins TP_FloatTensor:$input, FlatSymbolRefAttr:$mesh, StrAttr:$axis);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = "$input `over` $mesh `[` $axis `]` attr-dict `:` type($result)";
 }
 
-def TP_AllReduceOp : TP_CollectiveOp<"all_reduce", [SameOperandsAndResultType]> {
+def TP_AllReduceOp : TP_CollectiveOp<"all_reduce", "all_reduce", "getResult", [SameOperandsAndResultType]> {
   let summary = "Reduces a tensor across the ranks of a mesh axis";
   let arguments = (ins AnyStaticShapeTensor:$input, TP_ReductionKind:$kind,
                        FlatSymbolRefAttr:$mesh, StrAttr:$axis);
@@ -450,7 +462,7 @@ def TP_AllReduceOp : TP_CollectiveOp<"all_reduce", [SameOperandsAndResultType]> 
   }];
 }
 
-def TP_AllGatherOp : TP_CollectiveOp<"all_gather"> {
+def TP_AllGatherOp : TP_CollectiveOp<"all_gather", "all_gather", "getResult"> {
   let summary = "Concatenates the ranks' tensors along one dimension";
   let arguments = (ins AnyStaticShapeTensor:$input, FlatSymbolRefAttr:$mesh,
                        StrAttr:$axis, I64Attr:$dim);
@@ -461,7 +473,7 @@ def TP_AllGatherOp : TP_CollectiveOp<"all_gather"> {
   }];
 }
 
-def TP_ReduceScatterOp : TP_CollectiveOp<"reduce_scatter"> {
+def TP_ReduceScatterOp : TP_CollectiveOp<"reduce_scatter", "reduce_scatter", "getInput"> {
   let summary = "Sums across ranks, each rank keeping its chunk of one dimension";
   let arguments = (ins AnyStaticShapeTensor:$input, TP_ReductionKind:$kind,
                        FlatSymbolRefAttr:$mesh, StrAttr:$axis, I64Attr:$dim);
@@ -472,7 +484,7 @@ def TP_ReduceScatterOp : TP_CollectiveOp<"reduce_scatter"> {
   }];
 }
 
-def TP_LocalSliceOp : TP_CollectiveOp<"local_slice", [Pure]> {
+def TP_LocalSliceOp : TP_CollectiveOp<"local_slice", "local_slice", "getResult", [Pure]> {
   let summary = "This rank's chunk of a replicated tensor along one dimension";
   let description = [{
     No communication: the rank index along the axis is a runtime value, so
