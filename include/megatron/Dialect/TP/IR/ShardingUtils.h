@@ -10,6 +10,8 @@
 
 #include "megatron/Dialect/TP/IR/TP.h"
 
+#include "mlir/IR/Builders.h"
+
 namespace mlir::tp {
 
 /// The sharding of `value`: the tp.sharding of its defining single-result
@@ -69,6 +71,39 @@ private:
   SmallVector<Factor> factors;
   SmallVector<Conflict> conflicts;
   bool fixedConflict = false;
+};
+
+/// What an op's ShardingRuleOpInterface::partition works with: the global
+/// shardings tp-partition read before types became local, the mesh, and a
+/// builder.
+class PartitionContext {
+public:
+  PartitionContext(MeshOp mesh, DenseMap<Value, ShardingAttr> shardings)
+      : mesh(mesh), meshRef(FlatSymbolRefAttr::get(mesh)),
+        shardings(std::move(shardings)), builder(mesh.getContext()) {}
+
+  /// The global sharding of `value`; null when it had none.
+  ShardingAttr shardingOf(Value value) const {
+    return shardings.lookup(value);
+  }
+  MeshOp getMesh() { return mesh; }
+  FlatSymbolRefAttr getMeshRef() const { return meshRef; }
+  OpBuilder &getBuilder() { return builder; }
+
+  /// The mesh axis dimension `dim` is split over, if it really splits (an
+  /// axis of size 1 does not).
+  std::optional<StringRef> splitAxis(ShardingAttr sharding, unsigned dim);
+  /// Into how many shards `sharding` splits dimension `dim`.
+  int64_t shardCount(ShardingAttr sharding, unsigned dim);
+  /// This rank's first row of a tensor whose dimension of `localSize` rows
+  /// is split over `axis`: axis_index * localSize, at the insertion point.
+  Value rowOffset(Location loc, StringRef axis, int64_t localSize);
+
+private:
+  MeshOp mesh;
+  FlatSymbolRefAttr meshRef;
+  DenseMap<Value, ShardingAttr> shardings;
+  OpBuilder builder;
 };
 
 /// Human-readable form of a factor's split, e.g. `["tp"]` or `[]`.

@@ -20,6 +20,9 @@
 #define GET_ATTRDEF_CLASSES
 #include "megatron/Dialect/TP/IR/TPAttrs.h.inc"
 
+namespace mlir::tp {
+class PartitionContext;
+} // namespace mlir::tp
 #include "megatron/Dialect/TP/IR/TPInterfaces.h.inc"
 
 #define GET_OP_CLASSES

@@ -7,13 +7,23 @@ include "mlir/IR/OpBase.td"
 def TP_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
   let cppNamespace = "::mlir::tp";
   let description = [{
-    Ops that say how their dimensions may be split across a mesh. Sharding
-    propagation, conjugate insertion and the explain report all read the
-    same rule, so an op's parallel semantics live in one place.
+    Ops that say how their dimensions may be split across a mesh, and how
+    they become one rank's op. Sharding propagation, conjugate insertion
+    and the explain report all read the same rule, and tp-partition asks
+    the op to partition itself, so an op's parallel semantics live in one
+    place.
   }];
   let methods = [
     InterfaceMethod<"The op's factors and how they index its tensors.",
                     "::mlir::tp::ShardingRule", "getShardingRule">,
+    InterfaceMethod<[{
+      Makes the op one rank's, once tp-partition has given its operands and
+      results their local types: fewer attention heads, an offset into a
+      split vocabulary, the collectives of a split reduction. `context`
+      holds the global shardings and the mesh. Most ops have nothing to do.
+    }], "::llvm::LogicalResult", "partition",
+      (ins "::mlir::tp::PartitionContext &":$context), [{}],
+      [{ return ::mlir::success(); }]>,
   ];
 }
 

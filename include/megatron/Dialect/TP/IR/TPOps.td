@@ -37,7 +37,7 @@ def TP_MeshOp : TP_Op<"mesh", [Symbol]> {
 // Transformer ops (global shapes until tp-partition makes them local)
 //===----------------------------------------------------------------------===//
 
-def TP_EmbeddingOp : TP_Op<"embedding", [Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>]> {
+def TP_EmbeddingOp : TP_Op<"embedding", [Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>]> {
   let summary = "Token embedding: rows of a [V, C] table gathered by id";
   let description = [{
     With `offset`, the table holds the rows [offset, offset + V) of a
@@ -118,7 +118,7 @@ def TP_GeluOp : TP_Op<"gelu", [Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-def TP_AttentionOp : TP_Op<"attention", [Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>]> {
+def TP_AttentionOp : TP_Op<"attention", [Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>]> {
   let summary = "Causal multi-head self-attention on a fused [q|k|v] tensor";
   let description = [{
     `qkv` is `[B, T, 3C]`: q, k and v sections of width C each, every section
@@ -143,7 +143,7 @@ def TP_SoftmaxOp : TP_Op<"softmax", [Pure, DeclareOpInterfaceMethods<TP_Sharding
   let hasVerifier = 1;
 }
 
-def TP_CrossEntropyOp : TP_Op<"cross_entropy", [Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>]> {
+def TP_CrossEntropyOp : TP_Op<"cross_entropy", [Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>]> {
   let summary = "Mean softmax cross-entropy over tokens";
   let description = [{
     `logits` is `[..., Vp]`, `targets` the matching `[...]` class ids. Only
@@ -396,7 +396,7 @@ def TP_ConvertOp : TP_Op<"convert", [Pure, AllShapesMatch<["input", "result"]>,
 //===----------------------------------------------------------------------===//
 
 def TP_ReshardOp : TP_Op<"reshard", [Pure, SameOperandsAndResultType,
-    DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>]> {
+    DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>]> {
   let summary = "Gives a value the sharding in its tp.sharding attribute";
   let description = [{
     At global shapes an identity. A user writes it to constrain the sharding

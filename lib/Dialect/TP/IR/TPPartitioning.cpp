@@ -1,0 +1,133 @@
+//===- TPPartitioning.cpp - how ops become one rank's ---------------------===//
+//
+// ShardingRuleOpInterface::partition of the ops that change beyond their
+// types when tp-partition makes the program per-rank. The pass gives every
+// value its local type first; these rewrite what the local types alone do
+// not say.
+//
+//===----------------------------------------------------------------------===//
+#include "megatron/Dialect/TP/IR/ShardingUtils.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
+using namespace mlir;
+using namespace mlir::tp;
+
+std::optional<StringRef> PartitionContext::splitAxis(ShardingAttr sharding,
+                                                     unsigned dim) {
+  if (!sharding)
+    return std::nullopt;
+  for (StringRef axis : sharding.getDimAxes(dim))
+    if (mesh.getAxisSize(axis).value_or(1) > 1)
+      return axis;
+  return std::nullopt;
+}
+
+int64_t PartitionContext::shardCount(ShardingAttr sharding,
+                                     unsigned dim) {
+  int64_t shards = 1;
+  if (sharding)
+    for (StringRef axis : sharding.getDimAxes(dim))
+      shards *= mesh.getAxisSize(axis).value_or(1);
+  return shards;
+}
+
+Value PartitionContext::rowOffset(Location loc, StringRef axis,
+                                  int64_t localSize) {
+  Value index = AxisIndexOp::create(builder, loc, meshRef,
+                                    builder.getStringAttr(axis));
+  Value size = arith::ConstantIndexOp::create(builder, loc, localSize);
+  return arith::MulIOp::create(builder, loc, index, size);
+}
+
+/// Each rank keeps num_heads / N whole heads of q, k and v.
+LogicalResult AttentionOp::partition(PartitionContext &context) {
+  ShardingAttr qkv = context.shardingOf(getQkv());
+  setNumHeads(getNumHeads() / context.shardCount(qkv, 2));
+  return success();
+}
+
+/// A rank's table holds rows [offset, offset + rows) of the vocabulary.
+LogicalResult EmbeddingOp::partition(PartitionContext &context) {
+  std::optional<StringRef> axis =
+      context.splitAxis(context.shardingOf(getTable()), 0);
+  if (!axis)
+    return success();
+  OpBuilder &b = context.getBuilder();
+  b.setInsertionPoint(*this);
+  getOffsetMutable().assign(
+      context.rowOffset(getLoc(), *axis, getTable().getType().getDimSize(0)));
+  return success();
+}
+
+/// Megatron's vocabulary-parallel cross-entropy: the logits stay split,
+/// only per-token [B, T] statistics cross ranks. Unsplit logits take the
+/// same pieces without the all-reduces, so training has one gradient rule.
+LogicalResult CrossEntropyOp::partition(PartitionContext &context) {
+  auto logits = getLogits().getType();
+  unsigned vocabDim = logits.getRank() - 1;
+  std::optional<StringRef> axis =
+      context.splitAxis(context.shardingOf(getLogits()), vocabDim);
+  Location loc = getLoc();
+  OpBuilder &b = context.getBuilder();
+  b.setInsertionPoint(*this);
+  Value offset =
+      axis ? context.rowOffset(loc, *axis, logits.getDimSize(vocabDim))
+           : arith::ConstantIndexOp::create(b, loc, 0).getResult();
+  auto allReduce = [&](Value value, ReductionKind kind) -> Value {
+    if (!axis)
+      return value;
+    return AllReduceOp::create(b, loc, value,
+                               ReductionKindAttr::get(getContext(), kind),
+                               context.getMeshRef(), b.getStringAttr(*axis));
+  };
+  auto tokens = RankedTensorType::get(logits.getShape().drop_back(),
+                                      logits.getElementType());
+  int64_t valid = getValidVocab();
+  Value localMax = XentMaxOp::create(b, loc, tokens, getLogits(), offset, valid);
+  Value max = allReduce(localMax, ReductionKind::max);
+  auto sums = XentSumExpOp::create(b, loc, getLogits(), max, getTargets(),
+                                   offset, b.getI64IntegerAttr(valid));
+  Value sumExp = allReduce(sums.getSumExp(), ReductionKind::sum);
+  Value target = allReduce(sums.getTargetLogit(), ReductionKind::sum);
+  Value loss = XentLossOp::create(b, loc, getType(), sumExp, max, target);
+  replaceAllUsesWith(loss);
+  erase();
+  return success();
+}
+
+/// A reshard becomes an all-gather of each dimension that stops being
+/// split and a local slice of each that starts being split.
+LogicalResult ReshardOp::partition(PartitionContext &context) {
+  ShardingAttr from = context.shardingOf(getInput());
+  ShardingAttr to = context.shardingOf(getResult());
+  OpBuilder &b = context.getBuilder();
+  b.setInsertionPoint(*this);
+  StringRef mesh = context.getMeshRef().getValue();
+  Value value = getInput();
+  for (unsigned dim = 0, e = getType().getRank(); dim < e; ++dim) {
+    std::optional<StringRef> before = context.splitAxis(from, dim);
+    std::optional<StringRef> after = context.splitAxis(to, dim);
+    if (before == after)
+      continue;
+    if ((before && from.getDimSections(dim) != 1) ||
+        (after && to.getDimSections(dim) != 1))
+      return emitOpError("cannot reshard a dimension split into sections");
+    auto type = cast<RankedTensorType>(value.getType());
+    SmallVector<int64_t> shape(type.getShape());
+    if (before) {
+      shape[dim] *= *context.getMesh().getAxisSize(*before);
+      value = AllGatherOp::create(b, getLoc(), type.clone(shape), value, mesh,
+                                  *before, dim);
+      type = cast<RankedTensorType>(value.getType());
+    }
+    if (after) {
+      shape[dim] /= *context.getMesh().getAxisSize(*after);
+      value = LocalSliceOp::create(b, getLoc(), type.clone(shape), value, mesh,
+                                   *after, dim);
+    }
+  }
+  replaceAllUsesWith(value);
+  erase();
+  return success();
+}
