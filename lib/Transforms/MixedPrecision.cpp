@@ -1,6 +1,7 @@
 //===- MixedPrecision.cpp - bf16 activations, fp32 master weights ---------===//
 //
-// Each op states the precision it computes in (a Rule); the pass walks the
+// Each op states the precision it computes in (PrecisionOpInterface, the
+// rules in lib/Dialect/TP/IR/TPPrecisionRules.cpp); the pass walks the
 // program in order, rounds or widens the operands that arrive in another
 // precision, and retypes the results. Conversions are cached per value, so
 // one bf16 copy of a parameter serves its forward and backward GEMMs.
@@ -11,7 +12,6 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/TypeSwitch.h"
 
 namespace mlir::megatron {
 #define GEN_PASS_DEF_MIXEDPRECISION
@@ -23,59 +23,14 @@ using namespace mlir::tp;
 
 namespace {
 
-enum class Precision {
-  Keep,   // as it arrives (an fp32 statistic, a scalar)
-  Low,    // bf16 storage
-  Full,   // fp32
-  Follow, // the type of the op's float operands, bf16 if any is
-};
-
-/// The precision of an op's float tensor operands, in order (operands past
-/// the list keep theirs), and of its results.
-struct Rule {
-  SmallVector<Precision> operands;
-  SmallVector<Precision> results;
-};
-
-constexpr Precision L = Precision::Low, F = Precision::Full,
-                    K = Precision::Keep, Follow = Precision::Follow;
-
-Rule uniform(Operation *op, Precision precision) {
-  return {SmallVector<Precision>(op->getNumOperands(), precision),
-          SmallVector<Precision>(op->getNumResults(), precision)};
-}
-
-std::optional<Rule> ruleFor(Operation *op) {
-  return llvm::TypeSwitch<Operation *, std::optional<Rule>>(op)
-      // Activations and their gradients.
-      .Case<MatmulOp, LayerNormOp, EmbeddingOp, PositionEmbeddingOp,
-            AttentionOp, AttentionGradOp, GeluOp, GeluGradOp, BiasAddOp>(
-          [](Operation *op) { return uniform(op, L); })
-      // Parameter gradients accumulate in fp32.
-      .Case<WeightGradOp, EmbeddingGradOp>(
-          [](Operation *op) { return Rule{{L, L}, {F}}; })
-      .Case([](SumToOp) { return Rule{{K}, {F}}; })
-      // Lowered as an insert into fp32 zeros: the gradient must be fp32.
-      .Case([](PositionEmbeddingGradOp) { return Rule{{F}, {F}}; })
-      .Case([](LayerNormGradOp) { return Rule{{L, L, L}, {L, F, F}}; })
-      // The logits are bf16; maxima, sums and the loss are not.
-      .Case<XentMaxOp, XentSumExpOp, CrossEntropyOp>([](Operation *op) {
-        return Rule{{L}, SmallVector<Precision>(op->getNumResults(), F)};
-      })
-      .Case([](XentGradOp) { return Rule{{L}, {L}}; })
-      // The optimizer updates fp32 masters; softmax's generic lowering
-      // accumulates its sums in the element type.
-      .Case<XentLossOp, SumSquaresOp, AdamWOp, SoftmaxOp, SoftmaxGradOp>(
-          [](Operation *op) { return uniform(op, F); })
-      .Case<AddOp, FOp, GOp, AllReduceOp, AllGatherOp, ReduceScatterOp,
-            LocalSliceOp, ReshardOp>(
-          [](Operation *op) { return uniform(op, Follow); })
-      .Default([](Operation *) { return std::nullopt; });
-}
-
 bool isFloatTensor(Value value) {
   auto type = dyn_cast<RankedTensorType>(value.getType());
   return type && isa<FloatType>(type.getElementType());
+}
+
+bool handlesFloatTensors(Operation *op) {
+  return llvm::any_of(op->getOperands(), isFloatTensor) ||
+         llvm::any_of(op->getResults(), isFloatTensor);
 }
 
 Type withElementType(Value value, Type element) {
@@ -88,18 +43,22 @@ public:
       : function(function), b(function.getContext()),
         low(b.getBF16Type()), full(b.getF32Type()) {}
 
-  void run() {
+  LogicalResult run() {
     SmallVector<Operation *> ops;
     function.walk([&](Operation *op) {
       if (op != function)
         ops.push_back(op);
     });
     for (Operation *op : ops) {
-      if (std::optional<Rule> rule = ruleFor(op))
-        apply(op, *rule);
+      if (auto precision = dyn_cast<PrecisionOpInterface>(op))
+        apply(op, precision.getPrecisionRule());
+      else if (isa<TPDialect>(op->getDialect()) && handlesFloatTensors(op))
+        return op->emitOpError(
+            "has no precision rule (PrecisionOpInterface) for mixed precision");
       else
         restoreOriginalTypes(op);
     }
+    return success();
   }
 
 private:
@@ -130,7 +89,7 @@ private:
     return follow;
   }
 
-  void apply(Operation *op, const Rule &rule) {
+  void apply(Operation *op, const PrecisionRule &rule) {
     Type follow = followedElement(op);
     unsigned position = 0;
     for (OpOperand &operand : op->getOpOperands()) {
@@ -216,8 +175,9 @@ struct MixedPrecisionPass
     : public megatron::impl::MixedPrecisionBase<MixedPrecisionPass> {
   void runOnOperation() override {
     for (auto function : getOperation().getOps<func::FuncOp>())
-      if (!function.isExternal())
-        MixedPrecisionRewriter(function).run();
+      if (!function.isExternal() &&
+          failed(MixedPrecisionRewriter(function).run()))
+        return signalPassFailure();
   }
 };
 

@@ -13,6 +13,7 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "megatron/Dialect/TP/IR/PrecisionRule.h"
 #include "megatron/Dialect/TP/IR/ShardingRule.h"
 #include "megatron/Dialect/TP/IR/TPOpsDialect.h.inc"
 #include "megatron/Dialect/TP/IR/TPEnums.h.inc"

@@ -47,6 +47,20 @@ def TP_VJPOpInterface : OpInterface<"VJPOpInterface"> {
   ];
 }
 
+def TP_PrecisionOpInterface : OpInterface<"PrecisionOpInterface"> {
+  let cppNamespace = "::mlir::tp";
+  let description = [{
+    Ops that say what precision they compute in under bf16 mixed precision:
+    bf16 activations, fp32 statistics, parameter gradients and optimizer
+    state. tp-mixed-precision reads the rule of every op; a tp op on float
+    tensors without one is an error, never a silent fp32 fallthrough.
+  }];
+  let methods = [
+    InterfaceMethod<"The precision of the op's float operands and results.",
+                    "::mlir::tp::PrecisionRule", "getPrecisionRule">,
+  ];
+}
+
 def TP_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
   let cppNamespace = "::mlir::tp";
   let description = [{

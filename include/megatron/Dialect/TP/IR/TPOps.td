@@ -37,7 +37,7 @@ def TP_MeshOp : TP_Op<"mesh", [Symbol]> {
 // Transformer ops (global shapes until tp-partition makes them local)
 //===----------------------------------------------------------------------===//
 
-def TP_EmbeddingOp : TP_Op<"embedding", [Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>]> {
+def TP_EmbeddingOp : TP_Op<"embedding", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>]> {
   let summary = "Token embedding: rows of a [V, C] table gathered by id";
   let description = [{
     With `offset`, the table holds the rows [offset, offset + V) of a
@@ -54,7 +54,7 @@ def TP_EmbeddingOp : TP_Op<"embedding", [Pure, DeclareOpInterfaceMethods<TP_VJPO
   let hasVerifier = 1;
 }
 
-def TP_PositionEmbeddingOp : TP_Op<"position_embedding", [Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>]> {
+def TP_PositionEmbeddingOp : TP_Op<"position_embedding", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>]> {
   let summary = "Position embedding: the first T rows of a [N, C] table";
   let arguments = (ins TP_FloatTensor:$table);
   let results = (outs TP_FloatTensor:$result);
@@ -62,7 +62,7 @@ def TP_PositionEmbeddingOp : TP_Op<"position_embedding", [Pure, DeclareOpInterfa
   let hasVerifier = 1;
 }
 
-def TP_LayerNormOp : TP_Op<"layer_norm", [Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>,
+def TP_LayerNormOp : TP_Op<"layer_norm", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>,
     AllTypesMatch<["input", "result"]>, AllTypesMatch<["weight", "bias"]>]> {
   let summary = "Layer normalisation over the last dimension";
   let arguments = (ins TP_FloatTensor:$input, TP_FloatTensor:$weight,
@@ -75,7 +75,7 @@ def TP_LayerNormOp : TP_Op<"layer_norm", [Pure, DeclareOpInterfaceMethods<TP_VJP
   let hasVerifier = 1;
 }
 
-def TP_MatmulOp : TP_Op<"matmul", [Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>]> {
+def TP_MatmulOp : TP_Op<"matmul", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>]> {
   let summary = "Batched matrix product with optional transposes";
   let description = [{
     `lhs` is `[batch..., M, K]` (`[batch..., K, M]` with `transpose_lhs`),
@@ -92,14 +92,14 @@ def TP_MatmulOp : TP_Op<"matmul", [Pure, DeclareOpInterfaceMethods<TP_VJPOpInter
   let hasVerifier = 1;
 }
 
-def TP_AddOp : TP_Op<"add", [Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
+def TP_AddOp : TP_Op<"add", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
   let summary = "Elementwise sum (the residual connection)";
   let arguments = (ins TP_FloatTensor:$lhs, TP_FloatTensor:$rhs);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
 }
 
-def TP_BiasAddOp : TP_Op<"bias_add", [Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, AllTypesMatch<["input", "result"]>]> {
+def TP_BiasAddOp : TP_Op<"bias_add", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, AllTypesMatch<["input", "result"]>]> {
   let summary = "Adds a bias broadcast over the leading dimensions";
   let description = [{
     The bias's shape is a suffix of the input's: a `[C]` bias on `[B, T, C]`,
@@ -111,14 +111,14 @@ def TP_BiasAddOp : TP_Op<"bias_add", [Pure, DeclareOpInterfaceMethods<TP_VJPOpIn
   let hasVerifier = 1;
 }
 
-def TP_GeluOp : TP_Op<"gelu", [Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
+def TP_GeluOp : TP_Op<"gelu", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
   let summary = "GELU, tanh approximation (as GPT-2)";
   let arguments = (ins TP_FloatTensor:$input);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-def TP_AttentionOp : TP_Op<"attention", [Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>]> {
+def TP_AttentionOp : TP_Op<"attention", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>]> {
   let summary = "Causal multi-head self-attention on a fused [q|k|v] tensor";
   let description = [{
     `qkv` is `[B, T, 3C]`: q, k and v sections of width C each, every section
@@ -135,7 +135,7 @@ def TP_AttentionOp : TP_Op<"attention", [Pure, DeclareOpInterfaceMethods<TP_VJPO
   let hasVerifier = 1;
 }
 
-def TP_SoftmaxOp : TP_Op<"softmax", [Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, DeclareOpInterfaceMethods<TP_VJPOpInterface>, SameOperandsAndResultType]> {
+def TP_SoftmaxOp : TP_Op<"softmax", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, DeclareOpInterfaceMethods<TP_VJPOpInterface>, SameOperandsAndResultType]> {
   let summary = "Softmax along one dimension";
   let arguments = (ins TP_FloatTensor:$input, I64Attr:$dim);
   let results = (outs TP_FloatTensor:$result);
@@ -143,7 +143,7 @@ def TP_SoftmaxOp : TP_Op<"softmax", [Pure, DeclareOpInterfaceMethods<TP_Sharding
   let hasVerifier = 1;
 }
 
-def TP_CrossEntropyOp : TP_Op<"cross_entropy", [Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>]> {
+def TP_CrossEntropyOp : TP_Op<"cross_entropy", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>]> {
   let summary = "Mean softmax cross-entropy over tokens";
   let description = [{
     `logits` is `[..., Vp]`, `targets` the matching `[...]` class ids. Only
@@ -166,7 +166,7 @@ def TP_CrossEntropyOp : TP_Op<"cross_entropy", [Pure, DeclareOpInterfaceMethods<
 // Gradient ops (built by tp-autodiff; local shapes)
 //===----------------------------------------------------------------------===//
 
-def TP_WeightGradOp : TP_Op<"weight_grad", [Pure]> {
+def TP_WeightGradOp : TP_Op<"weight_grad", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure]> {
   let summary = "Sum over the leading dimensions of outer products: a^T b";
   let description = [{
     `lhs` is `[..., K]`, `rhs` `[..., N]` with the same leading dimensions;
@@ -181,7 +181,7 @@ def TP_WeightGradOp : TP_Op<"weight_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def TP_SumToOp : TP_Op<"sum_to", [Pure]> {
+def TP_SumToOp : TP_Op<"sum_to", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure]> {
   let summary = "Sums away the leading dimensions (the gradient of a broadcast)";
   let arguments = (ins TP_FloatTensor:$input);
   let results = (outs TP_FloatTensor:$result);
@@ -189,14 +189,14 @@ def TP_SumToOp : TP_Op<"sum_to", [Pure]> {
   let hasVerifier = 1;
 }
 
-def TP_GeluGradOp : TP_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> {
+def TP_GeluGradOp : TP_Op<"gelu_grad", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, SameOperandsAndResultType]> {
   let summary = "Gradient of tp.gelu at `input` times `grad`";
   let arguments = (ins TP_FloatTensor:$input, TP_FloatTensor:$grad);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = "$input `,` $grad attr-dict `:` type($result)";
 }
 
-def TP_SoftmaxGradOp : TP_Op<"softmax_grad", [Pure, SameOperandsAndResultType]> {
+def TP_SoftmaxGradOp : TP_Op<"softmax_grad", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, SameOperandsAndResultType]> {
   let summary = "Gradient of tp.softmax from its output: y * (dy - sum(dy * y))";
   let arguments = (ins TP_FloatTensor:$output, TP_FloatTensor:$grad,
                        I64Attr:$dim);
@@ -204,7 +204,7 @@ def TP_SoftmaxGradOp : TP_Op<"softmax_grad", [Pure, SameOperandsAndResultType]> 
   let assemblyFormat = "$output `,` $grad `dim` `=` $dim attr-dict `:` type($result)";
 }
 
-def TP_LayerNormGradOp : TP_Op<"layer_norm_grad", [Pure,
+def TP_LayerNormGradOp : TP_Op<"layer_norm_grad", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure,
     AllTypesMatch<["input", "grad", "input_grad"]>,
     AllShapesMatch<["weight", "weight_grad", "bias_grad"]>,
     AllTypesMatch<["weight_grad", "bias_grad"]>]> {
@@ -224,7 +224,7 @@ def TP_LayerNormGradOp : TP_Op<"layer_norm_grad", [Pure,
   }];
 }
 
-def TP_AttentionGradOp : TP_Op<"attention_grad", [Pure,
+def TP_AttentionGradOp : TP_Op<"attention_grad", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure,
     AllTypesMatch<["qkv", "qkv_grad"]>]> {
   let summary = "Gradient of tp.attention; probabilities are recomputed";
   let arguments = (ins TP_FloatTensor:$qkv, TP_FloatTensor:$grad,
@@ -236,7 +236,7 @@ def TP_AttentionGradOp : TP_Op<"attention_grad", [Pure,
   }];
 }
 
-def TP_EmbeddingGradOp : TP_Op<"embedding_grad", [Pure]> {
+def TP_EmbeddingGradOp : TP_Op<"embedding_grad", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure]> {
   let summary = "Gradient of tp.embedding's table: rows summed by id";
   let description = [{
     Rows for ids outside [offset, offset + V) belong to another rank's
@@ -251,14 +251,14 @@ def TP_EmbeddingGradOp : TP_Op<"embedding_grad", [Pure]> {
   }];
 }
 
-def TP_PositionEmbeddingGradOp : TP_Op<"position_embedding_grad", [Pure]> {
+def TP_PositionEmbeddingGradOp : TP_Op<"position_embedding_grad", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure]> {
   let summary = "Gradient of tp.position_embedding: the rows used, zeros after";
   let arguments = (ins TP_FloatTensor:$grad);
   let results = (outs TP_FloatTensor:$table_grad);
   let assemblyFormat = "$grad attr-dict `:` type($grad) `->` type($table_grad)";
 }
 
-def TP_XentGradOp : TP_Op<"xent_grad", [Pure,
+def TP_XentGradOp : TP_Op<"xent_grad", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure,
     AllTypesMatch<["logits", "logits_grad"]>, AllTypesMatch<["max", "sum_exp"]>]> {
   let summary = "Gradient of the mean cross-entropy for this rank's logits";
   let description = [{
@@ -282,7 +282,7 @@ def TP_XentGradOp : TP_Op<"xent_grad", [Pure,
 // Optimizer ops (built by tp-optimizer)
 //===----------------------------------------------------------------------===//
 
-def TP_SumSquaresOp : TP_Op<"sum_squares", [Pure]> {
+def TP_SumSquaresOp : TP_Op<"sum_squares", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure]> {
   let summary = "Sum of the squares of every element of its inputs (for the global norm)";
   let description = [{
     Accumulated in double and rounded once. One op sums a group of
@@ -296,7 +296,7 @@ def TP_SumSquaresOp : TP_Op<"sum_squares", [Pure]> {
   let hasVerifier = 1;
 }
 
-def TP_AdamWOp : TP_Op<"adamw", [Pure,
+def TP_AdamWOp : TP_Op<"adamw", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure,
     AllTypesMatch<["param", "grad", "exp_avg", "exp_avg_sq", "new_param",
                    "new_exp_avg", "new_exp_avg_sq"]>]> {
   let summary = "One AdamW update with PyTorch's semantics";
@@ -326,7 +326,7 @@ def TP_AdamWOp : TP_Op<"adamw", [Pure,
 // Vocabulary-parallel cross-entropy, in the pieces between its all-reduces
 //===----------------------------------------------------------------------===//
 
-def TP_XentMaxOp : TP_Op<"xent_max", [Pure]> {
+def TP_XentMaxOp : TP_Op<"xent_max", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure]> {
   let summary = "Per-token maximum over this rank's real vocabulary columns";
   let description = [{
     `logits` holds the global vocabulary columns [offset, offset + Vl); only
@@ -343,7 +343,7 @@ def TP_XentMaxOp : TP_Op<"xent_max", [Pure]> {
   let hasVerifier = 1;
 }
 
-def TP_XentSumExpOp : TP_Op<"xent_sum_exp", [Pure,
+def TP_XentSumExpOp : TP_Op<"xent_sum_exp", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure,
     AllTypesMatch<["max", "sum_exp", "target_logit"]>]> {
   let summary = "Per-token sum of exp(logit - max) and the target's logit, on this rank";
   let description = [{
@@ -363,7 +363,7 @@ def TP_XentSumExpOp : TP_Op<"xent_sum_exp", [Pure,
   let hasVerifier = 1;
 }
 
-def TP_XentLossOp : TP_Op<"xent_loss", [Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, AllTypesMatch<["sum_exp", "max", "target_logit"]>]> {
+def TP_XentLossOp : TP_Op<"xent_loss", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, AllTypesMatch<["sum_exp", "max", "target_logit"]>]> {
   let summary = "Mean over tokens of log(sum_exp) + max - target_logit";
   let arguments = (ins TP_FloatTensor:$sum_exp, TP_FloatTensor:$max,
                        TP_FloatTensor:$target_logit);
@@ -378,7 +378,7 @@ def TP_XentLossOp : TP_Op<"xent_loss", [Pure, DeclareOpInterfaceMethods<TP_VJPOp
 // Precision
 //===----------------------------------------------------------------------===//
 
-def TP_ConvertOp : TP_Op<"convert", [Pure, AllShapesMatch<["input", "result"]>,
+def TP_ConvertOp : TP_Op<"convert", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, AllShapesMatch<["input", "result"]>,
     DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>]> {
   let summary = "Rounds (or widens) every element to another float type";
   let description = [{
@@ -395,7 +395,7 @@ def TP_ConvertOp : TP_Op<"convert", [Pure, AllShapesMatch<["input", "result"]>,
 // Sharding changes and mesh queries
 //===----------------------------------------------------------------------===//
 
-def TP_ReshardOp : TP_Op<"reshard", [Pure, SameOperandsAndResultType,
+def TP_ReshardOp : TP_Op<"reshard", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, SameOperandsAndResultType,
     DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>]> {
   let summary = "Gives a value the sharding in its tp.sharding attribute";
   let description = [{
@@ -429,6 +429,7 @@ class TP_CollectiveOp<string mnemonic, string kind, string tensor,
     : TP_Op<mnemonic, !listconcat(traits,
         [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
          TP_CollectiveOpInterface,
+         DeclareOpInterfaceMethods<TP_PrecisionOpInterface>,
          DeclareOpInterfaceMethods<TP_VJPOpInterface>])> {
   let extraClassDeclaration = [{
     ::mlir::tp::CollectiveKind getCollectiveKind() {
