@@ -40,3 +40,7 @@ extern "C" void mrt_reduce_scatter_f32(mrt_context *ctx, int axis,
   mrt::mpiReduceScatter(ctx->mesh, axis, in, out, n_per_rank);
 }
 
+extern "C" void mrt_broadcast_bytes(mrt_context *ctx, int axis, void *buf,
+                                    int64_t bytes, int root) {
+  mrt::mpiBroadcast(ctx->mesh, axis, buf, bytes, root);
+}

@@ -195,4 +195,12 @@ void mpiReduceScatter(const MpiMesh &mesh, int axis, const float *in,
                                  mesh.comm[checkedAxis(&mesh, axis, what)]));
 }
 
+void mpiBroadcast(const MpiMesh &mesh, int axis, void *buf, int64_t bytes,
+                  int root) {
+  const char *what = "broadcast";
+  check(mesh.worldRank, what,
+        MPI_Bcast(buf, checkedCount(&mesh, bytes, what), MPI_BYTE, root,
+                  mesh.comm[checkedAxis(&mesh, axis, what)]));
+}
+
 } // namespace mrt

@@ -46,6 +46,8 @@ void mpiAllGather(const MpiMesh &mesh, int axis, const float *in, float *out,
                   int64_t nPerRank);
 void mpiReduceScatter(const MpiMesh &mesh, int axis, const float *in,
                       float *out, int64_t nPerRank);
+void mpiBroadcast(const MpiMesh &mesh, int axis, void *buf, int64_t bytes,
+                  int root);
 
 } // namespace mrt
 

@@ -1,8 +1,7 @@
 // Programs that must fail under mpirun, run by expect_failure.sh:
 //   tp-mismatch <tp>  context creation with the wrong tp_size
 //   rank-exit <tp>    rank 1 exits mid-run while rank 0 waits in an all-reduce
-//   mpi-error <tp>    a collective fails inside MPI (the ranks all-reduce
-//                     different counts: the smaller receive is truncated)
+//   mpi-error <tp>    a collective fails inside MPI (invalid broadcast root)
 // Each returns 0 only if the failure it provokes did not happen.
 #include "megatron_rt/comm.h"
 
@@ -35,10 +34,9 @@ void rankExitsDuringAllReduce(mrt_context *ctx) {
   mrt_all_reduce_f32(ctx, MRT_AXIS_TP, &value, 1, MRT_REDUCE_SUM);
 }
 
-void allReduceMismatchedCounts(mrt_context *ctx) {
-  float values[64] = {};
-  mrt_all_reduce_f32(ctx, MRT_AXIS_TP, values,
-                     mrt_world_rank(ctx) == 0 ? 1 : 64, MRT_REDUCE_SUM);
+void broadcastFromInvalidRoot(mrt_context *ctx) {
+  char byte = 0;
+  mrt_broadcast_bytes(ctx, MRT_AXIS_TP, &byte, 1, 1 << 20);
 }
 
 } // namespace
@@ -53,7 +51,7 @@ int main(int argc, char **argv) {
   if (std::strcmp(argv[1], "rank-exit") == 0)
     rankExitsDuringAllReduce(ctx);
   else if (std::strcmp(argv[1], "mpi-error") == 0)
-    allReduceMismatchedCounts(ctx);
+    broadcastFromInvalidRoot(ctx);
   mrt_context_destroy(ctx);
   return 0;
 }

@@ -92,6 +92,19 @@ TEST(CommTest, ReduceScatterSumsChunkOfRank) {
     ASSERT_EQ(out[i], float(size * (size + 1) / 2 * (tpRank() * n + i))) << i;
 }
 
+TEST(CommTest, BroadcastCopiesRootBytes) {
+  struct Payload {
+    int64_t step;
+    double value;
+    char tag[5];
+  } payload{tpRank(), tpRank() * 1.25, "rank"};
+  const int root = int(tpSize() - 1);
+  mrt_broadcast_bytes(ctx, MRT_AXIS_TP, &payload, sizeof(payload), root);
+  EXPECT_EQ(payload.step, root);
+  EXPECT_EQ(payload.value, root * 1.25);
+  EXPECT_STREQ(payload.tag, "rank");
+}
+
 } // namespace
 
 int main(int argc, char **argv) {

@@ -417,3 +417,13 @@ extern "C" void mrt_reduce_scatter_bf16(mrt_context *ctx, int axis,
   reduceScatter(ctx, axis, in, out, n_per_rank, ncclBfloat16);
 }
 
+extern "C" void mrt_broadcast_bytes(mrt_context *ctx, int axis, void *buf,
+                                    int64_t bytes, int root) {
+  const char *what = "broadcast";
+  if (!onDevice(*ctx, what, buf, buf, ncclUint8))
+    return mrt::mpiBroadcast(ctx->mesh, axis, buf, bytes, root);
+  collective(ctx, axis, what, [&](ncclComm_t comm, cudaStream_t stream) {
+    return ncclBroadcast(buf, buf, static_cast<size_t>(bytes), ncclUint8, root,
+                         comm, stream);
+  });
+}

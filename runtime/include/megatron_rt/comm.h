@@ -3,7 +3,7 @@
  * communicator per axis. Any MPI failure inside a collective prints
  * "megatron-rt: rank R: <collective> failed: <MPI error>" to stderr and calls
  * MPI_Abort(MPI_COMM_WORLD, 1), so a failing rank never leaves others hanging.
- * Counts are elements and must fit in an int. */
+ * Counts are elements (bytes for broadcast) and must fit in an int. */
 #ifndef MEGATRON_RT_COMM_H
 #define MEGATRON_RT_COMM_H
 
@@ -60,6 +60,10 @@ MRT_API void mrt_all_gather_bf16(mrt_context *ctx, int axis,
 MRT_API void mrt_reduce_scatter_bf16(mrt_context *ctx, int axis,
                                      const mrt_bf16 *in, mrt_bf16 *out,
                                      int64_t n_per_rank);
+
+/* Copies root's buf[bytes] to every rank of the axis (root: rank in axis). */
+MRT_API void mrt_broadcast_bytes(mrt_context *ctx, int axis, void *buf,
+                                 int64_t bytes, int root);
 
 MRT_EXTERN_C_END
 

@@ -99,4 +99,9 @@ void TokenFile::batch(int64_t step, int64_t batch, int64_t seq,
   }
 }
 
+int64_t tokensUsed(int64_t steps, int64_t batch, int64_t seq) {
+  const int64_t bt = batch * seq;
+  return steps > (INT64_MAX - 1) / bt ? INT64_MAX : steps * bt + 1;
+}
+
 } // namespace mrun

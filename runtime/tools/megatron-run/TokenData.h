@@ -50,6 +50,10 @@ private:
   void checkToken(uint16_t id, int64_t position, int64_t validVocab) const;
 };
 
+// How many token positions batches [0, steps) of [batch, seq] read (the
+// `uses` of validate()): steps * batch * seq + 1, at most INT64_MAX.
+int64_t tokensUsed(int64_t steps, int64_t batch, int64_t seq);
+
 } // namespace mrun
 
 #endif // MEGATRON_RUN_TOKEN_DATA_H

@@ -1,25 +1,42 @@
 // Unit tests of megatron-run's pieces: the slicing rule, the run enumeration,
 // manifest validation, the seeded initialisation, options, token batching
-// and the files they read.
+// and the files they read, and the logic of run()'s phases (step library,
+// mesh agreement, load or init, step loop, validation, what is saved).
+#include "Buffers.h"
 #include "Checkpoint.h"
+#include "GlobalWriter.h"
 #include "Init.h"
 #include "InputFile.h"
 #include "Manifest.h"
+#include "Mesh.h"
 #include "Options.h"
+#include "Report.h"
+#include "RuntimeApi.h"
+#include "Save.h"
+#include "Session.h"
 #include "Slicing.h"
+#include "StepLibrary.h"
+#include "StepLoop.h"
 #include "TokenData.h"
+#include "Validation.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <sys/stat.h>
@@ -1030,5 +1047,476 @@ TEST(Safetensors, UncommittedOrFailedWritesLeaveNoFile) {
   }
   EXPECT_NE(stat((sub + ".tmp").c_str(), &st), 0);
   rmdir(sub.c_str());
+  rmdir(dir);
+}
+
+TEST(Tokens, TokensUsedSaturates) {
+  EXPECT_EQ(tokensUsed(1, 2, 3), 7);
+  EXPECT_EQ(tokensUsed(3, 2, 3), 19);
+  const int64_t most = (INT64_MAX - 1) / 6;
+  EXPECT_EQ(tokensUsed(most, 2, 3), most * 6 + 1);
+  EXPECT_EQ(tokensUsed(most + 1, 2, 3), INT64_MAX);
+  EXPECT_EQ(tokensUsed(INT64_MAX, 1, 1), INT64_MAX);
+}
+
+// ---- run()'s phases ------------------------------------------------------
+
+namespace {
+
+// One rank of a made-up mesh, so that the mesh's logic runs in one process:
+// the other ranks' share of each collective is invented (their failure flag
+// in agree(); in an all-gather, rank r's buffer = this rank's + 1000 * r).
+struct FakeMesh {
+  int64_t tpSize = 1, rank = 0;
+  float othersFlag = 0;              // the other ranks' agree() flag (max)
+  const char *createError = nullptr; // mrt_context_create fails with it
+  int destroyed = 0;
+};
+FakeMesh fake;
+char fakeContextStorage;
+
+mrt_context *fakeCreate(int64_t, char *err, size_t errlen) {
+  if (!fake.createError)
+    return reinterpret_cast<mrt_context *>(&fakeContextStorage);
+  std::snprintf(err, errlen, "%s", fake.createError);
+  return nullptr;
+}
+void fakeDestroy(mrt_context *) { ++fake.destroyed; }
+int64_t fakeAxisRank(const mrt_context *, int axis) {
+  return axis == MRT_AXIS_TP ? fake.rank : 0;
+}
+int64_t fakeAxisSize(const mrt_context *, int axis) {
+  return axis == MRT_AXIS_TP ? fake.tpSize : 1;
+}
+int64_t fakeWorldRank(const mrt_context *) { return fake.rank; }
+void fakeAllReduce(mrt_context *, int axis, float *buf, int64_t n, int op) {
+  EXPECT_EQ(op, MRT_REDUCE_MAX);
+  if (axis == MRT_AXIS_TP) // the DP axis has this rank alone
+    for (int64_t k = 0; k < n; ++k)
+      buf[k] = std::max(buf[k], fake.othersFlag);
+}
+void fakeAllGather(mrt_context *, int axis, const float *in, float *out,
+                   int64_t n) {
+  EXPECT_EQ(axis, MRT_AXIS_TP);
+  for (int64_t r = 0; r < fake.tpSize; ++r)
+    for (int64_t k = 0; k < n; ++k)
+      out[r * n + k] = in[k] + 1000.0f * r;
+}
+
+// A host-only runtime for rank `rank` of TP `tpSize`.
+RuntimeApi fakeRuntime(int64_t tpSize, int64_t rank) {
+  fake = FakeMesh{};
+  fake.tpSize = tpSize;
+  fake.rank = rank;
+  RuntimeApi rt;
+  rt.contextCreate = fakeCreate;
+  rt.contextDestroy = fakeDestroy;
+  rt.axisRank = fakeAxisRank;
+  rt.axisSize = fakeAxisSize;
+  rt.worldRank = fakeWorldRank;
+  rt.allReduce = fakeAllReduce;
+  rt.allGather = fakeAllGather;
+  return rt;
+}
+
+std::unique_ptr<Mesh> fakeMeshOf(const RuntimeApi &rt, const Manifest &m) {
+  std::string error;
+  std::unique_ptr<Mesh> mesh = Mesh::create(rt, "s.so", m, error);
+  EXPECT_TRUE(mesh) << error;
+  return mesh;
+}
+
+// What agree(failure) returns and prints on stderr.
+std::pair<bool, std::string> agreeAndPrint(const Mesh &mesh,
+                                           const std::string &failure) {
+  testing::internal::CaptureStderr();
+  const bool ok = mesh.agree(failure);
+  return {ok, testing::internal::GetCapturedStderr()};
+}
+
+float fakeForward(mrt_context *, void **) { return 0.0f; }
+void fakeTrainStep(mrt_context *, void **, float *) {}
+
+std::string readText(const std::string &path) {
+  std::ifstream f(path);
+  std::stringstream text;
+  text << f.rdbuf();
+  return text.str();
+}
+
+std::vector<std::pair<std::string, int>>
+namesAndArgs(const std::vector<SavedTensor> &list) {
+  std::vector<std::pair<std::string, int>> out;
+  for (const SavedTensor &t : list)
+    out.push_back({t.name, t.arg});
+  return out;
+}
+
+} // namespace
+
+TEST(StepLibrary, LoadFailures) {
+  EXPECT_EQ(loadFailure("s.so", "s.so: invalid ELF header"),
+            "cannot load s.so: s.so: invalid ELF header");
+  EXPECT_EQ(loadFailure("s.so", "libcuda.so.1: cannot open shared object "
+                                "file: No such file or directory"),
+            "s.so was compiled for CUDA (--target=cuda) and needs the NVIDIA "
+            "driver (libcuda.so.1), which this machine does not have: it has "
+            "no usable GPU (libcuda.so.1: cannot open shared object file: No "
+            "such file or directory)");
+  // A driver that is there but lacks a symbol is not "no GPU".
+  EXPECT_EQ(loadFailure("s.so", "libcuda.so.1: undefined symbol: cuX"),
+            "cannot load s.so: libcuda.so.1: undefined symbol: cuX");
+  // A bare name is looked up in the current directory, not the library path.
+  Options opt;
+  opt.stepLibrary = "no-such-step.so";
+  RuntimeApi rt;
+  StepLibrary step;
+  EXPECT_EQ(openStepLibrary(opt, rt, step)
+                .rfind("cannot load no-such-step.so: ./no-such-step.so: ", 0),
+            0u);
+}
+
+TEST(StepLibrary, CapabilityErrors) {
+  const Options train = parseOptions({"s.so", "--data", "t"});
+  const Options eval = parseOptions({"s.so", "--data", "t", "--eval-only"});
+  StepLibrary step;
+  step.manifest = parseManifest(trainManifest(kTrainArgs));
+  step.forward = fakeForward;
+  step.trainStep = fakeTrainStep;
+  EXPECT_EQ(capabilityError(train, step, false), "");
+
+  StepLibrary forwardOnly = step;
+  forwardOnly.trainStep = nullptr;
+  EXPECT_EQ(capabilityError(train, forwardOnly, false),
+            "s.so was compiled without --train; pass --eval-only");
+  EXPECT_EQ(capabilityError(eval, forwardOnly, false), "");
+
+  StepLibrary unlisted = step;
+  unlisted.manifest = parseManifest(manifestWith(kTrainArgs)); // no entries
+  EXPECT_EQ(capabilityError(train, unlisted, false),
+            "s.so exports mgt_train_step, but its manifest does not list the "
+            "entry \"train_step\"");
+
+  EXPECT_EQ(capabilityError(
+                parseOptions({"s.so", "--data", "t", "--dump-grads", "g.st"}),
+                step, false),
+            "--dump-grads: s.so has no gradient outputs; compile with "
+            "--export-grads");
+  EXPECT_EQ(capabilityError(parseOptions({"s.so", "--data", "t", "--eval-only",
+                                          "--dump-logits", "l.st"}),
+                            step, false),
+            "--dump-logits: s.so has no logits output; compile with "
+            "--export-logits");
+
+  StepLibrary device = step;
+  device.manifest.args[0].onDevice = true;
+  EXPECT_EQ(capabilityError(train, device, false),
+            "s.so keeps arguments in device memory, but its runtime has no "
+            "mrt_device_alloc");
+  EXPECT_EQ(capabilityError(train, device, true), "");
+}
+
+TEST(Mesh, AgreeNamesTheLowestFailingRank) {
+  const Manifest m = parseManifest(manifestWith("", 4));
+  const RuntimeApi rt = fakeRuntime(4, 1); // rank 1 of 4
+  std::unique_ptr<Mesh> mesh = fakeMeshOf(rt, m);
+  EXPECT_EQ(mesh->tpSize(), 4);
+  EXPECT_EQ(mesh->tpRank(), 1);
+  EXPECT_FALSE(mesh->rank0());
+  using Outcome = std::pair<bool, std::string>;
+  EXPECT_EQ(agreeAndPrint(*mesh, ""), Outcome(true, ""));
+  fake.othersFlag = 4 - 3; // rank 3 failed too: rank 1 is the lowest
+  EXPECT_EQ(agreeAndPrint(*mesh, "boom"),
+            Outcome(false, "megatron-run: rank 1: boom\n"));
+  fake.othersFlag = 4 - 0; // rank 0 failed: it reports, rank 1 does not
+  EXPECT_EQ(agreeAndPrint(*mesh, "boom"), Outcome(false, ""));
+  fake.othersFlag = 4 - 2; // only rank 2 failed: no rank goes on
+  EXPECT_EQ(agreeAndPrint(*mesh, ""), Outcome(false, ""));
+  mesh.reset();
+  EXPECT_EQ(fake.destroyed, 1);
+
+  // A single rank reports without a rank number.
+  const RuntimeApi single = fakeRuntime(1, 0);
+  std::unique_ptr<Mesh> one =
+      fakeMeshOf(single, parseManifest(manifestWith("", 1)));
+  EXPECT_TRUE(one->rank0());
+  EXPECT_EQ(agreeAndPrint(*one, "boom"),
+            Outcome(false, "megatron-run: boom\n"));
+}
+
+TEST(Mesh, CreationFailures) {
+  RuntimeApi rt = fakeRuntime(1, 0);
+  fake.createError = "megatron-rt: tp_size 2 does not match the 3 MPI ranks";
+  Manifest m = parseManifest(manifestWith(""));
+  std::string error;
+  EXPECT_EQ(Mesh::create(rt, "s.so", m, error), nullptr);
+  EXPECT_EQ(error, "s.so was compiled for tp=2: launch it as `mpirun -np 2 "
+                   "megatron-run ...` (megatron-rt: tp_size 2 does not match "
+                   "the 3 MPI ranks)");
+  // A CUDA runtime's reason stands alone.
+  m.target = MGT_TARGET_CUDA;
+  EXPECT_EQ(meshFailure("s.so", m, "megatron-rt: no CUDA device"),
+            "s.so: megatron-rt: no CUDA device");
+}
+
+TEST(Session, ResumeStep) {
+  EXPECT_EQ(resumeStep({{"step", "3"}, {"format", "megatron-mlir"}}, "c.st", 5),
+            3);
+  EXPECT_EQ(resumeStep({{"step", "0"}}, "c.st", 1), 0);
+  auto error = [](const std::map<std::string, std::string> &metadata,
+                  int64_t steps) {
+    try {
+      resumeStep(metadata, "c.st", steps);
+    } catch (const std::runtime_error &e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(error({}, 5), "checkpoint c.st: no \"step\" in its __metadata__ "
+                          "(not written by megatron-run --save?)");
+  for (const std::string bad : {"", "x", "3x", "-1", "99999999999999999999"})
+    EXPECT_EQ(error({{"step", bad}}, 5), "checkpoint c.st: bad \"step\" \"" +
+                                             bad + "\" in its __metadata__");
+  EXPECT_EQ(error({{"step", "5"}}, 5),
+            "checkpoint c.st is at step 5: nothing to do for --steps 5 "
+            "(--steps is the total number of steps, resumed ones included)");
+  EXPECT_EQ(error({{"step", "4"}}, 5), "");
+}
+
+TEST(Session, Summary) {
+  Manifest m = parseManifest(manifestWith(""));
+  m.model = "gpt2";
+  const std::string model = "s.so: model gpt2, tp 2, batch 2, seq 3, 42 "
+                            "parameters on rank 0; weights ";
+  const Options eval =
+      parseOptions({"s.so", "--data", "t.bin", "--eval-only", "--seed", "7"});
+  EXPECT_FALSE(resumes(eval));
+  EXPECT_EQ(runSummary(eval, m, 42, 1000, 0),
+            model + "the model's init, seed 7; data t.bin (1000 tokens)");
+  const Options init = parseOptions(
+      {"s.so", "--data", "t.bin", "--init-from", "w.st", "--steps", "4"});
+  EXPECT_FALSE(resumes(init));
+  EXPECT_EQ(runSummary(init, m, 42, 1000, 0),
+            model + "from w.st; data t.bin (1000 tokens); training steps 0..3");
+  const Options resume = parseOptions(
+      {"s.so", "--data", "t.bin", "--resume", "c.st", "--steps", "10"});
+  EXPECT_TRUE(resumes(resume));
+  EXPECT_EQ(runSummary(resume, m, 42, 1000, 6),
+            model + "and optimizer state from c.st (step 6); data t.bin (1000 "
+                    "tokens); training steps 6..9");
+}
+
+TEST(StepLoop, Hyperparameters) {
+  const Options o = parseOptions(
+      {"s.so", "--data", "t", "--steps", "10", "--lr", "1e-3", "--beta1",
+       "0.8", "--beta2", "0.95", "--eps", "1e-6", "--weight-decay", "0.1",
+       "--grad-clip", "1", "--lr-schedule", "cosine", "--warmup-steps", "2",
+       "--min-lr", "1e-4"});
+  const std::vector<int> named = {
+      MGT_HP_LR,           MGT_HP_BETA1,     MGT_HP_BETA2, MGT_HP_EPS,
+      MGT_HP_WEIGHT_DECAY, MGT_HP_GRAD_CLIP, MGT_HP_STEP};
+  for (int64_t step : {0, 1, 2, 5, 9}) {
+    const std::array<float, MGT_HP_COUNT> hp = hyperparameters(o, step);
+    EXPECT_EQ(hp[MGT_HP_LR], static_cast<float>(learningRate(o, step)));
+    EXPECT_EQ(hp[MGT_HP_BETA1], 0.8f);
+    EXPECT_EQ(hp[MGT_HP_BETA2], 0.95f);
+    EXPECT_EQ(hp[MGT_HP_EPS], 1e-6f);
+    EXPECT_EQ(hp[MGT_HP_WEIGHT_DECAY], 0.1f);
+    EXPECT_EQ(hp[MGT_HP_GRAD_CLIP], 1.0f);
+    EXPECT_EQ(hp[MGT_HP_STEP], static_cast<float>(step + 1)); // 1-based
+    for (int slot = 0; slot < MGT_HP_COUNT; ++slot)
+      if (std::find(named.begin(), named.end(), slot) == named.end())
+        EXPECT_EQ(hp[slot], 0.0f) << "reserved slot " << slot;
+  }
+  EXPECT_EQ(hyperparameters(o, 0)[MGT_HP_LR], 1e-3f * 1 / 2); // warmup
+}
+
+TEST(Validation, Due) {
+  Options o;
+  o.steps = 10;
+  auto due = [&](int64_t every) {
+    o.valEvery = every;
+    std::vector<int64_t> at;
+    for (int64_t updates = 1; updates <= o.steps; ++updates)
+      if (validationDue(o, updates))
+        at.push_back(updates);
+    return at;
+  };
+  EXPECT_EQ(due(0), std::vector<int64_t>({10}));
+  EXPECT_EQ(due(3), std::vector<int64_t>({3, 6, 9, 10}));
+  EXPECT_EQ(due(5), std::vector<int64_t>({5, 10}));
+  EXPECT_EQ(due(20), std::vector<int64_t>({10}));
+}
+
+TEST(Validation, MeanLoss) {
+  auto of = [](std::vector<float> losses) {
+    return meanLoss(
+        static_cast<int64_t>(losses.size()),
+        [losses](int64_t b) -> std::optional<float> { return losses[b]; });
+  };
+  EXPECT_EQ(of({1.0f, 2.0f, 4.0f}), static_cast<float>(7.0 / 3.0));
+  // Summed in double: in f32, 1e8 + 1 would lose the 1.
+  EXPECT_EQ(of({1e8f, 1.0f, -1e8f}), static_cast<float>(1.0 / 3.0));
+  // A failed batch ends it: no later batch is tried.
+  std::vector<int64_t> tried;
+  EXPECT_EQ(meanLoss(3,
+                     [&](int64_t b) -> std::optional<float> {
+                       tried.push_back(b);
+                       if (b == 1)
+                         return std::nullopt;
+                       return 1.0f;
+                     }),
+            std::nullopt);
+  EXPECT_EQ(tried, std::vector<int64_t>({0, 1}));
+}
+
+TEST(Save, CheckpointLayout) {
+  Manifest m = parseManifest(trainManifest(kTrainArgs));
+  m.model = "mock";
+  EXPECT_EQ(namesAndArgs(checkpointTensors(m)),
+            (std::vector<std::pair<std::string, int>>{
+                {"w", 0},
+                {"b", 1},
+                {"optimizer.w.exp_avg", 2},
+                {"optimizer.w.exp_avg_sq", 3},
+                {"optimizer.b.exp_avg", 4},
+                {"optimizer.b.exp_avg_sq", 5}}));
+  Options o = parseOptions({"s.so", "--data", "t", "--steps", "7"});
+  o.minLr = 0.1 + 0.2; // needs all 17 digits to read back
+  EXPECT_EQ(checkpointMetadata(o, m),
+            (Metadata{{"format", "megatron-mlir"},
+                      {"step", "7"},
+                      {"model", "mock"},
+                      {"lr", "0.0003"},
+                      {"beta1", "0.9"},
+                      {"beta2", "0.999"},
+                      {"eps", "1e-08"},
+                      {"weight_decay", "0"},
+                      {"grad_clip", "0"},
+                      {"lr_schedule", "constant"},
+                      {"warmup_steps", "0"},
+                      {"min_lr", "0.30000000000000004"},
+                      {"steps", "7"}}));
+}
+
+TEST(Save, GradientsAndLogits) {
+  const Manifest g = parseManifest(trainManifest(
+      std::string(kTrainArgs) +
+      R"(,{"name":"w.grad","role":"grad","dtype":"f32","param":"w",
+           "global_shape":[8,4],"local_shape":[4,4],"checkpoint_shape":[7,4],
+           "split":[{"dim":0,"axis":"tp","sections":1}]},
+          {"name":"b.grad","role":"grad","dtype":"f32","param":"b",
+           "global_shape":[4],"local_shape":[4],"split":[]})"));
+  EXPECT_EQ(namesAndArgs(gradientTensors(g)),
+            (std::vector<std::pair<std::string, int>>{{"w", 7}, {"b", 8}}));
+  EXPECT_EQ(gradientMetadata(3),
+            (Metadata{{"format", "megatron-mlir"},
+                      {"content", "gradients (unclipped) of the loss"},
+                      {"step", "3"}}));
+
+  Manifest l = parseManifest(manifestWith(
+      R"({"name":"logits","role":"logits","dtype":"f32",
+          "global_shape":[2,3,16],"local_shape":[2,3,8],
+          "checkpoint_shape":[2,3,10],
+          "split":[{"dim":2,"axis":"tp","sections":1}]})"));
+  l.model = "mock";
+  const std::vector<SafetensorsWriter::Tensor> tensors = logitsTensors(l, 2);
+  ASSERT_EQ(tensors.size(), 2u);
+  for (int s = 0; s < 2; ++s) {
+    EXPECT_EQ(tensors[s].name, "logits." + std::to_string(s));
+    EXPECT_EQ(tensors[s].shape, std::vector<int64_t>({2, 3, 10}));
+  }
+  EXPECT_EQ(logitsMetadata(l, 2),
+            (Metadata{{"format", "megatron-mlir"},
+                      {"content", "logits of mgt_forward; logits.<s> is step "
+                                  "s (batch s)"},
+                      {"model", "mock"},
+                      {"steps", "2"}}));
+}
+
+TEST(GlobalWriter, GathersSplitArgsFromEveryRank) {
+  const Manifest m = parseManifest(trainManifest(kTrainArgs)); // tp 2
+  const RuntimeApi rt = fakeRuntime(2, 0);
+  Buffers buffers(rt, m);
+  buffers.allocate();
+  std::unique_ptr<Mesh> mesh = fakeMeshOf(rt, m);
+  float *w = buffers.host<float>(0); // rows 0..3 of w [8, 4]
+  std::iota(w, w + 16, 1.0f);
+  float *b = buffers.host<float>(1); // replicated
+  std::iota(b, b + 4, -2.0f);
+  char dir[] = "/tmp/megatron-run-gw-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/g.safetensors";
+  ASSERT_TRUE(saveGlobal(*mesh, m, buffers, path, {{"w", 0}, {"b", 1}},
+                         {{"step", "1"}}));
+  Checkpoint c(path);
+  EXPECT_EQ(c.metadata().at("step"), "1");
+  // w: rows 0..3 are this rank's, rows 4..6 rank 1's (the fake's: + 1000);
+  // row 7 is padding, not in the file.
+  std::vector<float> got(7 * 4), want(7 * 4);
+  Arg whole{"w", "param", "f32", {7, 4}, {7, 4}, {7, 4}, {}};
+  c.readSlice("w", whole.slice(1, 0), got.data());
+  for (int i = 0; i < 7; ++i)
+    for (int j = 0; j < 4; ++j)
+      want[i * 4 + j] = 1.0f + (i % 4) * 4 + j + 1000.0f * (i / 4);
+  EXPECT_EQ(got, want);
+  std::vector<float> bias(4);
+  Arg wholeBias{"b", "param", "f32", {4}, {4}, {4}, {}};
+  c.readSlice("b", wholeBias.slice(1, 0), bias.data());
+  EXPECT_EQ(bias, std::vector<float>({-2, -1, 0, 1}));
+  unlink(path.c_str());
+
+  // Rank 0 cannot create the file: every rank hears of it, nothing is left.
+  const std::string bad = std::string(dir) + "/no/such/g.safetensors";
+  testing::internal::CaptureStderr();
+  EXPECT_FALSE(saveGlobal(*mesh, m, buffers, bad, {{"w", 0}}, {}));
+  EXPECT_EQ(
+      testing::internal::GetCapturedStderr().rfind("megatron-run: rank 0: ", 0),
+      0u);
+  rmdir(dir);
+}
+
+TEST(Report, StepLines) {
+  EXPECT_EQ(evalStepLine(3, 2.5f), "step 3 loss 2.5\n");
+  EXPECT_EQ(trainStepLine(0, 2.5f, 0.125f, 3e-4f, 1.5),
+            "step 0 loss 2.5 grad_norm 0.125 lr 0.000300000014 ms 1.500\n");
+  EXPECT_EQ(validationLine(10, 1.0f), "val step 10 loss 1\n");
+  EXPECT_EQ(evalLogLine(3, 2.5f, 2.0, 6),
+            "{\"step\":3,\"loss\":2.5,\"ms\":2.000,\"tokens_per_s\":3000.0}\n");
+  // Non-finite values are null; so is the rate of a step timed at 0 ms.
+  EXPECT_EQ(trainLogLine(0, NAN, INFINITY, 3e-4f, 0.0, 6),
+            "{\"step\":0,\"loss\":null,\"ms\":0.000,\"tokens_per_s\":null,"
+            "\"grad_norm\":null,\"lr\":0.000300000014}\n");
+  EXPECT_EQ(validationLogLine(10, 1.5f), "{\"step\":10,\"val_loss\":1.5}\n");
+}
+
+TEST(Report, RunLog) {
+  RunLog none; // without --log
+  none.write("x\n");
+  EXPECT_EQ(none.close(), "");
+
+  char dir[] = "/tmp/megatron-run-log-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/run.jsonl";
+  {
+    RunLog log;
+    log.open(path);
+    log.write("a\n");
+    EXPECT_EQ(readText(path), "a\n"); // flushed at once
+    log.write("b\n");
+    EXPECT_EQ(log.close(), "");
+  }
+  EXPECT_EQ(readText(path), "a\nb\n");
+  unlink(path.c_str());
+
+  const std::string bad = std::string(dir) + "/no/such/run.jsonl";
+  try {
+    RunLog log;
+    log.open(bad);
+    ADD_FAILURE() << "opened " << bad;
+  } catch (const std::runtime_error &e) {
+    EXPECT_EQ(std::string(e.what()),
+              "cannot write log " + bad + ": No such file or directory");
+  }
   rmdir(dir);
 }

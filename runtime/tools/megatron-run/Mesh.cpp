@@ -1,0 +1,58 @@
+#include "Mesh.h"
+
+#include "Report.h"
+
+namespace mrun {
+
+std::unique_ptr<Mesh> Mesh::create(const RuntimeApi &rt,
+                                   const std::string &library,
+                                   const Manifest &m, std::string &error) {
+  char why[512];
+  mrt_context *ctx = rt.contextCreate(m.tp, why, sizeof(why));
+  if (!ctx) {
+    error = meshFailure(library, m, why);
+    return nullptr;
+  }
+  return std::unique_ptr<Mesh>(new Mesh(rt, ctx));
+}
+
+Mesh::Mesh(const RuntimeApi &rt, mrt_context *ctx)
+    : rt_(rt), ctx_(ctx), tpSize_(rt.axisSize(ctx, MRT_AXIS_TP)),
+      tpRank_(rt.axisRank(ctx, MRT_AXIS_TP)),
+      worldSize_(tpSize_ * rt.axisSize(ctx, MRT_AXIS_DP)),
+      worldRank_(rt.worldRank(ctx)) {}
+
+Mesh::~Mesh() { rt_.contextDestroy(ctx_); }
+
+bool Mesh::agree(const std::string &failure) const {
+  // Each failing rank r contributes world - r: the maximum names the lowest.
+  float flag =
+      failure.empty() ? 0.0f : static_cast<float>(worldSize_ - worldRank_);
+  rt_.allReduce(ctx_, MRT_AXIS_TP, &flag, 1, MRT_REDUCE_MAX);
+  rt_.allReduce(ctx_, MRT_AXIS_DP, &flag, 1, MRT_REDUCE_MAX);
+  if (flag == 0.0f)
+    return true;
+  const int64_t first = worldSize_ - static_cast<int64_t>(flag);
+  if (worldRank_ == first)
+    report(worldSize_ > 1
+               ? "rank " + std::to_string(worldRank_) + ": " + failure
+               : failure);
+  return false;
+}
+
+void Mesh::allGather(const float *in, float *out, int64_t n) const {
+  rt_.allGather(ctx_, MRT_AXIS_TP, in, out, n);
+}
+
+std::string meshFailure(const std::string &library, const Manifest &m,
+                        const std::string &why) {
+  // A CUDA runtime's reasons (no GPU, too few GPUs, ...) speak for
+  // themselves; the CPU runtime's are about the MPI world, hence the hint.
+  if (m.target == MGT_TARGET_CUDA)
+    return library + ": " + why;
+  return library + " was compiled for tp=" + std::to_string(m.tp) +
+         ": launch it as `mpirun -np " + std::to_string(m.tp) +
+         " megatron-run ...` (" + why + ")";
+}
+
+} // namespace mrun

@@ -1,0 +1,55 @@
+// This rank's place in the mesh: the runtime's context (MPI; for a CUDA step
+// also the GPU and NCCL) and the agreement that keeps every rank in step.
+#ifndef MEGATRON_RUN_MESH_H
+#define MEGATRON_RUN_MESH_H
+
+#include "Manifest.h"
+#include "RuntimeApi.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace mrun {
+
+class Mesh {
+public:
+  // Creates the context for the manifest's tp (every rank sees the same
+  // world size, so it fails on all or none). On failure returns null and
+  // sets `error` to the message (naming `library`).
+  static std::unique_ptr<Mesh> create(const RuntimeApi &rt,
+                                      const std::string &library,
+                                      const Manifest &m, std::string &error);
+  Mesh(const Mesh &) = delete;
+  Mesh &operator=(const Mesh &) = delete;
+  ~Mesh(); // destroys the context (MPI may be finalised)
+
+  mrt_context *context() const { return ctx_; }
+  int64_t tpSize() const { return tpSize_; }
+  int64_t tpRank() const { return tpRank_; }
+  bool rank0() const { return worldRank_ == 0; }
+
+  // Collective agreement over the whole mesh, after anything that can fail
+  // on some ranks only: true when no rank failed (`failure` empty on every
+  // rank). Otherwise the lowest failing rank reports its failure and every
+  // rank returns false, so no rank goes on into a collective that another
+  // rank will never join.
+  bool agree(const std::string &failure) const;
+
+  // out[tpSize * n] = every TP rank's in[n], in rank order (n fits an int).
+  void allGather(const float *in, float *out, int64_t n) const;
+
+private:
+  Mesh(const RuntimeApi &rt, mrt_context *ctx);
+  const RuntimeApi &rt_;
+  mrt_context *ctx_;
+  int64_t tpSize_, tpRank_, worldSize_, worldRank_;
+};
+
+// The message for a context the runtime could not create (its reason `why`).
+std::string meshFailure(const std::string &library, const Manifest &m,
+                        const std::string &why);
+
+} // namespace mrun
+
+#endif // MEGATRON_RUN_MESH_H

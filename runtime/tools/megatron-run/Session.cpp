@@ -1,0 +1,163 @@
+#include "Session.h"
+
+#include "Checkpoint.h"
+#include "Init.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <exception>
+#include <stdexcept>
+
+namespace mrun {
+namespace {
+
+// The checkpoint the weights come from (null: the model's init rules), its
+// tensors checked against the manifest.
+std::unique_ptr<Checkpoint> openCheckpoint(const Options &opt,
+                                           const Manifest &m) {
+  const std::string &path = resumes(opt) ? opt.resume : opt.initFrom;
+  if (path.empty())
+    return nullptr;
+  auto ckpt = std::make_unique<Checkpoint>(path);
+  ckpt->checkAgainst(m, resumes(opt));
+  return ckpt;
+}
+
+bool isAdamState(const Arg &a) {
+  return a.role == MGT_ROLE_ADAM_M || a.role == MGT_ROLE_ADAM_V;
+}
+
+// Fills this rank's parameter slices from `ckpt`, or without one from the
+// model's init rules, and when resuming the AdamW state too (everything else
+// stays zero). Returns the number of parameter elements on this rank.
+int64_t loadWeights(Session &s, const Checkpoint *ckpt) {
+  int64_t localParams = 0;
+  for (size_t i = 0; i < s.m.args.size(); ++i) {
+    const Arg &a = s.m.args[i];
+    auto *out = s.buffers.host<float>(static_cast<int>(i));
+    if (a.role == MGT_ROLE_PARAM) {
+      const TensorSlice slice = a.slice(s.mesh.tpSize(), s.mesh.tpRank());
+      if (ckpt)
+        ckpt->readSlice(a.name, slice, out);
+      else
+        initParam(a, slice, s.opt.seed, out);
+      localParams += a.localElements();
+    } else if (isAdamState(a) && resumes(s.opt)) {
+      ckpt->readSlice(Checkpoint::optimizerName(a.param, a.role),
+                      a.slice(s.mesh.tpSize(), s.mesh.tpRank()), out);
+    }
+  }
+  return localParams;
+}
+
+// Opens a token file and validates the tokens that batches [0, steps) use.
+std::unique_ptr<TokenFile> openTokens(const std::string &path,
+                                      const Manifest &m, int64_t steps) {
+  auto file = std::make_unique<TokenFile>(path);
+  file->validate(m.batch, m.seq, m.validVocab,
+                 tokensUsed(steps, m.batch, m.seq));
+  return file;
+}
+
+// This rank's share of prepare(); throws on failure. Returns the number of
+// parameter elements on this rank.
+int64_t loadState(Session &s) {
+  s.buffers.allocate();
+  const std::unique_ptr<Checkpoint> ckpt = openCheckpoint(s.opt, s.m);
+  if (resumes(s.opt))
+    s.startStep = resumeStep(ckpt->metadata(), s.opt.resume, s.opt.steps);
+  const int64_t localParams = loadWeights(s, ckpt.get());
+  s.data = openTokens(s.opt.data, s.m, s.opt.steps);
+  if (!s.opt.evalOnly && !s.opt.valData.empty())
+    s.valData = openTokens(s.opt.valData, s.m, s.opt.valSteps);
+  if (s.mesh.rank0() && !s.opt.log.empty())
+    s.log.open(s.opt.log);
+  return localParams;
+}
+
+// Where the weights come from, for runSummary().
+std::string weightsSource(const Options &opt, int64_t startStep) {
+  if (!opt.initFrom.empty())
+    return "from " + opt.initFrom;
+  if (resumes(opt))
+    return "and optimizer state from " + opt.resume + " (step " +
+           std::to_string(startStep) + ")";
+  return "the model's init, seed " + std::to_string(opt.seed);
+}
+
+} // namespace
+
+bool Session::loadBatch(const TokenFile &file, int64_t index) {
+  std::string failure;
+  try {
+    file.batch(index, m.batch, m.seq, m.validVocab,
+               buffers.host<int32_t>(m.tokens),
+               buffers.host<int32_t>(m.targets));
+  } catch (const std::exception &e) {
+    failure = e.what();
+  }
+  if (!mesh.agree(failure))
+    return false;
+  buffers.upload(m.tokens);
+  buffers.upload(m.targets);
+  return true;
+}
+
+bool prepare(Session &s) {
+  std::string failure;
+  int64_t localParams = 0;
+  try {
+    localParams = loadState(s);
+  } catch (const std::exception &e) {
+    failure = e.what();
+  }
+  if (!s.mesh.agree(failure))
+    return false;
+  s.buffers.uploadAll();
+  if (s.mesh.rank0())
+    report(runSummary(s.opt, s.m, localParams, s.data->count(), s.startStep));
+  return true;
+}
+
+bool resumes(const Options &opt) {
+  return !opt.evalOnly && !opt.resume.empty();
+}
+
+int64_t resumeStep(const std::map<std::string, std::string> &metadata,
+                   const std::string &file, int64_t steps) {
+  const auto it = metadata.find("step");
+  const bool found = it != metadata.end();
+  const char *text = found ? it->second.c_str() : "";
+  errno = 0;
+  char *end = nullptr;
+  const long long k = std::strtoll(text, &end, 10);
+  if (!*text || *end || errno || k < 0)
+    throw std::runtime_error(
+        "checkpoint " + file + ": " +
+        (found ? "bad \"step\" \"" + it->second + "\" in its __metadata__"
+               : std::string("no \"step\" in its __metadata__ (not written "
+                             "by megatron-run --save?)")));
+  if (k >= steps)
+    throw std::runtime_error(
+        "checkpoint " + file + " is at step " + std::to_string(k) +
+        ": nothing to do for --steps " + std::to_string(steps) +
+        " (--steps is the total number of steps, resumed ones included)");
+  return k;
+}
+
+std::string runSummary(const Options &opt, const Manifest &m,
+                       int64_t rank0Params, int64_t dataTokens,
+                       int64_t startStep) {
+  std::string summary =
+      opt.stepLibrary + ": model " + m.model + ", tp " + std::to_string(m.tp) +
+      ", batch " + std::to_string(m.batch) + ", seq " + std::to_string(m.seq) +
+      ", " + std::to_string(rank0Params) + " parameters on rank 0; weights " +
+      weightsSource(opt, startStep) + "; data " + opt.data + " (" +
+      std::to_string(dataTokens) + " tokens)";
+  if (!opt.evalOnly)
+    summary += "; training steps " + std::to_string(startStep) + ".." +
+               std::to_string(opt.steps - 1);
+  return summary;
+}
+
+} // namespace mrun

@@ -1,0 +1,90 @@
+#include "StepLibrary.h"
+
+#include <exception>
+
+#include <dlfcn.h>
+
+namespace mrun {
+namespace {
+
+template <typename Fn> Fn entry(void *lib, const char *name) {
+  return reinterpret_cast<Fn>(dlsym(lib, name));
+}
+
+bool hasDeviceArgs(const Manifest &m) {
+  for (const Arg &a : m.args)
+    if (a.onDevice)
+      return true;
+  return false;
+}
+
+} // namespace
+
+std::string openStepLibrary(const Options &opt, RuntimeApi &rt,
+                            StepLibrary &step) {
+  const std::string &name = opt.stepLibrary;
+  // A bare name: dlopen would search the library path, not the directory.
+  const std::string path =
+      name.find('/') == std::string::npos ? "./" + name : name;
+  void *lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!lib)
+    return loadFailure(name, dlerror());
+  auto manifest = entry<mgt_manifest_fn>(lib, MGT_ENTRY_MANIFEST);
+  step.forward = entry<mgt_forward_fn>(lib, MGT_ENTRY_FORWARD);
+  step.trainStep = entry<mgt_train_step_fn>(lib, MGT_ENTRY_TRAIN_STEP);
+  if (!manifest || !step.forward)
+    return name + " does not export " +
+           (manifest ? MGT_ENTRY_FORWARD : MGT_ENTRY_MANIFEST) +
+           " (not a step library compiled by megatron-mlir?)";
+  const std::string missing = loadRuntimeApi(lib, rt);
+  if (!missing.empty())
+    return name + " is not linked against a megatron runtime (no " + missing +
+           ")";
+  try {
+    const char *text = manifest();
+    step.manifest = parseManifest(text ? text : "");
+  } catch (const std::exception &e) {
+    return name + ": " + e.what();
+  }
+  return capabilityError(opt, step, rt.hasDeviceMemory());
+}
+
+std::string loadFailure(const std::string &library,
+                        const std::string &dlError) {
+  // A CUDA step's runtime needs the NVIDIA driver, absent without a GPU; a
+  // driver that is there but too old fails otherwise, with dlerror's own
+  // words.
+  if (dlError.find("libcuda.so") != std::string::npos &&
+      dlError.find("cannot open shared object file") != std::string::npos)
+    return library +
+           " was compiled for CUDA (--target=cuda) and needs the "
+           "NVIDIA driver (libcuda.so.1), which this machine does "
+           "not have: it has no usable GPU (" +
+           dlError + ")";
+  return "cannot load " + library + ": " + dlError;
+}
+
+std::string capabilityError(const Options &opt, const StepLibrary &step,
+                            bool runtimeHasDeviceMemory) {
+  const Manifest &m = step.manifest;
+  const std::string &name = opt.stepLibrary;
+  if (!opt.evalOnly) {
+    if (!step.trainStep)
+      return name + " was compiled without --train; pass --eval-only";
+    if (!m.hasEntry(MGT_ENTRY_KIND_TRAIN_STEP))
+      return name + " exports " MGT_ENTRY_TRAIN_STEP ", but its manifest does "
+                    "not list the entry \"" MGT_ENTRY_KIND_TRAIN_STEP "\"";
+    if (!opt.dumpGrads.empty() && !m.hasGrads())
+      return "--dump-grads: " + name +
+             " has no gradient outputs; compile with --export-grads";
+  }
+  if (!opt.dumpLogits.empty() && m.logits < 0)
+    return "--dump-logits: " + name +
+           " has no logits output; compile with --export-logits";
+  if (hasDeviceArgs(m) && !runtimeHasDeviceMemory)
+    return name + " keeps arguments in device memory, but its runtime has no "
+                  "mrt_device_alloc";
+  return "";
+}
+
+} // namespace mrun

@@ -1,0 +1,126 @@
+#include "StepLoop.h"
+
+#include "GlobalWriter.h"
+#include "Report.h"
+#include "Save.h"
+#include "Validation.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+namespace mrun {
+namespace {
+
+// The wall time of fn() in milliseconds: the step entry alone, without the
+// batch loading or the reporting around it.
+template <typename Fn> double millisecondsOf(Fn &&fn) {
+  const auto t0 = std::chrono::steady_clock::now();
+  fn();
+  const auto t1 = std::chrono::steady_clock::now();
+  return std::chrono::duration<double, std::milli>(t1 - t0).count();
+}
+
+int64_t batchTokens(const Manifest &m) { return m.batch * m.seq; }
+
+// Collective: the --dump-logits file, created before step 0 so that an
+// unwritable path fails before any step runs. Null on every rank if it
+// failed.
+std::unique_ptr<GlobalWriter> openLogitsFile(Session &s) {
+  auto out = std::make_unique<GlobalWriter>(s.mesh, s.m, s.buffers);
+  if (!out->open(s.opt.dumpLogits, logitsTensors(s.m, s.opt.steps),
+                 logitsMetadata(s.m, s.opt.steps)))
+    return nullptr;
+  return out;
+}
+
+// Collective: forward step `step` on batch `step`; its logits to `logits`
+// when given.
+bool evalStep(Session &s, int64_t step, GlobalWriter *logits) {
+  if (!s.loadBatch(*s.data, step))
+    return false;
+  float loss = 0.0f;
+  const double ms = millisecondsOf(
+      [&] { loss = s.step.forward(s.mesh.context(), s.buffers.stepArgs()); });
+  if (s.mesh.rank0()) {
+    printLine(evalStepLine(step, loss));
+    s.log.write(evalLogLine(step, loss, ms, batchTokens(s.m)));
+  }
+  if (!logits)
+    return true;
+  logits->write(s.m.logits);
+  return logits->agreeOk();
+}
+
+// Collective: training step `step` on batch `step`, then what follows it
+// (--dump-grads, validation).
+bool trainStep(Session &s, int64_t step) {
+  if (!s.loadBatch(*s.data, step))
+    return false;
+  const std::array<float, MGT_HP_COUNT> hp = hyperparameters(s.opt, step);
+  std::memcpy(s.buffers.host<float>(s.m.hyperparameters), hp.data(),
+              sizeof(hp));
+  float results[MGT_TRAIN_RESULT_COUNT] = {NAN, NAN};
+  const double ms = millisecondsOf([&] {
+    s.step.trainStep(s.mesh.context(), s.buffers.stepArgs(), results);
+  });
+  if (s.mesh.rank0()) {
+    const float loss = results[MGT_TRAIN_RESULT_LOSS];
+    const float gradNorm = results[MGT_TRAIN_RESULT_GRAD_NORM];
+    printLine(trainStepLine(step, loss, gradNorm, hp[MGT_HP_LR], ms));
+    s.log.write(trainLogLine(step, loss, gradNorm, hp[MGT_HP_LR], ms,
+                             batchTokens(s.m)));
+  }
+  if (!s.opt.dumpGrads.empty() && step == s.startStep &&
+      !dumpGradients(s, step))
+    return false;
+  const int64_t updates = step + 1;
+  if (s.valData && validationDue(s.opt, updates))
+    return validate(s, updates);
+  return true;
+}
+
+} // namespace
+
+bool evaluate(Session &s) {
+  std::unique_ptr<GlobalWriter> logits;
+  if (!s.opt.dumpLogits.empty()) {
+    logits = openLogitsFile(s);
+    if (!logits)
+      return false;
+  }
+  for (int64_t step = 0; step < s.opt.steps; ++step)
+    if (!evalStep(s, step, logits.get()))
+      return false;
+  if (!logits)
+    return true;
+  if (!logits->commit())
+    return false;
+  if (s.mesh.rank0())
+    report("wrote the logits of " + std::to_string(s.opt.steps) +
+           " step(s) to " + s.opt.dumpLogits);
+  return true;
+}
+
+bool train(Session &s) {
+  for (int64_t step = s.startStep; step < s.opt.steps; ++step)
+    if (!trainStep(s, step))
+      return false;
+  return true;
+}
+
+std::array<float, MGT_HP_COUNT> hyperparameters(const Options &opt,
+                                                int64_t step) {
+  std::array<float, MGT_HP_COUNT> hp = {}; // reserved slots stay 0
+  hp[MGT_HP_LR] = static_cast<float>(learningRate(opt, step));
+  hp[MGT_HP_BETA1] = static_cast<float>(opt.beta1);
+  hp[MGT_HP_BETA2] = static_cast<float>(opt.beta2);
+  hp[MGT_HP_EPS] = static_cast<float>(opt.eps);
+  hp[MGT_HP_WEIGHT_DECAY] = static_cast<float>(opt.weightDecay);
+  hp[MGT_HP_GRAD_CLIP] = static_cast<float>(opt.gradClip);
+  hp[MGT_HP_STEP] = static_cast<float>(step + 1);
+  return hp;
+}
+
+} // namespace mrun
