@@ -60,15 +60,6 @@ std::string escape(StringRef text) {
   return escaped;
 }
 
-/// Attention block or MLP block, from the op's module name.
-StringRef blockOf(StringRef module) {
-  if (module.contains(".attn") || module.contains(".ln_1"))
-    return "attention";
-  if (module.contains(".mlp") || module.contains(".ln_2"))
-    return "mlp";
-  return "";
-}
-
 class LayerPicture {
 public:
   LayerPicture(func::FuncOp function, int64_t layer, MeshOp mesh)
@@ -79,7 +70,7 @@ public:
     collect();
     os << "digraph layer {\n  rankdir=TB;\n  node [style=filled, "
           "fontname=\"Helvetica\", fontsize=10];\n"
-       << "  label=\"GPT-2 layer " << layer << " at TP=" << tp
+       << "  label=\"Layer " << layer << " at TP=" << tp
        << ": both blocks use all " << tp
        << " ranks, one after the other\\nblue: split, orange: partial sum, "
           "grey: replicated; f and g are Megatron's conjugates\";\n"
@@ -88,23 +79,30 @@ public:
       os << "  subgraph cluster_" << block << " {\n    label=\"" << block
          << " block (" << tp << " ranks)\";\n    color=\"#666666\";\n";
       for (Operation *op : ops)
-        if (blockOf(getModuleName(op->getLoc())) == block)
+        if (blocks.lookup(op) == block)
           writeNode(os, op);
       os << "  }\n";
     }
-    for (Operation *op : ops)
-      if (blockOf(getModuleName(op->getLoc())).empty())
-        writeNode(os, op);
     writeEdges(os);
     os << "}\n";
   }
 
 private:
+  /// The layer's forward ops, in order. Megatron's two blocks follow from
+  /// the layer's structure, not from its module names: the attention block
+  /// runs up to the residual add after the attention, the MLP block after.
   void collect() {
+    StringRef block = "attention";
+    bool attended = false;
     function.walk([&](Operation *op) {
-      if (op->getNumResults() == 1 &&
-          getLayer(op->getLoc()) == layer)
-        ids[op] = ops.size(), ops.push_back(op);
+      if (op->getNumResults() != 1 || getPhase(op) != "forward" ||
+          getLayer(op->getLoc()) != layer)
+        return;
+      ids[op] = ops.size(), ops.push_back(op);
+      blocks[op] = block;
+      attended |= isa<AttentionOp>(op);
+      if (attended && isa<AddOp>(op))
+        block = "mlp";
     });
   }
 
@@ -138,6 +136,8 @@ private:
   /// The layer's ops in program order, numbered for stable node names.
   SmallVector<Operation *> ops;
   DenseMap<Operation *, unsigned> ids;
+  /// "attention" or "mlp".
+  DenseMap<Operation *, StringRef> blocks;
 };
 
 struct ViewPass : public megatron::impl::ViewBase<ViewPass> {
