@@ -7,7 +7,7 @@
 namespace mlir::megatron {
 
 /// convert-tp-to-runtime, elementwise fusion, one-shot bufferization,
-/// deallocation and finalize-runtime-calls: the step on buffers, runtime
+/// deallocation and megatron-finalize-runtime-calls: the step on buffers, runtime
 /// calls on pointers, the rest as linalg ops.
 void addBufferizedRuntimeStages(OpPassManager &pm);
 

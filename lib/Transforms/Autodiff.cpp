@@ -3,6 +3,9 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "tp-autodiff"
 
 namespace mlir::megatron {
 #define GEN_PASS_DEF_AUTODIFF
@@ -73,6 +76,8 @@ private:
     }
     if (!any)
       return success();
+    LLVM_DEBUG(llvm::dbgs() << "VJP of " << op->getName() << " at "
+                            << op->getLoc() << "\n");
     if (auto vjp = dyn_cast<VJPOpInterface>(op))
       return vjp.buildVJP(b, resultGrads, [&](Value value, Value grad) {
         accumulate(value, grad);

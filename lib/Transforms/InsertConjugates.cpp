@@ -4,6 +4,9 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "tp-insert-conjugates"
 
 namespace mlir::megatron {
 #define GEN_PASS_DEF_INSERTCONJUGATES
@@ -34,6 +37,7 @@ Value completePartialSums(OpBuilder &b, Location loc, Value value,
       continue;
     value = GOp::create(b, loc, value, FlatSymbolRefAttr::get(mesh),
                         b.getStringAttr(axis));
+    LLVM_DEBUG(llvm::dbgs() << "g over " << axis << " at " << loc << "\n");
     setSharding(value, withoutPartial(sharding));
   }
   return value;
@@ -73,6 +77,8 @@ void conjugateOperand(OpBuilder &b, Operation *op, unsigned index,
     for (StringRef axis : resultAxes(op, mesh)) {
       if (required.usesAxis(axis))
         continue;
+      LLVM_DEBUG(llvm::dbgs() << "f before " << op->getName() << " at "
+                              << op->getLoc() << "\n");
       value = FOp::create(b, op->getLoc(), value, meshRef,
                           b.getStringAttr(axis));
       setSharding(value, actual);

@@ -4,6 +4,9 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "tp-megatron-annotate"
 
 namespace mlir::megatron {
 #define GEN_PASS_DEF_MEGATRONANNOTATE
@@ -75,6 +78,8 @@ private:
     if (!isa<BlockArgument>(value) || getSharding(value))
       return;
     setSharding(value, sharding);
+    LLVM_DEBUG(llvm::dbgs() << "annotated " << value << " as " << sharding
+                            << "\n");
     annotated.push_back({value, sharding});
   }
 

@@ -12,6 +12,9 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "tp-mixed-precision"
 
 namespace mlir::megatron {
 #define GEN_PASS_DEF_MIXEDPRECISION
@@ -144,6 +147,8 @@ private:
       b.setInsertionPointToStart(cast<BlockArgument>(value).getOwner());
     auto conversion = ConvertOp::create(b, locationOf(value),
                                         withElementType(value, element), value);
+    LLVM_DEBUG(llvm::dbgs() << "converted " << value << " to " << element
+                            << "\n");
     // Parameters' copies head the function in the order they are needed.
     if (isArgument)
       lastArgumentConversion = conversion;

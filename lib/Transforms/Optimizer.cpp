@@ -6,6 +6,9 @@
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "tp-optimizer"
 
 namespace mlir::megatron {
 #define GEN_PASS_DEF_OPTIMIZER
@@ -62,6 +65,7 @@ public:
       // Named after the parameter, so its update kernel is too.
       Location updateLoc = NameLoc::get(
           b.getStringAttr("adamw." + param.name.getValue()), loc);
+      LLVM_DEBUG(llvm::dbgs() << "AdamW for " << param.name << "\n");
       auto adamw = AdamWOp::create(
           b, updateLoc, param.arg, param.grad, moments.first, moments.second, hyper,
           scale, /*decay=*/cast<RankedTensorType>(param.arg.getType()).getRank() == 2);

@@ -4,6 +4,9 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "tp-partition"
 
 namespace mlir::megatron {
 #define GEN_PASS_DEF_PARTITION
@@ -33,9 +36,12 @@ public:
     function.walk([&](Operation *op) { ops.push_back(op); });
     for (Operation *op : ops) {
       localizeResults(op);
-      if (auto rule = dyn_cast<ShardingRuleOpInterface>(op))
+      if (auto rule = dyn_cast<ShardingRuleOpInterface>(op)) {
+        LLVM_DEBUG(llvm::dbgs() << "partitioning " << op->getName() << " at "
+                                << op->getLoc() << "\n");
         if (failed(rule.partition(context)))
           return failure();
+      }
     }
     OpBuilder &b = context.getBuilder();
     function.setType(b.getFunctionType(

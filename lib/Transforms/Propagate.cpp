@@ -3,6 +3,9 @@
 #include "megatron/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "tp-propagate"
 
 namespace mlir::megatron {
 #define GEN_PASS_DEF_PROPAGATE
@@ -77,6 +80,8 @@ FailureOr<bool> propagateThrough(ShardingRuleOpInterface op,
       if (!isTensor(value) || state.known.count(value))
         continue;
       state.known[value] = factors.build(state.mesh, tensorDims, isResult);
+      LLVM_DEBUG(llvm::dbgs() << "inferred " << state.known[value] << " for "
+                              << value << "\n");
       changed = true;
     }
   };

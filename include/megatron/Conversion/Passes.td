@@ -42,7 +42,7 @@ def ConvertTPToRuntime : Pass<"convert-tp-to-runtime", "ModuleOp"> {
   ];
 }
 
-def FinalizeRuntimeCalls : Pass<"finalize-runtime-calls", "ModuleOp"> {
+def FinalizeRuntimeCalls : Pass<"megatron-finalize-runtime-calls", "ModuleOp"> {
   let summary = "Pass buffers to runtime calls as plain C pointers";
   let description = [{
     Runs after bufferization and buffer deallocation, when every runtime
@@ -62,7 +62,7 @@ def OffloadToGPU : Pass<"megatron-offload-to-gpu", "ModuleOp"> {
   let description = [{
     The CUDA target's step keeps every buffer in device memory; its host code
     only orders work on the rank's stream. Runs after bufferization and
-    finalize-runtime-calls: copies become `linalg.copy`; each `linalg` op
+    megatron-finalize-runtime-calls: copies become `linalg.copy`; each `linalg` op
     left on the host (the fused elementwise chains, fills, the AdamW
     update) becomes one `gpu.launch`: parallel
     dimensions first, the innermost spread over `block-size` threads of

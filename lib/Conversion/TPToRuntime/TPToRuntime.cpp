@@ -18,6 +18,7 @@
 
 #include "mlir/Rewrite/FrozenRewritePatternSet.h"
 #include "mlir/Rewrite/PatternApplicator.h"
+#include "llvm/Support/Debug.h"
 
 #define DEBUG_TYPE "convert-tp-to-runtime"
 
@@ -96,6 +97,8 @@ LogicalResult sweep(func::FuncOp function,
     if (listener.erased.contains(op))
       continue;
     rewriter.setInsertionPoint(op);
+    LLVM_DEBUG(llvm::dbgs() << "lowering " << op->getName() << " at "
+                            << op->getLoc() << "\n");
     (void)applicator.matchAndRewrite(op, rewriter);
   }
   return failure(reported);

@@ -1,4 +1,4 @@
-// RUN: megatron-opt %s -finalize-runtime-calls | FileCheck %s
+// RUN: megatron-opt %s -megatron-finalize-runtime-calls | FileCheck %s
 
 // A buffer passed to the runtime becomes the address of its first element:
 // aligned base plus the view's offset.
