@@ -45,10 +45,8 @@ public:
 
   LogicalResult annotate() {
     WalkResult result = function.walk([&](Operation *op) {
-      if (auto attention = dyn_cast<AttentionOp>(op))
-        return WalkResult(annotateAttention(attention));
-      if (auto gelu = dyn_cast<GeluOp>(op))
-        return WalkResult(annotateMlp(gelu));
+      if (auto region = dyn_cast<MegatronRegionOpInterface>(op))
+        return WalkResult(annotateRegion(region));
       if (auto embedding = dyn_cast<EmbeddingOp>(op))
         return WalkResult(annotateEmbedding(embedding));
       return WalkResult::advance();
@@ -102,21 +100,16 @@ private:
                                   matmul.getTransposeRhs() ? 1 : 0));
   }
 
-  LogicalResult annotateAttention(AttentionOp attention) {
-    if (attention.getNumHeads() % tp != 0)
-      return attention.emitError("tensor-parallel size ")
-             << tp << " does not divide the " << attention.getNumHeads()
-             << " attention heads";
-    if (std::optional<Linear> qkv = producingLinear(attention.getQkv()))
-      splitColumns(*qkv, /*sections=*/3);
-    splitRowsOfConsumers(attention.getResult());
-    return success();
-  }
-
-  LogicalResult annotateMlp(GeluOp gelu) {
-    if (std::optional<Linear> up = producingLinear(gelu.getInput()))
-      splitColumns(*up, /*sections=*/1);
-    splitRowsOfConsumers(gelu.getResult());
+  /// The GEMMs into the region by columns, the GEMMs out of it by rows.
+  LogicalResult annotateRegion(MegatronRegionOpInterface region) {
+    if (failed(region.verifyTensorParallelSize(tp)))
+      return failure();
+    for (Value input : region->getOperands())
+      if (isa<FloatType>(getElementTypeOrSelf(input.getType())))
+        if (std::optional<Linear> in = producingLinear(input))
+          splitColumns(*in, region.getColumnSections());
+    for (Value result : region->getResults())
+      splitRowsOfConsumers(result);
     return success();
   }
 

@@ -40,6 +40,17 @@ Value PartitionContext::rowOffset(Location loc, StringRef axis,
   return arith::MulIOp::create(builder, loc, index, size);
 }
 
+/// Megatron splits the fused [q|k|v] columns per section: whole heads.
+int64_t AttentionOp::getColumnSections() { return 3; }
+
+LogicalResult AttentionOp::verifyTensorParallelSize(int64_t tp) {
+  if (getNumHeads() % tp != 0)
+    return emitError("tensor-parallel size ")
+           << tp << " does not divide the " << getNumHeads()
+           << " attention heads";
+  return success();
+}
+
 /// Each rank keeps num_heads / N whole heads of q, k and v.
 LogicalResult AttentionOp::partition(PartitionContext &context) {
   ShardingAttr qkv = context.shardingOf(getQkv());

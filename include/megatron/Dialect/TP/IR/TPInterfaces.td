@@ -47,6 +47,27 @@ def TP_VJPOpInterface : OpInterface<"VJPOpInterface"> {
   ];
 }
 
+def TP_MegatronRegionOpInterface : OpInterface<"MegatronRegionOpInterface"> {
+  let cppNamespace = "::mlir::tp";
+  let description = [{
+    Ops Megatron's plan (tp-megatron-annotate) places inside a
+    tensor-parallel region: the GEMM producing each float operand is split
+    by columns, the GEMMs consuming the result by rows, so the region needs
+    one all-reduce at its end. Attention (whole heads of q, k and v) and
+    GELU are such ops; a new block's nonlinearity (SwiGLU's) declares this
+    interface instead of the planner learning its name.
+  }];
+  let methods = [
+    InterfaceMethod<[{Sections of the producing GEMM's columns, each split
+      separately (3 for attention's fused [q|k|v]).}],
+      "int64_t", "getColumnSections", (ins), [{}], [{ return 1; }]>,
+    InterfaceMethod<[{Checks that `tp` ranks can share the op; a located
+      error otherwise.}],
+      "::llvm::LogicalResult", "verifyTensorParallelSize", (ins "int64_t":$tp),
+      [{}], [{ return ::mlir::success(); }]>,
+  ];
+}
+
 def TP_PrecisionOpInterface : OpInterface<"PrecisionOpInterface"> {
   let cppNamespace = "::mlir::tp";
   let description = [{

@@ -111,14 +111,14 @@ def TP_BiasAddOp : TP_Op<"bias_add", [DeclareOpInterfaceMethods<TP_PrecisionOpIn
   let hasVerifier = 1;
 }
 
-def TP_GeluOp : TP_Op<"gelu", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
+def TP_GeluOp : TP_Op<"gelu", [TP_MegatronRegionOpInterface, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
   let summary = "GELU, tanh approximation (as GPT-2)";
   let arguments = (ins TP_FloatTensor:$input);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-def TP_AttentionOp : TP_Op<"attention", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>]> {
+def TP_AttentionOp : TP_Op<"attention", [DeclareOpInterfaceMethods<TP_MegatronRegionOpInterface, ["getColumnSections", "verifyTensorParallelSize"]>, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>]> {
   let summary = "Causal multi-head self-attention on a fused [q|k|v] tensor";
   let description = [{
     `qkv` is `[B, T, 3C]`: q, k and v sections of width C each, every section
