@@ -27,6 +27,8 @@ KEPT = {
         "count leaves mpirun itself hanging or crashing)",
 }
 
+COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+
 DECLARED = re.compile(r"\bMRT_API\b[^;(]*?\b(mrt_\w+)\s*\(")
 NAMED = re.compile(r"\bmrt_\w+")
 VARIANTS = ("", "_f32", "_bf16")
@@ -40,17 +42,29 @@ def exported(root):
     return names
 
 
-def called(root):
-    names = {}
+def code(path):
+    """The file's text without its comments: a name a comment mentions is
+    no call."""
+    return COMMENT.sub("", path.read_text())
+
+
+def lowering_calls(root):
+    """(literal, file) of every "mrt_..." name the lowering spells."""
     for path in sorted((root / "lib").rglob("*")):
         if path.suffix in (".cpp", ".h", ".td"):
-            for literal in re.findall(r'"(mrt_\w+)"', path.read_text()):
-                for suffix in VARIANTS:
-                    names.setdefault(literal + suffix, path.relative_to(root))
+            for literal in re.findall(r'"(mrt_\w+)"', code(path)):
+                yield literal, path.relative_to(root)
+
+
+def called(root):
+    names = {}
+    for literal, path in lowering_calls(root):
+        for suffix in VARIANTS:
+            names.setdefault(literal + suffix, path)
     launcher = root / "runtime/tools/megatron-run"
     for path in sorted(launcher.glob("*")):
         if path.suffix in (".cpp", ".h"):
-            for name in NAMED.findall(path.read_text()):
+            for name in NAMED.findall(code(path)):
                 names.setdefault(name, path.relative_to(root))
     return names
 
@@ -63,6 +77,13 @@ def main(argv):
     verbose = "-v" in argv[2:]
     declared, callers = exported(root), called(root)
     unused = sorted(set(declared) - set(callers) - set(KEPT))
+    # The other way round: every kernel the lowering calls is exported.
+    missing = sorted({(literal, str(path))
+                      for literal, path in lowering_calls(root)
+                      if not any(literal + suffix in declared
+                                 for suffix in VARIANTS)})
+    for literal, path in missing:
+        print(f"{path}: calls {literal}, which the runtime does not export")
     stale = sorted(name for name in KEPT
                    if name not in declared or name in callers)
     for name in stale:
@@ -77,7 +98,7 @@ def main(argv):
     kept = len(set(KEPT) & set(declared) - set(callers))
     print(f"{len(declared)} exported entry points, {len(unused)} called by "
           f"nothing, {kept} kept without a caller")
-    return 1 if unused or stale else 0
+    return 1 if unused or stale or missing else 0
 
 
 if __name__ == "__main__":

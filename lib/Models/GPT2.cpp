@@ -1,6 +1,7 @@
 //===- GPT2.cpp - GPT-2 forward pass and loss in the tp dialect -----------===//
 #include "megatron/Models/GPT2.h"
 #include "megatron/Dialect/TP/IR/TP.h"
+#include "megatron_rt/contract.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -256,6 +257,9 @@ OwningOpRef<ModuleOp> megatron::buildGPT2Module(MLIRContext &context,
   auto function = func::FuncOp::create(
       b, loc, "gpt2", b.getFunctionType(argTypes, {lossType}));
   function.setAllArgAttrs(argAttrs);
+  // Hugging Face's GPT-2 checkpoints load as they are published.
+  function->setAttr(tp::TPDialect::kCheckpointNamesAttrName,
+                    b.getStringAttr(MGT_CHECKPOINT_NAMES_HF_GPT2));
   Block *entry = function.addEntryBlock();
   b.setInsertionPointToStart(entry);
 

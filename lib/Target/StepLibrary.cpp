@@ -67,13 +67,18 @@ LogicalResult addEntry(llvm::Module &module, const megatron::StepEntry &step,
     b.CreateRet(result);
     return success();
   }
+  // The runtime passes MGT_TRAIN_RESULT_COUNT floats: the loss and the
+  // gradient norm, in the contract's order, and nothing else.
   auto *results = llvm::dyn_cast<llvm::StructType>(result->getType());
-  unsigned count = results ? results->getNumElements() : 1;
-  for (unsigned i = 0; i < count; ++i) {
-    llvm::Value *value = results ? b.CreateExtractValue(result, i) : result;
-    b.CreateStore(value, b.CreateConstInBoundsGEP1_64(b.getFloatTy(),
-                                                      entry->getArg(2), i));
-  }
+  if (!results || results->getNumElements() != MGT_TRAIN_RESULT_COUNT ||
+      !llvm::all_of(results->elements(),
+                    [](llvm::Type *type) { return type->isFloatTy(); }))
+    return emitError(loc) << "the train step must return exactly its f32 loss "
+                             "and gradient norm (every update written in place)";
+  for (unsigned slot : {MGT_TRAIN_RESULT_LOSS, MGT_TRAIN_RESULT_GRAD_NORM})
+    b.CreateStore(b.CreateExtractValue(result, slot),
+                  b.CreateConstInBoundsGEP1_64(b.getFloatTy(),
+                                               entry->getArg(2), slot));
   b.CreateRetVoid();
   return success();
 }

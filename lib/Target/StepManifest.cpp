@@ -68,7 +68,7 @@ megatron::buildStepManifest(ModuleOp module, func::FuncOp function,
   for (auto mesh : module.getOps<MeshOp>())
     tp = mesh.getAxisSize(MGT_AXIS_NAME_TP).value_or(1);
   llvm::json::Array args;
-  int64_t batch = 0, seq = 0, layers = 0;
+  int64_t batch = 0, seq = 0;
   for (BlockArgument arg : function.getArguments()) {
     unsigned index = arg.getArgNumber();
     auto name =
@@ -78,11 +78,11 @@ megatron::buildStepManifest(ModuleOp module, func::FuncOp function,
              << index << " has no tp.name: the runtime cannot feed it";
     auto type = cast<RankedTensorType>(arg.getType());
     ArgumentKind kind = getArgumentKind(function, index);
-    if (kind.role == ArgumentRole::Parameter &&
-        !isa<FloatType>(type.getElementType()))
+    if (kind.role == ArgumentRole::Parameter && !isParameter(function, index))
       return function.emitError("argument #")
              << index << " (" << name << ") holds " << type.getElementType()
-             << " but has no tp.role: say what the runtime feeds it (\""
+             << ", which no parameter can: its tp.role must say what the "
+                "runtime feeds it (\""
              << MGT_ROLE_TOKENS << "\", \"" << MGT_ROLE_TARGETS << "\")";
     ArrayRef<int64_t> local = type.getShape();
     auto globalAttr = function.getArgAttrOfType<DenseI64ArrayAttr>(
@@ -108,9 +108,6 @@ megatron::buildStepManifest(ModuleOp module, func::FuncOp function,
     if (auto init =
             function.getArgAttrOfType<InitAttr>(index, TPDialect::kInitAttrName))
       entry[MGT_FIELD_INIT] = initJson(init);
-    if (auto layer = function.getArgAttrOfType<LayerAttr>(
-            index, TPDialect::kLayerAttrName))
-      layers = std::max(layers, layer.getIndex() + 1);
     // The host code of a CUDA step reads the hyperparameters itself (they
     // become kernel arguments); every other buffer is the kernels'.
     bool onHost = target != Target::CUDA ||
@@ -133,9 +130,11 @@ megatron::buildStepManifest(ModuleOp module, func::FuncOp function,
       {MGT_FIELD_BATCH, batch},
       {MGT_FIELD_SEQ, seq},
       {MGT_FIELD_VALID_VOCAB, *vocab},
-      {MGT_FIELD_LAYERS, layers},
       {MGT_FIELD_ENTRIES, std::move(entryKinds)},
       {MGT_FIELD_ARGS, std::move(args)}};
+  if (auto names = function->getAttrOfType<StringAttr>(
+          TPDialect::kCheckpointNamesAttrName))
+    manifest[MGT_FIELD_CHECKPOINT_NAMES] = names.getValue();
   std::string text;
   llvm::raw_string_ostream(text) << llvm::json::Value(std::move(manifest));
   return text;

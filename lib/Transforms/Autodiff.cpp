@@ -102,9 +102,7 @@ private:
     for (BlockArgument arg : function.getArguments()) {
       auto name = function.getArgAttrOfType<StringAttr>(
           arg.getArgNumber(), TPDialect::kNameAttrName);
-      if (!name || !isa<FloatType>(getElementTypeOrSelf(arg.getType())) ||
-          getArgumentKind(function, arg.getArgNumber()).role !=
-              ArgumentRole::Parameter)
+      if (!name || !isParameter(function, arg.getArgNumber()))
         continue;
       Value grad = grads.lookup(arg);
       results.push_back(grad ? grad : zerosLike(b, ret.getLoc(), arg.getType()));

@@ -1,6 +1,7 @@
 //===- Explain.cpp - parameters, FLOPs and communication per rank ---------===//
 #include "LayerLocations.h"
 #include "megatron/Transforms/Passes.h"
+#include "megatron_rt/contract.h"
 #include "megatron/Transforms/PerformanceModel.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -54,9 +55,7 @@ void countParameters(func::FuncOp function, Report &report) {
   for (BlockArgument arg : function.getArguments()) {
     auto name = function.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                       TPDialect::kNameAttrName);
-    if (!name || !isa<FloatType>(getElementTypeOrSelf(arg.getType())) ||
-        getArgumentKind(function, arg.getArgNumber()).role !=
-            ArgumentRole::Parameter)
+    if (!name || !isParameter(function, arg.getArgNumber()))
       continue;
     int64_t local = numElements(arg.getType());
     int64_t global = local;
@@ -112,7 +111,7 @@ void countCommunication(Operation *op, Report &report) {
 Report analyze(ModuleOp module) {
   Report report;
   for (auto mesh : module.getOps<MeshOp>())
-    report.tp = mesh.getAxisSize("tp").value_or(1);
+    report.tp = mesh.getAxisSize(MGT_AXIS_NAME_TP).value_or(1);
   for (auto function : module.getOps<func::FuncOp>()) {
     if (function.isExternal())
       continue;

@@ -1,6 +1,7 @@
 //===- MegatronAnnotate.cpp - Megatron-LM's sharding of a transformer -----===//
 #include "megatron/Dialect/TP/IR/ShardingUtils.h"
 #include "megatron/Transforms/Passes.h"
+#include "megatron_rt/contract.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -19,7 +20,7 @@ using namespace mlir::tp;
 namespace {
 
 constexpr StringLiteral kMeshName = "mesh";
-constexpr StringLiteral kAxis = "tp";
+constexpr StringLiteral kAxis = MGT_AXIS_NAME_TP;
 /// Megatron pads the vocabulary to a multiple of this times the TP size.
 constexpr int64_t kVocabPadMultiple = 128;
 

@@ -42,8 +42,8 @@ public:
     Location loc = function.getLoc();
     SmallVector<std::pair<BlockArgument, BlockArgument>> state;
     for (Parameter &param : params)
-      state.push_back({addLike(param, ".exp_avg", ArgumentRole::AdamM),
-                       addLike(param, ".exp_avg_sq", ArgumentRole::AdamV)});
+      state.push_back({addLike(param, MGT_ADAM_M_SUFFIX, ArgumentRole::AdamM),
+                       addLike(param, MGT_ADAM_V_SUFFIX, ArgumentRole::AdamV)});
     SmallVector<BlockArgument> gradOutputs;
     if (exportGrads)
       for (Parameter &param : params)

@@ -2,6 +2,7 @@
 #include "LayerLocations.h"
 #include "megatron/Dialect/TP/IR/ShardingUtils.h"
 #include "megatron/Transforms/Passes.h"
+#include "megatron_rt/contract.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/FileSystem.h"
@@ -64,7 +65,7 @@ class LayerPicture {
 public:
   LayerPicture(func::FuncOp function, int64_t layer, MeshOp mesh)
       : function(function), layer(layer), mesh(mesh),
-        tp(mesh ? mesh.getAxisSize("tp").value_or(1) : 1) {}
+        tp(mesh ? mesh.getAxisSize(MGT_AXIS_NAME_TP).value_or(1) : 1) {}
 
   void write(raw_ostream &os) {
     collect();

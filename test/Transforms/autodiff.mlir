@@ -80,7 +80,7 @@ func.func @not_a_loss(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 // -----
 
 func.func @transpose_lhs(%x: tensor<8x4xf32> {tp.name = "x"}, %w: tensor<8x16xf32> {tp.name = "w"}, %t: tensor<4xi32>) -> tensor<f32> {
-  // expected-error @+1 {{'tp.matmul' op has no gradient rule with transpose_lhs or a batched rhs; GPT-2's GEMMs multiply by [K, N] weights}}
+  // expected-error @+1 {{'tp.matmul' op has no gradient rule with transpose_lhs or a batched rhs; the rule covers products with [K, N] weights}}
   %h = tp.matmul %x, %w {transpose_lhs} : tensor<8x4xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
   %c0 = arith.constant 0 : index
   %max = tp.xent_max %h offset %c0 valid_vocab = 16 : tensor<4x16xf32> -> tensor<4xf32>
@@ -92,7 +92,7 @@ func.func @transpose_lhs(%x: tensor<8x4xf32> {tp.name = "x"}, %w: tensor<8x16xf3
 // -----
 
 func.func @batched_rhs(%x: tensor<2x4x8xf32> {tp.name = "x"}, %w: tensor<2x8x16xf32> {tp.name = "w"}, %t: tensor<2x4xi32>) -> tensor<f32> {
-  // expected-error @+1 {{'tp.matmul' op has no gradient rule with transpose_lhs or a batched rhs; GPT-2's GEMMs multiply by [K, N] weights}}
+  // expected-error @+1 {{'tp.matmul' op has no gradient rule with transpose_lhs or a batched rhs; the rule covers products with [K, N] weights}}
   %h = tp.matmul %x, %w : tensor<2x4x8xf32>, tensor<2x8x16xf32> -> tensor<2x4x16xf32>
   %c0 = arith.constant 0 : index
   %max = tp.xent_max %h offset %c0 valid_vocab = 16 : tensor<2x4x16xf32> -> tensor<2x4xf32>

@@ -91,3 +91,18 @@ func.func @optimizer(%p: tensor<8xf32>, %g: tensor<8xf32>, %m: tensor<8xf32>,
   %np, %nm, %nv = tp.adamw %p, %g, %m, %v, %h, %s : tensor<8xf32>, tensor<8xf32>
   return %np, %nm, %nv : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
 }
+
+// -----
+
+// A conversion already in the program keeps the type it states; its operand
+// arrives as the pass left it (here the bf16 product), with no second copy.
+
+// CHECK-LABEL: func.func @stated_convert(
+// CHECK: %[[Y:.*]] = tp.matmul {{.*}} -> tensor<4x16xbf16>
+// CHECK-NEXT: %[[C:.*]] = tp.convert %[[Y]] : tensor<4x16xbf16> -> tensor<4x16xf32>
+// CHECK-NEXT: return %[[C]] : tensor<4x16xf32>
+func.func @stated_convert(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> tensor<4x16xf32> {
+  %y = tp.matmul %x, %w : tensor<4x8xf32>, tensor<8x16xf32> -> tensor<4x16xf32>
+  %c = tp.convert %y : tensor<4x16xf32> -> tensor<4x16xf32>
+  return %c : tensor<4x16xf32>
+}

@@ -84,18 +84,9 @@ struct CrossEntropyToRuntime : RuntimePattern<CrossEntropyOp> {
   LogicalResult matchAndRewrite(CrossEntropyOp op,
                                 PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    auto logits = op.getLogits().getType();
-    auto tokens = RankedTensorType::get(logits.getShape().drop_back(),
-                                        op.getType().getElementType());
     Value offset = arith::ConstantIndexOp::create(rewriter, loc, 0);
-    auto max = XentMaxOp::create(rewriter, loc, tokens, op.getLogits(), offset,
-                                 op.getValidVocab());
-    auto sums = XentSumExpOp::create(
-        rewriter, loc, op.getLogits(), max, op.getTargets(), offset,
-        rewriter.getI64IntegerAttr(op.getValidVocab()));
-    auto loss = XentLossOp::create(rewriter, loc, op.getType(),
-                                   sums.getSumExp(), max,
-                                   sums.getTargetLogit());
+    auto [max, sums, loss] =
+        buildCrossEntropyPieces(rewriter, op, offset, {}, std::nullopt);
     rewriter.replaceOp(op, loss.getResult());
     // The pieces are lowered here, in order, as their own patterns would.
     CallBuilder c(rewriter, loc);

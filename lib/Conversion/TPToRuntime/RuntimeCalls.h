@@ -99,13 +99,14 @@ public:
   Location loc;
 };
 
-/// A pattern of this lowering: one op, the target's limits at hand.
+/// A pattern of this lowering: one op, the target's limits at hand (a copy:
+/// patterns outlive whatever built them).
 template <typename OpTy>
 struct RuntimePattern : public OpRewritePattern<OpTy> {
   RuntimePattern(MLIRContext *context, const RuntimeTargetInfo &target,
                  PatternBenefit benefit = 1)
       : OpRewritePattern<OpTy>(context, benefit), target(target) {}
-  const RuntimeTargetInfo &target;
+  const RuntimeTargetInfo target;
 };
 
 /// The GEMM of `op` (batch dimensions folded into its rows, against a

@@ -138,14 +138,15 @@ struct ConvertTPToRuntimePass
   using ConvertTPToRuntimeBase::ConvertTPToRuntimeBase;
 
   LogicalResult initialize(MLIRContext *context) override {
-    RuntimeTargetInfo target;
+    if (geluEpilogueRowMultiple < 1)
+      return emitError(UnknownLoc::get(context),
+                       "gelu-epilogue-row-multiple must be positive, got ")
+             << geluEpilogueRowMultiple.getValue();
     target.geluEpilogueRowMultiple = geluEpilogueRowMultiple;
-    // Patterns keep a reference to the target: it lives with the pass.
-    this->target = target;
     RewritePatternSet residual(context), epilogues(context), ops(context);
-    populateResidualLayerNormFusionPatterns(residual, this->target);
-    populateGemmEpilogueFusionPatterns(epilogues, this->target);
-    populateTPToRuntimePatterns(ops, this->target);
+    populateResidualLayerNormFusionPatterns(residual, target);
+    populateGemmEpilogueFusionPatterns(epilogues, target);
+    populateTPToRuntimePatterns(ops, target);
     sweeps = {FrozenRewritePatternSet(std::move(residual)),
               FrozenRewritePatternSet(std::move(epilogues)),
               FrozenRewritePatternSet(std::move(ops))};
@@ -154,11 +155,6 @@ struct ConvertTPToRuntimePass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (geluEpilogueRowMultiple < 1) {
-      module.emitError("gelu-epilogue-row-multiple must be positive, got ")
-          << geluEpilogueRowMultiple.getValue();
-      return signalPassFailure();
-    }
     SmallVector<func::FuncOp> functions = megatron::definedFunctions(module);
     for (func::FuncOp function : functions)
       if (failed(lower(function)))

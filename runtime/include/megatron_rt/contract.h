@@ -20,11 +20,13 @@
 /* ---- Step library entry points ------------------------------------------
  * Every entry takes the same array `args`, one pointer per manifest argument
  * in manifest order. */
-#define MGT_ENTRY_MANIFEST "mgt_manifest"
-#define MGT_ENTRY_FORWARD "mgt_forward"
-#define MGT_ENTRY_TRAIN_STEP "mgt_train_step"
 /* The symbol prefix: entry kind "forward" is exported as "mgt_forward". */
 #define MGT_ENTRY_PREFIX "mgt_"
+#define MGT_ENTRY_KIND_FORWARD "forward"
+#define MGT_ENTRY_KIND_TRAIN_STEP "train_step"
+#define MGT_ENTRY_MANIFEST MGT_ENTRY_PREFIX "manifest"
+#define MGT_ENTRY_FORWARD MGT_ENTRY_PREFIX MGT_ENTRY_KIND_FORWARD
+#define MGT_ENTRY_TRAIN_STEP MGT_ENTRY_PREFIX MGT_ENTRY_KIND_TRAIN_STEP
 
 struct mrt_context;
 /* The manifest: NUL-terminated JSON, owned by the library. */
@@ -53,8 +55,10 @@ enum {
 #define MGT_FIELD_BATCH "batch"            /* tokens' global [batch, seq] */
 #define MGT_FIELD_SEQ "seq"
 #define MGT_FIELD_VALID_VOCAB "valid_vocab" /* the loss's unpadded vocabulary */
-#define MGT_FIELD_LAYERS "layers"          /* number of layers (tp.layer) */
 #define MGT_FIELD_ENTRIES "entries"        /* MGT_ENTRY_KIND_* */
+/* How the family's checkpoints name tensors (MGT_CHECKPOINT_NAMES_*; absent:
+ * the model's own names). */
+#define MGT_FIELD_CHECKPOINT_NAMES "checkpoint_names"
 #define MGT_FIELD_ARGS "args"
 
 /* Fields of each argument. */
@@ -76,12 +80,13 @@ enum {
 
 #define MGT_TARGET_CPU "cpu"
 #define MGT_TARGET_CUDA "cuda"
-#define MGT_ENTRY_KIND_FORWARD "forward"
-#define MGT_ENTRY_KIND_TRAIN_STEP "train_step"
 #define MGT_MEMORY_HOST "host"
 #define MGT_MEMORY_DEVICE "device"
 #define MGT_DTYPE_F32 "f32"
 #define MGT_DTYPE_I32 "i32"
+/* Hugging Face GPT-2: "transformer." prefixes, attention-mask buffers and
+ * the tied lm_head.weight. */
+#define MGT_CHECKPOINT_NAMES_HF_GPT2 "hf-gpt2"
 
 /* Argument roles: what the launcher feeds. The generator states the model's
  * (tokens, targets, params) in the IR; tp-optimizer and tp-export-logits
@@ -94,6 +99,10 @@ enum {
 #define MGT_ROLE_ADAM_M "adam_m"
 #define MGT_ROLE_ADAM_V "adam_v"
 #define MGT_ROLE_GRAD "grad"
+/* tp-optimizer names a parameter p's AdamW state p MGT_ADAM_M_SUFFIX and
+ * p MGT_ADAM_V_SUFFIX (and megatron-run saves them as "optimizer." those). */
+#define MGT_ADAM_M_SUFFIX ".exp_avg"
+#define MGT_ADAM_V_SUFFIX ".exp_avg_sq"
 
 /* Initialisation rules of parameters, drawn per element of the global
  * tensor (megatron-run's Init.h says how). */

@@ -5,7 +5,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <regex>
 #include <stdexcept>
 
 #include <fcntl.h>
@@ -76,7 +75,8 @@ void convert(const std::string &dtype, const unsigned char *src, int64_t n,
 
 } // namespace
 
-Checkpoint::Checkpoint(const std::string &path) : file_("checkpoint", path) {
+Checkpoint::Checkpoint(const std::string &path, CheckpointNames names)
+    : file_("checkpoint", path) {
   auto fail = [&](const std::string &msg) { file_.fail(msg); };
   const uint64_t fileSize = file_.size();
   if (fileSize < 8)
@@ -104,7 +104,6 @@ Checkpoint::Checkpoint(const std::string &path) : file_("checkpoint", path) {
     fail("header is " + why);
   const json &header = *parsed;
 
-  static const std::regex buffer(R"(^h\.\d+\.attn\.(bias|masked_bias)$)");
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string &fileName = it.key();
     if (fileName == "__metadata__") {
@@ -142,23 +141,22 @@ Checkpoint::Checkpoint(const std::string &path) : file_("checkpoint", path) {
            std::to_string(e.end) + ") exceed the " + std::to_string(dataSize_) +
            "-byte data section: the data is shorter than the header says "
            "(truncated file?)");
-    std::string name = fileName;
-    if (name.rfind("transformer.", 0) == 0)
-      name = name.substr(12);
-    if (name.rfind("optimizer.", 0) == 0)
-      name = fileName; // no prefix stripping inside optimizer names
-    else if (std::regex_match(name, buffer) || name == "lm_head.weight")
-      continue; // attention-mask buffers; the output head is tied to wte
-    auto [pos, inserted] = entries_.emplace(name, e);
+    // The AdamW state megatron-run writes keeps its own names.
+    std::optional<std::string> name =
+        fileName.rfind("optimizer.", 0) == 0 ? fileName : names(fileName);
+    if (!name)
+      continue;
+    auto [pos, inserted] = entries_.emplace(*name, e);
     if (!inserted)
-      fail("tensor \"" + name + "\" appears twice (\"" + pos->second.fileName +
+      fail("tensor \"" + *name + "\" appears twice (\"" + pos->second.fileName +
            "\" and \"" + fileName + "\")");
   }
 }
 
 std::string Checkpoint::optimizerName(const std::string &param,
                                       const std::string &role) {
-  return "optimizer." + param + (role == MGT_ROLE_ADAM_M ? ".exp_avg" : ".exp_avg_sq");
+  return "optimizer." + param +
+         (role == MGT_ROLE_ADAM_M ? MGT_ADAM_M_SUFFIX : MGT_ADAM_V_SUFFIX);
 }
 
 void Checkpoint::checkAgainst(const Manifest &manifest, bool optimizer) const {

@@ -1,7 +1,8 @@
-// Reading a rank's slices of a global GPT-2 safetensors checkpoint.
+// Reading a rank's slices of a global safetensors checkpoint.
 #ifndef MEGATRON_RUN_CHECKPOINT_H
 #define MEGATRON_RUN_CHECKPOINT_H
 
+#include "CheckpointNames.h"
 #include "InputFile.h"
 #include "Manifest.h"
 
@@ -15,18 +16,17 @@ namespace mrun {
 class Checkpoint {
 public:
   struct Entry {
-    std::string fileName; // as in the file (maybe with "transformer.")
+    std::string fileName; // as in the file
     std::string dtype;    // safetensors dtype string
     std::vector<int64_t> shape;
     uint64_t begin = 0, end = 0; // relative to the data section
   };
 
-  // Opens the file and reads its header only. Hugging Face GPT-2 names are
-  // accepted with or without "transformer."; h.N.attn.bias /
-  // h.N.attn.masked_bias buffers and lm_head.weight (tied to wte) are
-  // skipped. "optimizer.*" tensors (AdamW state written by --save) keep their
-  // full name. Throws std::runtime_error naming the file.
-  explicit Checkpoint(const std::string &path);
+  // Opens the file and reads its header only. `names` maps the file's
+  // tensor names to the model's (the family's published checkpoints, see
+  // CheckpointNames.h); "optimizer.*" tensors (AdamW state written by --save)
+  // keep their full name. Throws std::runtime_error naming the file.
+  Checkpoint(const std::string &path, CheckpointNames names);
   Checkpoint(const Checkpoint &) = delete;
   Checkpoint &operator=(const Checkpoint &) = delete;
 

@@ -218,10 +218,13 @@ Manifest parseManifest(const std::string &text) {
   m.validVocab = getInt(j, MGT_FIELD_VALID_VOCAB, "manifest");
   if (m.tp < 1 || m.batch < 1 || m.seq < 1 || m.validVocab < 1)
     fail("tp, batch, seq and valid_vocab must be positive");
-  if (j.contains(MGT_FIELD_LAYERS)) {
-    m.layers = getInt(j, MGT_FIELD_LAYERS, "manifest");
-    if (m.layers < 0)
-      fail("\"layers\" must not be negative");
+  if (j.contains(MGT_FIELD_CHECKPOINT_NAMES)) {
+    try {
+      m.checkpointNames = checkpointNamesFor(
+          getString(j, MGT_FIELD_CHECKPOINT_NAMES, "manifest"));
+    } catch (const std::invalid_argument &e) {
+      fail(e.what());
+    }
   }
   if (!j.contains(MGT_FIELD_ARGS) || !j[MGT_FIELD_ARGS].is_array())
     fail("missing \"args\" array");

@@ -2,6 +2,7 @@
 #ifndef MEGATRON_RUN_MANIFEST_H
 #define MEGATRON_RUN_MANIFEST_H
 
+#include "CheckpointNames.h"
 #include "Slicing.h"
 
 #include "megatron_rt/contract.h"
@@ -55,7 +56,8 @@ struct Manifest {
   std::string target = "cpu"; // "cpu" or "cuda"
   int64_t tp = 0, batch = 0, seq = 0, validVocab = 0;
   std::vector<Arg> args;
-  int64_t layers = 0;
+  // How the family's checkpoints name tensors ("checkpoint_names").
+  CheckpointNames checkpointNames = checkpointNamesFor("");
   int tokens = -1, targets = -1; // indices into args
   int hyperparameters = -1;        // index of the "hyperparameters" arg
   int logits = -1;                 // index of the "logits" arg (-1: none)

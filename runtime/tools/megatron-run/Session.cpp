@@ -18,7 +18,7 @@ std::unique_ptr<Checkpoint> openCheckpoint(const Options &opt,
   const std::string &path = resumes(opt) ? opt.resume : opt.initFrom;
   if (path.empty())
     return nullptr;
-  auto ckpt = std::make_unique<Checkpoint>(path);
+  auto ckpt = std::make_unique<Checkpoint>(path, m.checkpointNames);
   ckpt->checkAgainst(m, resumes(opt));
   return ckpt;
 }

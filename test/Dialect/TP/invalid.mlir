@@ -564,3 +564,10 @@ func.func @layer_negative(%w: tensor<8xf32> {tp.layer = #tp.layer<-1>}) {
 func.func @partitioned_value() attributes {tp.partitioned = 1 : i64} {
   return
 }
+
+// -----
+
+// expected-error @+1 {{'tp.checkpoint_names' must be a string on a function}}
+func.func @checkpoint_names() attributes {tp.checkpoint_names = 2 : i64} {
+  return
+}

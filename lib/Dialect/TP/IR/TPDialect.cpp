@@ -51,6 +51,12 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
                                << "' must be \"backward\" or \"optimizer\"";
     return success();
   }
+  if (attr.getName() == kCheckpointNamesAttrName) {
+    if (!isa<StringAttr>(attr.getValue()) || !isa<FunctionOpInterface>(op))
+      return op->emitOpError() << "'" << kCheckpointNamesAttrName
+                               << "' must be a string on a function";
+    return success();
+  }
   if (attr.getName() == kPartitionedAttrName) {
     if (!isa<UnitAttr>(attr.getValue()) || !isa<FunctionOpInterface>(op))
       return op->emitOpError() << "'" << kPartitionedAttrName
@@ -188,6 +194,12 @@ ArgumentKind tp::getArgumentKind(FunctionOpInterface function,
   return kind;
 }
 
+bool tp::isParameter(FunctionOpInterface function, unsigned index) {
+  return isa<FloatType>(
+             getElementTypeOrSelf(function.getArgumentTypes()[index])) &&
+         getArgumentKind(function, index).role == ArgumentRole::Parameter;
+}
+
 void tp::setArgumentKind(FunctionOpInterface function, unsigned index,
                          ArgumentRole role, StringRef parameter) {
   Builder b(function.getContext());
@@ -215,7 +227,14 @@ int64_t tp::getRingPasses(CollectiveKind kind) {
 LogicalResult tp::verifyGlobalProgram(ModuleOp module, StringRef pass) {
   LogicalResult result = success();
   module.walk([&](FunctionOpInterface function) {
-    if (!function->hasAttr(TPDialect::kPartitionedAttrName))
+    // tp.global_shape is tp-partition's too: a per-rank program written
+    // before the marker, or with the marker dropped, is recognised alike.
+    bool partitioned =
+        function->hasAttr(TPDialect::kPartitionedAttrName) ||
+        llvm::any_of(llvm::seq(function.getNumArguments()), [&](unsigned i) {
+          return function.getArgAttr(i, TPDialect::kGlobalShapeAttrName);
+        });
+    if (!partitioned)
       return;
     // At the function's location, without printing the whole function.
     mlir::emitError(function.getLoc()) << "'@" << function.getName()

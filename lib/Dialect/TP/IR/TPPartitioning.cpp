@@ -71,6 +71,35 @@ LogicalResult EmbeddingOp::partition(PartitionContext &context) {
   return success();
 }
 
+CrossEntropyPieces tp::buildCrossEntropyPieces(OpBuilder &b,
+                                               CrossEntropyOp loss,
+                                               Value offset,
+                                               FlatSymbolRefAttr mesh,
+                                               std::optional<StringRef> axis) {
+  Location loc = loss.getLoc();
+  auto allReduce = [&](Value value, ReductionKind kind) -> Value {
+    if (!axis)
+      return value;
+    return AllReduceOp::create(b, loc, value,
+                               ReductionKindAttr::get(b.getContext(), kind),
+                               mesh, b.getStringAttr(*axis));
+  };
+  auto logits = loss.getLogits().getType();
+  auto tokens = RankedTensorType::get(logits.getShape().drop_back(),
+                                      loss.getType().getElementType());
+  int64_t valid = loss.getValidVocab();
+  auto localMax =
+      XentMaxOp::create(b, loc, tokens, loss.getLogits(), offset, valid);
+  Value max = allReduce(localMax, ReductionKind::max);
+  auto sums = XentSumExpOp::create(b, loc, loss.getLogits(), max,
+                                   loss.getTargets(), offset,
+                                   b.getI64IntegerAttr(valid));
+  Value sumExp = allReduce(sums.getSumExp(), ReductionKind::sum);
+  Value target = allReduce(sums.getTargetLogit(), ReductionKind::sum);
+  auto result = XentLossOp::create(b, loc, loss.getType(), sumExp, max, target);
+  return {localMax, sums, result};
+}
+
 /// Megatron's vocabulary-parallel cross-entropy: the logits stay split,
 /// only per-token [B, T] statistics cross ranks. Unsplit logits take the
 /// same pieces without the all-reduces, so training has one gradient rule.
@@ -79,30 +108,14 @@ LogicalResult CrossEntropyOp::partition(PartitionContext &context) {
   unsigned vocabDim = logits.getRank() - 1;
   std::optional<StringRef> axis =
       context.splitAxis(context.shardingOf(getLogits()), vocabDim);
-  Location loc = getLoc();
   OpBuilder &b = context.getBuilder();
   b.setInsertionPoint(*this);
   Value offset =
-      axis ? context.rowOffset(loc, *axis, logits.getDimSize(vocabDim))
-           : arith::ConstantIndexOp::create(b, loc, 0).getResult();
-  auto allReduce = [&](Value value, ReductionKind kind) -> Value {
-    if (!axis)
-      return value;
-    return AllReduceOp::create(b, loc, value,
-                               ReductionKindAttr::get(getContext(), kind),
-                               context.getMeshRef(), b.getStringAttr(*axis));
-  };
-  auto tokens = RankedTensorType::get(logits.getShape().drop_back(),
-                                      logits.getElementType());
-  int64_t valid = getValidVocab();
-  Value localMax = XentMaxOp::create(b, loc, tokens, getLogits(), offset, valid);
-  Value max = allReduce(localMax, ReductionKind::max);
-  auto sums = XentSumExpOp::create(b, loc, getLogits(), max, getTargets(),
-                                   offset, b.getI64IntegerAttr(valid));
-  Value sumExp = allReduce(sums.getSumExp(), ReductionKind::sum);
-  Value target = allReduce(sums.getTargetLogit(), ReductionKind::sum);
-  Value loss = XentLossOp::create(b, loc, getType(), sumExp, max, target);
-  replaceAllUsesWith(loss);
+      axis ? context.rowOffset(getLoc(), *axis, logits.getDimSize(vocabDim))
+           : arith::ConstantIndexOp::create(b, getLoc(), 0).getResult();
+  CrossEntropyPieces pieces = buildCrossEntropyPieces(
+      b, *this, offset, context.getMeshRef(), axis);
+  replaceAllUsesWith(pieces.loss.getResult());
   erase();
   return success();
 }

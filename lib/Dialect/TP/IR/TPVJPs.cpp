@@ -19,7 +19,7 @@ LogicalResult MatmulOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
   Value grad = resultGrads[0];
   if (getTransposeLhs() || getRhs().getType().getRank() != 2)
     return emitOpError("has no gradient rule with transpose_lhs or a batched "
-                       "rhs; GPT-2's GEMMs multiply by [K, N] weights");
+                       "rhs; the rule covers products with [K, N] weights");
   Location loc = getLoc();
   // Y = X W (or X W^T): dX = dY W^T (or dY W).
   accumulate(getLhs(), MatmulOp::create(b, loc, getLhs().getType(), grad,

@@ -284,6 +284,27 @@ TEST(Manifest, ParsesTheExample) {
   EXPECT_EQ(m.args[2].initValue, 1.0);
 }
 
+TEST(CheckpointNames, Schemes) {
+  CheckpointNames own = checkpointNamesFor("");
+  EXPECT_EQ(own("transformer.h.0.attn.bias"), "transformer.h.0.attn.bias");
+  CheckpointNames gpt2 = checkpointNamesFor(MGT_CHECKPOINT_NAMES_HF_GPT2);
+  EXPECT_EQ(gpt2("transformer.wte.weight"), "wte.weight");
+  EXPECT_EQ(gpt2("h.3.mlp.c_fc.weight"), "h.3.mlp.c_fc.weight");
+  EXPECT_EQ(gpt2("h.3.attn.bias"), std::nullopt);
+  EXPECT_EQ(gpt2("transformer.h.11.attn.masked_bias"), std::nullopt);
+  EXPECT_EQ(gpt2("lm_head.weight"), std::nullopt);
+  EXPECT_EQ(gpt2("h.3.attn.c_attn.bias"), "h.3.attn.c_attn.bias");
+  EXPECT_THROW(checkpointNamesFor("hf-llama"), std::invalid_argument);
+  std::string llama = manifestWith("");
+  llama.insert(1, "\"checkpoint_names\":\"hf-llama\",");
+  EXPECT_NE(manifestError(llama).find("unknown checkpoint names \"hf-llama\" "
+                                      "(known: \"hf-gpt2\""),
+            std::string::npos);
+  std::string gpt2Manifest = manifestWith("");
+  gpt2Manifest.insert(1, "\"checkpoint_names\":\"hf-gpt2\",");
+  EXPECT_EQ(parseManifest(gpt2Manifest).checkpointNames, gpt2);
+}
+
 TEST(Manifest, TargetAndMemory) {
   // Defaults: a CPU step with every argument in host memory.
   Manifest m = parseManifest(manifestWith(""));
@@ -454,7 +475,6 @@ TEST(Manifest, TrainArgs) {
   EXPECT_EQ(m.args[1].grad, -1);
   EXPECT_EQ(m.args[3].paramIndex, 0);
   EXPECT_EQ(m.args[3].param, "w");
-  EXPECT_EQ(m.layers, 0);
   // Without "entries": forward only.
   EXPECT_EQ(parseManifest(manifestWith("")).entries,
             std::vector<std::string>{"forward"});
@@ -963,7 +983,7 @@ TEST(Safetensors, WriteThenReadSlices) {
   f.read(reinterpret_cast<char *>(&headerLen), 8);
   EXPECT_EQ(headerLen % 8, 0u);
 
-  Checkpoint c(path);
+  Checkpoint c(path, checkpointNamesFor(""));
   EXPECT_EQ(c.metadata().at("step"), "12");
   EXPECT_EQ(c.metadata().at("format"), "megatron-mlir");
   EXPECT_EQ(c.entries().count("optimizer.w.exp_avg"), 1u);
@@ -1006,11 +1026,11 @@ TEST(Safetensors, OptimizerTensors) {
     only.commit();
   }
   Manifest m = parseManifest(trainManifest(kTrainArgs));
-  Checkpoint(full).checkAgainst(m, false);
-  Checkpoint(full).checkAgainst(m, true);
-  Checkpoint(weights).checkAgainst(m, false);
+  Checkpoint(full, checkpointNamesFor("")).checkAgainst(m, false);
+  Checkpoint(full, checkpointNamesFor("")).checkAgainst(m, true);
+  Checkpoint(weights, checkpointNamesFor("")).checkAgainst(m, false);
   try {
-    Checkpoint(weights).checkAgainst(m, true);
+    Checkpoint(weights, checkpointNamesFor("")).checkAgainst(m, true);
     ADD_FAILURE() << "no error for a file without optimizer state";
   } catch (const std::runtime_error &e) {
     EXPECT_NE(std::string(e.what()).find(
@@ -1449,7 +1469,7 @@ TEST(GlobalWriter, GathersSplitArgsFromEveryRank) {
   const std::string path = std::string(dir) + "/g.safetensors";
   ASSERT_TRUE(saveGlobal(*mesh, m, buffers, path, {{"w", 0}, {"b", 1}},
                          {{"step", "1"}}));
-  Checkpoint c(path);
+  Checkpoint c(path, checkpointNamesFor(""));
   EXPECT_EQ(c.metadata().at("step"), "1");
   // w: rows 0..3 are this rank's, rows 4..6 rank 1's (the fake's: + 1000);
   // row 7 is padding, not in the file.

@@ -208,7 +208,8 @@ MOCK_EXPORT const char *mgt_manifest(void) {
   const int broken = launcherRank() >= 0 && launcherRank() == envInt("MOCK_BREAK_RANK");
   p += sprintf(p,
                "{\"format\": \"" MGT_MANIFEST_FORMAT "\", \"version\": %d, "
-               "\"model\": \"mock\", \"tp\": %d, \"batch\": %d, "
+               "\"model\": \"mock\", \"checkpoint_names\": "
+               "\"" MGT_CHECKPOINT_NAMES_HF_GPT2 "\", \"tp\": %d, \"batch\": %d, "
                "\"seq\": %d, \"valid_vocab\": %d, %s%s\"args\": [",
                MGT_MANIFEST_VERSION, MOCK_TP, BATCH, SEQ, VOCAB,
                MOCK_TRAIN ? "\"entries\": [\"forward\", \"train_step\"], " : "",

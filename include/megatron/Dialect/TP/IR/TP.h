@@ -44,6 +44,24 @@ LogicalResult verifyShardingForType(Operation *anchor, ShardingAttr sharding,
 SmallVector<int64_t> getLocalShape(ArrayRef<int64_t> globalShape,
                                    ShardingAttr sharding, MeshOp mesh);
 
+/// Megatron's vocabulary-parallel cross-entropy of `loss`, built at `b`'s
+/// insertion point: the local max, its all-reduce over `axis`, the local
+/// sums of exponentials and target logits, their all-reduces, and the loss.
+/// Without an axis (unsplit logits) the same pieces without all-reduces.
+/// `offset` is the first vocabulary row this rank holds.
+struct CrossEntropyPieces {
+  XentMaxOp max;
+  XentSumExpOp sums;
+  XentLossOp loss;
+};
+CrossEntropyPieces buildCrossEntropyPieces(OpBuilder &b, CrossEntropyOp loss,
+                                           Value offset, FlatSymbolRefAttr mesh,
+                                           std::optional<StringRef> axis);
+
+/// A parameter of `function`: a float tensor argument whose role is
+/// "param" (stated, or by default).
+bool isParameter(FunctionOpInterface function, unsigned index);
+
 /// Ring passes a collective of `kind` makes over its tensor: 2 for an
 /// all-reduce (a reduce-scatter, then an all-gather), 1 for an all-gather
 /// or a reduce-scatter, 0 for what moves nothing between ranks.

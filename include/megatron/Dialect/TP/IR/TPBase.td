@@ -48,6 +48,9 @@ def TP_Dialect : Dialect {
     /// phases; the forward pass carries none.
     static constexpr ::llvm::StringLiteral kPhaseAttrName = "tp.phase";
     static constexpr ::llvm::StringLiteral kGradOfAttrName = "tp.grad_of";
+    /// On a model's function: how its family's published checkpoints name
+    /// tensors (megatron_rt/contract.h's MGT_CHECKPOINT_NAMES_*).
+    static constexpr ::llvm::StringLiteral kCheckpointNamesAttrName = "tp.checkpoint_names";
     /// On a function tp-partition made per-rank: its types are local shapes.
     static constexpr ::llvm::StringLiteral kPartitionedAttrName = "tp.partitioned";
     static constexpr ::llvm::StringLiteral kUpdatesAttrName = "tp.updates";
