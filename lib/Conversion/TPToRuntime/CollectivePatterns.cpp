@@ -62,21 +62,18 @@ struct FToRuntime : RuntimePattern<FOp> {
   }
 };
 
-struct GToRuntime : RuntimePattern<GOp> {
-  using RuntimePattern::RuntimePattern;
-  LogicalResult matchAndRewrite(GOp op,
+/// Every all-reduce, Megatron's g among them, from what it states: its
+/// axis and its reduction.
+struct AllReduceToRuntime
+    : public OpInterfaceRewritePattern<CollectiveOpInterface> {
+  AllReduceToRuntime(MLIRContext *context, const RuntimeTargetInfo &)
+      : OpInterfaceRewritePattern(context) {}
+  LogicalResult matchAndRewrite(CollectiveOpInterface op,
                                 PatternRewriter &rewriter) const override {
-    return allReduce(rewriter, op, op.getInput(), op.getAxis(),
-                     MRT_REDUCE_SUM);
-  }
-};
-
-struct AllReduceToRuntime : RuntimePattern<AllReduceOp> {
-  using RuntimePattern::RuntimePattern;
-  LogicalResult matchAndRewrite(AllReduceOp op,
-                                PatternRewriter &rewriter) const override {
-    return allReduce(rewriter, op, op.getInput(), op.getAxis(),
-                     runtimeReduction(op.getKind()));
+    if (op.getCollectiveKind() != CollectiveKind::all_reduce)
+      return failure();
+    return allReduce(rewriter, op, op->getOperand(0), op.getCollectiveAxis(),
+                     runtimeReduction(op.getCollectiveReduction()));
   }
 };
 
@@ -177,7 +174,7 @@ struct ReduceScatterToRuntime : RuntimePattern<ReduceScatterOp> {
 
 void megatron::populateCollectiveToRuntimePatterns(
     RewritePatternSet &patterns, const RuntimeTargetInfo &target) {
-  patterns.add<FToRuntime, GToRuntime, AllReduceToRuntime, AxisIndexToRuntime,
+  patterns.add<FToRuntime, AllReduceToRuntime, AxisIndexToRuntime,
                LocalSliceToRuntime, AllGatherToRuntime, ReduceScatterToRuntime>(
       patterns.getContext(), target);
 }

@@ -86,8 +86,8 @@ def TP_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
   let cppNamespace = "::mlir::tp";
   let description = [{
     Ops that move data between the ranks of one mesh axis. The performance
-    model and the explain report read what a collective does and over which
-    axis from here, so a new collective states it once: its
+    model, the explain report and the lowering read what a collective does
+    and over which axis from here, so a new collective states it once: its
     kind, and the tensor it covers (the whole tensor it reduces or
     assembles; a ring moves (N-1)/N of it per pass, `getRingPasses` of the
     kind say how many passes).
@@ -104,6 +104,9 @@ def TP_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
     InterfaceMethod<[{The whole tensor the collective reduces or assembles
       (its input for a reduce-scatter, its result otherwise).}],
       "::mlir::Value", "getCollectiveTensor">,
+    InterfaceMethod<"How a reducing collective combines the ranks' values.",
+      "::mlir::tp::ReductionKind", "getCollectiveReduction", (ins), [{}],
+      [{ return ::mlir::tp::ReductionKind::sum; }]>,
   ];
 }
 

@@ -431,12 +431,14 @@ class TP_CollectiveOp<string mnemonic, string kind, string tensor,
          TP_CollectiveOpInterface,
          DeclareOpInterfaceMethods<TP_PrecisionOpInterface>,
          DeclareOpInterfaceMethods<TP_VJPOpInterface>])> {
+  /// More of the op's class declaration (a reducing op's reduction).
+  code extraCollectiveDeclaration = "";
   let extraClassDeclaration = [{
     ::mlir::tp::CollectiveKind getCollectiveKind() {
       return ::mlir::tp::CollectiveKind::}] # kind # [{;
     }
     ::mlir::Value getCollectiveTensor() { return }] # tensor # [{(); }
-  }];
+  }] # extraCollectiveDeclaration;
 }
 
 def TP_FOp : TP_CollectiveOp<"f", "identity", "getResult", [Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
@@ -461,6 +463,9 @@ def TP_AllReduceOp : TP_CollectiveOp<"all_reduce", "all_reduce", "getResult", [S
   let assemblyFormat = [{
     $kind $input `over` $mesh `[` $axis `]` attr-dict `:` type($result)
   }];
+  let extraCollectiveDeclaration = [{
+    ::mlir::tp::ReductionKind getCollectiveReduction() { return getKind(); }
+  }];
 }
 
 def TP_AllGatherOp : TP_CollectiveOp<"all_gather", "all_gather", "getResult"> {
@@ -482,6 +487,9 @@ def TP_ReduceScatterOp : TP_CollectiveOp<"reduce_scatter", "reduce_scatter", "ge
   let assemblyFormat = [{
     $kind $input `over` $mesh `[` $axis `]` `dim` `=` $dim attr-dict `:`
     type($input) `->` type($result)
+  }];
+  let extraCollectiveDeclaration = [{
+    ::mlir::tp::ReductionKind getCollectiveReduction() { return getKind(); }
   }];
 }
 
