@@ -170,6 +170,17 @@ LogicalResult AllGatherOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
   return success();
 }
 
+/// `op`'s input gets the ranks' chunks of the cotangent `grad`, assembled
+/// along the dimension `op` split.
+template <typename OpTy>
+static void accumulateGathered(OpBuilder &b, OpTy op, Value grad,
+                               Accumulate accumulate) {
+  accumulate(op.getInput(),
+             AllGatherOp::create(b, op.getLoc(), op.getInput().getType(), grad,
+                                 op.getMeshAttr(), op.getAxisAttr(),
+                                 op.getDimAttr()));
+}
+
 /// Every rank's addend gets the cotangent of the whole sum: the ranks'
 /// chunks, assembled.
 LogicalResult ReduceScatterOp::buildVJP(OpBuilder &b,
@@ -177,19 +188,13 @@ LogicalResult ReduceScatterOp::buildVJP(OpBuilder &b,
                                         Accumulate accumulate) {
   if (getKind() != ReductionKind::sum)
     return emitOpError("has no gradient rule for a max reduction");
-  accumulate(getInput(),
-             AllGatherOp::create(b, getLoc(), getInput().getType(),
-                                 resultGrads[0], getMeshAttr(), getAxisAttr(),
-                                 getDimAttr()));
+  accumulateGathered(b, *this, resultGrads[0], accumulate);
   return success();
 }
 
 /// The whole tensor's cotangent: the ranks' chunks, assembled.
 LogicalResult LocalSliceOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
                                      Accumulate accumulate) {
-  accumulate(getInput(),
-             AllGatherOp::create(b, getLoc(), getInput().getType(),
-                                 resultGrads[0], getMeshAttr(), getAxisAttr(),
-                                 getDimAttr()));
+  accumulateGathered(b, *this, resultGrads[0], accumulate);
   return success();
 }
