@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
@@ -229,6 +230,12 @@ void Checkpoint::readSlice(const std::string &name, const TensorSlice &slice,
       file_.readExactly(tmp.data(), tmp.size(), offset, where);
       convert(e.dtype, tmp.data(), count, dst);
     }
+    // A NaN or infinity would train on silently: refuse it where it is.
+    for (int64_t i = 0; i < count; ++i)
+      if (!std::isfinite(dst[i]))
+        file_.fail(where + "element " + std::to_string(ckpt + i) + " is " +
+                   (std::isnan(dst[i]) ? "NaN" : "infinite") +
+                   ": the checkpoint holds non-finite values");
   });
 }
 

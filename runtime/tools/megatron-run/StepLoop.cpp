@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 
@@ -65,13 +66,18 @@ bool trainStep(Session &s, int64_t step) {
   const double ms = millisecondsOf([&] {
     s.step.trainStep(s.mesh.context(), s.buffers.stepArgs(), results);
   });
+  const float loss = results[MGT_TRAIN_RESULT_LOSS];
+  const float gradNorm = results[MGT_TRAIN_RESULT_GRAD_NORM];
   if (s.mesh.rank0()) {
-    const float loss = results[MGT_TRAIN_RESULT_LOSS];
-    const float gradNorm = results[MGT_TRAIN_RESULT_GRAD_NORM];
     printLine(trainStepLine(step, loss, gradNorm, hp[MGT_HP_LR], ms));
     s.log.write(trainLogLine(step, loss, gradNorm, hp[MGT_HP_LR], ms,
                              batchTokens(s.m)));
   }
+  // The loss and the norm are reduced over the mesh: every rank sees the
+  // same values and stops at the same step, before the weights they spoilt
+  // are saved over anything.
+  if (!s.mesh.agree(nonFiniteStep(step, loss, gradNorm)))
+    return false;
   if (!s.opt.dumpGrads.empty() && step == s.startStep &&
       !dumpGradients(s, step))
     return false;
@@ -82,6 +88,20 @@ bool trainStep(Session &s, int64_t step) {
 }
 
 } // namespace
+
+std::string nonFiniteStep(int64_t step, float loss, float gradNorm) {
+  if (std::isfinite(loss) && std::isfinite(gradNorm))
+    return "";
+  auto text = [](float v) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.9g", v);
+    return std::string(buf);
+  };
+  return "step " + std::to_string(step) + ": the loss is " + text(loss) +
+         " and the gradient norm " + text(gradNorm) +
+         ": training stops, and nothing is saved (the weights took a "
+         "non-finite update)";
+}
 
 bool evaluate(Session &s) {
   std::unique_ptr<GlobalWriter> logits;

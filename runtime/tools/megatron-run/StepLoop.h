@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 
 namespace mrun {
 
@@ -22,6 +23,10 @@ bool evaluate(Session &s);
 // the first one --dump-grads, after each one validation when it is due.
 // False on every rank if any rank failed.
 bool train(Session &s);
+
+// Why training stops after step `step`: its loss or gradient norm is not
+// finite (NaN or infinite). Empty when both are finite.
+std::string nonFiniteStep(int64_t step, float loss, float gradNorm);
 
 // The train step's hyperparameters argument for step `step` (0-based): the
 // lr of the schedule and the AdamW options, rounded to f32, and the 1-based

@@ -1326,6 +1326,16 @@ TEST(Session, Summary) {
                     "tokens); training steps 6..9");
 }
 
+TEST(StepLoop, NonFiniteStepsStopTraining) {
+  EXPECT_EQ(nonFiniteStep(3, 2.5f, 0.7f), "");
+  EXPECT_EQ(nonFiniteStep(7, NAN, 1.0f),
+            "step 7: the loss is nan and the gradient norm 1: training "
+            "stops, and nothing is saved (the weights took a non-finite "
+            "update)");
+  EXPECT_NE(nonFiniteStep(2, 1.0f, INFINITY).find("gradient norm inf"),
+            std::string::npos);
+}
+
 TEST(StepLoop, Hyperparameters) {
   const Options o = parseOptions(
       {"s.so", "--data", "t", "--steps", "10", "--lr", "1e-3", "--beta1",
