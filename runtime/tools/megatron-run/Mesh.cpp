@@ -25,18 +25,24 @@ Mesh::Mesh(const RuntimeApi &rt, mrt_context *ctx)
 Mesh::~Mesh() { rt_.contextDestroy(ctx_); }
 
 bool Mesh::agree(const std::string &failure) const {
-  // Each failing rank r contributes world - r: the maximum names the lowest.
-  float flag =
-      failure.empty() ? 0.0f : static_cast<float>(worldSize_ - worldRank_);
-  rt_.allReduce(ctx_, MRT_AXIS_TP, &flag, 1, MRT_REDUCE_MAX);
-  rt_.allReduce(ctx_, MRT_AXIS_DP, &flag, 1, MRT_REDUCE_MAX);
-  if (flag == 0.0f)
+  // One maximum over the mesh answers both questions: each failing rank r
+  // contributes world - r (the maximum names the lowest), each rank that
+  // did not fail a 1 (the maximum is 0 when every rank failed).
+  float flags[2] = {
+      failure.empty() ? 0.0f : static_cast<float>(worldSize_ - worldRank_),
+      failure.empty() ? 1.0f : 0.0f};
+  rt_.allReduce(ctx_, MRT_AXIS_TP, flags, 2, MRT_REDUCE_MAX);
+  rt_.allReduce(ctx_, MRT_AXIS_DP, flags, 2, MRT_REDUCE_MAX);
+  if (flags[0] == 0.0f)
     return true;
-  const int64_t first = worldSize_ - static_cast<int64_t>(flag);
+  // What every rank saw is said once, by the first; what some ranks saw,
+  // by the lowest of them, naming itself.
+  const bool everyRank = flags[1] == 0.0f;
+  const int64_t first = worldSize_ - static_cast<int64_t>(flags[0]);
   if (worldRank_ == first)
-    report(worldSize_ > 1
-               ? "rank " + std::to_string(worldRank_) + ": " + failure
-               : failure);
+    report(everyRank || worldSize_ == 1
+               ? failure
+               : "rank " + std::to_string(worldRank_) + ": " + failure);
   return false;
 }
 

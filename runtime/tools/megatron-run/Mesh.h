@@ -31,9 +31,10 @@ public:
 
   // Collective agreement over the whole mesh, after anything that can fail
   // on some ranks only: true when no rank failed (`failure` empty on every
-  // rank). Otherwise the lowest failing rank reports its failure and every
-  // rank returns false, so no rank goes on into a collective that another
-  // rank will never join.
+  // rank). Otherwise the lowest failing rank reports its failure, naming
+  // itself unless every rank failed (then it is said once, as rank 0 sees
+  // it), and every rank returns false, so no rank goes on into a collective
+  // that another rank will never join.
   bool agree(const std::string &failure) const;
 
   // out[tpSize * n] = every TP rank's in[n], in rank order (n fits an int).

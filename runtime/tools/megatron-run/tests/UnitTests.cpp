@@ -1088,7 +1088,9 @@ namespace {
 // in agree(); in an all-gather, rank r's buffer = this rank's + 1000 * r).
 struct FakeMesh {
   int64_t tpSize = 1, rank = 0;
-  float othersFlag = 0;              // the other ranks' agree() flag (max)
+  // The other ranks' agree() flags (their maximum): the lowest failing
+  // rank's world - r, and 1 when some other rank did not fail.
+  float othersFlags[2] = {0, 1};
   const char *createError = nullptr; // mrt_context_create fails with it
   int destroyed = 0;
 };
@@ -1113,7 +1115,7 @@ void fakeAllReduce(mrt_context *, int axis, float *buf, int64_t n, int op) {
   EXPECT_EQ(op, MRT_REDUCE_MAX);
   if (axis == MRT_AXIS_TP) // the DP axis has this rank alone
     for (int64_t k = 0; k < n; ++k)
-      buf[k] = std::max(buf[k], fake.othersFlag);
+      buf[k] = std::max(buf[k], fake.othersFlags[k]);
 }
 void fakeAllGather(mrt_context *, int axis, const float *in, float *out,
                    int64_t n) {
@@ -1245,15 +1247,28 @@ TEST(Mesh, AgreeNamesTheLowestFailingRank) {
   EXPECT_FALSE(mesh->rank0());
   using Outcome = std::pair<bool, std::string>;
   EXPECT_EQ(agreeAndPrint(*mesh, ""), Outcome(true, ""));
-  fake.othersFlag = 4 - 3; // rank 3 failed too: rank 1 is the lowest
+  fake.othersFlags[0] = 4 - 3; // rank 3 failed too: rank 1 is the lowest
   EXPECT_EQ(agreeAndPrint(*mesh, "boom"),
             Outcome(false, "megatron-run: rank 1: boom\n"));
-  fake.othersFlag = 4 - 0; // rank 0 failed: it reports, rank 1 does not
+  fake.othersFlags[0] = 4 - 0; // rank 0 failed: it reports, rank 1 does not
   EXPECT_EQ(agreeAndPrint(*mesh, "boom"), Outcome(false, ""));
-  fake.othersFlag = 4 - 2; // only rank 2 failed: no rank goes on
+  fake.othersFlags[0] = 4 - 2; // only rank 2 failed: no rank goes on
   EXPECT_EQ(agreeAndPrint(*mesh, ""), Outcome(false, ""));
   mesh.reset();
   EXPECT_EQ(fake.destroyed, 1);
+
+  // Every rank failed: said once, by rank 0, without a rank number.
+  const RuntimeApi first = fakeRuntime(4, 0);
+  std::unique_ptr<Mesh> zero = fakeMeshOf(first, m);
+  fake.othersFlags[0] = 4 - 1;
+  fake.othersFlags[1] = 0;
+  EXPECT_EQ(agreeAndPrint(*zero, "boom"),
+            Outcome(false, "megatron-run: boom\n"));
+  fake.othersFlags[1] = 1; // rank 2 did not fail: rank 0 names itself
+  EXPECT_EQ(agreeAndPrint(*zero, "boom"),
+            Outcome(false, "megatron-run: rank 0: boom\n"));
+  zero.reset();
+  fake.othersFlags[0] = 0;
 
   // A single rank reports without a rank number.
   const RuntimeApi single = fakeRuntime(1, 0);
