@@ -13,13 +13,13 @@
 // CHECK: %{{.*}}, %[[OFFSET:.*]], %{{.*}}, %{{.*}} = memref.extract_strided_metadata %[[FLAT]]
 // CHECK: %[[OFF64:.*]] = arith.index_cast %[[OFFSET]] : index to i64
 // CHECK: %[[FIRST:.*]] = llvm.getelementptr %[[PTR]][%[[OFF64]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
-// CHECK: call @mrt_gelu_fwd_f32(%[[FIRST]], %{{[0-9]+}}, %{{.*}}) : (!llvm.ptr, !llvm.ptr, i64) -> ()
-// CHECK: func.func private @mrt_gelu_fwd_f32(!llvm.ptr, !llvm.ptr, i64)
+// CHECK: call @mrt_kernel_f32(%[[FIRST]], %{{[0-9]+}}, %{{.*}}) : (!llvm.ptr, !llvm.ptr, i64) -> ()
+// CHECK: func.func private @mrt_kernel_f32(!llvm.ptr, !llvm.ptr, i64)
 func.func @call_with_view(%buf: memref<8xf32>) {
   %view = memref.subview %buf[4] [4] [1] : memref<8xf32> to memref<4xf32, strided<[1], offset: 4>>
   %flat = memref.cast %view : memref<4xf32, strided<[1], offset: 4>> to memref<?xf32, strided<[1], offset: ?>>
   %n = arith.constant 4 : i64
-  call @mrt_gelu_fwd_f32(%flat, %flat, %n) : (memref<?xf32, strided<[1], offset: ?>>, memref<?xf32, strided<[1], offset: ?>>, i64) -> ()
+  call @mrt_kernel_f32(%flat, %flat, %n) : (memref<?xf32, strided<[1], offset: ?>>, memref<?xf32, strided<[1], offset: ?>>, i64) -> ()
   return
 }
-func.func private @mrt_gelu_fwd_f32(memref<?xf32, strided<[1], offset: ?>>, memref<?xf32, strided<[1], offset: ?>>, i64)
+func.func private @mrt_kernel_f32(memref<?xf32, strided<[1], offset: ?>>, memref<?xf32, strided<[1], offset: ?>>, i64)

@@ -449,6 +449,15 @@ const char *const kTrainArgs = R"(
   {"name":"hyperparameters","role":"hyperparameters","dtype":"f32",
    "global_shape":[8],"local_shape":[8],"split":[]})";
 
+// kTrainArgs and a gradient of each parameter (--export-grads).
+const std::string kTrainArgsWithGrads =
+    std::string(kTrainArgs) +
+      R"(,{"name":"w.grad","role":"grad","dtype":"f32","param":"w",
+           "global_shape":[8,4],"local_shape":[4,4],"checkpoint_shape":[7,4],
+           "split":[{"dim":0,"axis":"tp","sections":1}]},
+          {"name":"b.grad","role":"grad","dtype":"f32","param":"b",
+           "global_shape":[4],"local_shape":[4],"split":[]})";
+
 std::string trainManifest(const std::string &args,
                           const std::string &entries =
                               R"("entries":["forward","train_step"],)") {
@@ -479,13 +488,7 @@ TEST(Manifest, TrainArgs) {
   EXPECT_EQ(parseManifest(manifestWith("")).entries,
             std::vector<std::string>{"forward"});
   // Grads for every param.
-  Manifest g = parseManifest(trainManifest(
-      std::string(kTrainArgs) +
-      R"(,{"name":"w.grad","role":"grad","dtype":"f32","param":"w",
-           "global_shape":[8,4],"local_shape":[4,4],"checkpoint_shape":[7,4],
-           "split":[{"dim":0,"axis":"tp","sections":1}]},
-          {"name":"b.grad","role":"grad","dtype":"f32","param":"b",
-           "global_shape":[4],"local_shape":[4],"split":[]})"));
+  Manifest g = parseManifest(trainManifest(kTrainArgsWithGrads));
   EXPECT_TRUE(g.hasGrads());
   EXPECT_EQ(g.args[0].grad, 7);
 }
@@ -1445,13 +1448,7 @@ TEST(Save, CheckpointLayout) {
 }
 
 TEST(Save, GradientsAndLogits) {
-  const Manifest g = parseManifest(trainManifest(
-      std::string(kTrainArgs) +
-      R"(,{"name":"w.grad","role":"grad","dtype":"f32","param":"w",
-           "global_shape":[8,4],"local_shape":[4,4],"checkpoint_shape":[7,4],
-           "split":[{"dim":0,"axis":"tp","sections":1}]},
-          {"name":"b.grad","role":"grad","dtype":"f32","param":"b",
-           "global_shape":[4],"local_shape":[4],"split":[]})"));
+  const Manifest g = parseManifest(trainManifest(kTrainArgsWithGrads));
   EXPECT_EQ(namesAndArgs(gradientTensors(g)),
             (std::vector<std::pair<std::string, int>>{{"w", 7}, {"b", 8}}));
   EXPECT_EQ(gradientMetadata(3),
