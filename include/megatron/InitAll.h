@@ -1,16 +1,18 @@
 //===- InitAll.h - register megatron-mlir with a host --------------*- C++ -*-===//
 //
 // What a tool or a framework embedding megatron-mlir in its own pipeline
-// calls: the tp dialect and every upstream dialect, interface model and
-// extension the lowering goes through (bufferization needs the external
-// models of linalg, tensor and arith; the CUDA target, the NVVM and GPU
-// translations to LLVM IR).
+// calls before it parses or runs anything: with these two a host reaches
+// every stage, the lowering and the step library included.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEGATRON_INITALL_H
 #define MEGATRON_INITALL_H
 
+#include "megatron/Conversion/Passes.h"
 #include "megatron/Dialect/TP/IR/TP.h"
+#include "megatron/Target/Passes.h"
+#include "megatron/Target/Pipelines.h"
+#include "megatron/Transforms/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
@@ -19,12 +21,27 @@
 
 namespace mlir::megatron {
 
+/// The tp dialect and every upstream dialect, interface model and
+/// extension the pipeline goes through (bufferization needs the external
+/// models of linalg, tensor and arith; the CUDA target, the NVVM and GPU
+/// translations to LLVM IR).
 inline void registerAllDialects(DialectRegistry &registry) {
   registry.insert<tp::TPDialect>();
   mlir::registerAllDialects(registry);
   mlir::registerAllExtensions(registry);
   // gpu-module-to-binary translates kernels to LLVM IR in-process.
   mlir::registerAllToLLVMIRTranslations(registry);
+}
+
+/// Every pass of the project and its pipelines: `megatron-pipeline` (plan
+/// and partition), `megatron-compile-pipeline` (all of megatron-compile)
+/// and the `megatron-lower-*` lowerings, for textual pipelines
+/// (parsePassPipeline, mlirParsePassPipeline, megatron-opt).
+inline void registerAllPasses() {
+  registerPassesAndPipelines();
+  registerMegatronConversionPasses();
+  registerMegatronTargetPasses();
+  registerTargetPipelines();
 }
 
 } // namespace mlir::megatron

@@ -76,18 +76,3 @@ void megatron::buildCUDALoweringPipeline(OpPassManager &pm,
   pm.addPass(createGpuModuleToBinaryPass(binary));
   pm.addPass(createReconcileUnrealizedCastsPass());
 }
-
-void megatron::registerLoweringPipelines() {
-  PassPipelineRegistration<>(
-      "megatron-lower-cpu",
-      "Lower a partitioned tp program to the LLVM dialect for the CPU target",
-      buildCPULoweringPipeline);
-  PassPipelineRegistration<CUDAPipelineOptions>(
-      "megatron-lower-cuda",
-      "Lower a partitioned tp program to CUDA kernels and LLVM host code",
-      buildCUDALoweringPipeline);
-  PassPipelineRegistration<>(
-      "megatron-lower-cuda-on-host",
-      "The CUDA target's kernels as host loops against the CPU runtime",
-      buildCUDAOnHostLoweringPipeline);
-}

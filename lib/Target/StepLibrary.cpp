@@ -20,6 +20,8 @@
 #include "llvm/TargetParser/SubtargetFeature.h"
 #include "llvm/Support/FileUtilities.h"
 
+#include <dlfcn.h>
+
 using namespace mlir;
 
 namespace {
@@ -126,26 +128,68 @@ LogicalResult writeObject(llvm::Module &module, llvm::TargetMachine &machine,
   return success();
 }
 
-/// The runtime library generated code of `target` calls, in the directory
-/// it was built in.
-FailureOr<std::pair<StringRef, StringRef>> runtimeLibrary(megatron::Target target,
-                                                          Location loc) {
-  if (target != megatron::Target::CUDA)
-    return std::make_pair(StringRef("megatron_rt"),
-                          StringRef(MEGATRON_RT_LIBRARY_DIR));
-#ifdef MEGATRON_RT_CUDA_LIBRARY_DIR
-  return std::make_pair(StringRef("megatron_rt_cuda"),
-                        StringRef(MEGATRON_RT_CUDA_LIBRARY_DIR));
-#else
-  return emitError(loc) << "this megatron-compile was built without the CUDA "
-                           "runtime (no CUDA toolkit at configure time)";
-#endif
+/// The directory of the object this code was linked into:
+/// libMegatronCompiler.so, in the build tree's or the install's lib/, where
+/// the runtimes are built and installed beside it.
+FailureOr<std::string> compilerLibraryDirectory(Location loc) {
+  Dl_info info;
+  if (!dladdr(reinterpret_cast<void *>(&compilerLibraryDirectory), &info) ||
+      !info.dli_fname)
+    return emitError(loc) << "cannot locate megatron-mlir's compiler library";
+  llvm::SmallString<256> path(info.dli_fname);
+  if (std::error_code error = llvm::sys::fs::make_absolute(path))
+    return emitError(loc) << "cannot locate '" << info.dli_fname
+                          << "': " << error.message();
+  return llvm::sys::path::parent_path(path).str();
+}
+
+/// The runtime that generated code of `target` calls: its name for -l and
+/// its directory.
+FailureOr<std::pair<StringRef, std::string>>
+runtimeLibrary(megatron::Target target, Location loc) {
+  StringRef name =
+      target == megatron::Target::CUDA ? "megatron_rt_cuda" : "megatron_rt";
+  FailureOr<std::string> directory = compilerLibraryDirectory(loc);
+  if (failed(directory))
+    return failure();
+  llvm::SmallString<256> file(*directory);
+  llvm::sys::path::append(file, "lib" + name + ".so");
+  if (!llvm::sys::fs::exists(file))
+    return emitError(loc) << "the runtime '" << file << "' is missing"
+                          << (target == megatron::Target::CUDA
+                                  ? " (megatron-mlir was built without a CUDA "
+                                    "toolkit)"
+                                  : "");
+  return std::make_pair(name, *directory);
+}
+
+/// `-rpath` for a step written to `output`: the runtime's directory relative
+/// to the step, so that a tree holding both can move. A step moved alone is
+/// still loaded by megatron-run, whose own DT_RPATH (the runtime beside it)
+/// the dynamic loader searches after the step's: hence DT_RPATH, which a
+/// DT_RUNPATH would switch off.
+std::string runtimeSearchPath(StringRef output, StringRef runtimeDirectory) {
+  llvm::SmallString<256> outputDirectory(output);
+  llvm::sys::fs::make_absolute(outputDirectory);
+  llvm::sys::path::remove_filename(outputDirectory);
+  llvm::SmallString<256> relative;
+  auto from = llvm::sys::path::begin(outputDirectory),
+       fromEnd = llvm::sys::path::end(outputDirectory);
+  auto to = llvm::sys::path::begin(runtimeDirectory),
+       toEnd = llvm::sys::path::end(runtimeDirectory);
+  while (from != fromEnd && to != toEnd && *from == *to)
+    ++from, ++to;
+  for (; from != fromEnd; ++from)
+    llvm::sys::path::append(relative, "..");
+  for (; to != toEnd; ++to)
+    llvm::sys::path::append(relative, *to);
+  return ("-Wl,--disable-new-dtags,-rpath,$ORIGIN/" + relative).str();
 }
 
 /// Links the object into a shared object that needs the target's runtime.
 LogicalResult linkSharedObject(StringRef object, StringRef output,
                                megatron::Target target, Location loc) {
-  FailureOr<std::pair<StringRef, StringRef>> runtime =
+  FailureOr<std::pair<StringRef, std::string>> runtime =
       runtimeLibrary(target, loc);
   if (failed(runtime))
     return failure();
@@ -153,8 +197,8 @@ LogicalResult linkSharedObject(StringRef object, StringRef output,
   if (!linker)
     return emitError(loc) << "no C compiler driver 'cc' on PATH to link '"
                           << output << "'";
-  std::string rpath = ("-Wl,-rpath," + runtime->second).str();
-  std::string searchPath = ("-L" + runtime->second).str();
+  std::string rpath = runtimeSearchPath(output, runtime->second);
+  std::string searchPath = "-L" + runtime->second;
   std::string library = ("-l" + runtime->first).str();
   llvm::SmallVector<StringRef> args = {
       *linker, "-shared", "-o", output, object, searchPath, library, rpath,
@@ -169,11 +213,12 @@ LogicalResult linkSharedObject(StringRef object, StringRef output,
 
 } // namespace
 
-LogicalResult megatron::emitStepLibrary(ModuleOp lowered, StringRef manifest,
-                                        ArrayRef<StepEntry> entries,
-                                        Target target, StringRef outputPath,
+LogicalResult megatron::emitStepLibrary(ModuleOp lowered, StringRef outputPath,
                                         StepOutput output) {
   Location loc = lowered.getLoc();
+  FailureOr<StepRecord> step = readStepRecord(lowered);
+  if (failed(step))
+    return failure();
   // The CUDA step's gpu.binary becomes a global and the module load/unload
   // constructors around it.
   DialectRegistry translations;
@@ -184,10 +229,10 @@ LogicalResult megatron::emitStepLibrary(ModuleOp lowered, StringRef manifest,
       translateModuleToLLVMIR(lowered, context, "megatron-step");
   if (!module)
     return emitError(loc) << "cannot translate the step to LLVM IR";
-  for (const StepEntry &entry : entries)
+  for (const StepEntry &entry : step->entries)
     if (failed(addEntry(*module, entry, loc)))
       return failure();
-  addManifestEntry(*module, manifest);
+  addManifestEntry(*module, step->manifest);
 
   std::string error;
   std::unique_ptr<llvm::TargetMachine> machine = hostTargetMachine(error);
@@ -208,5 +253,5 @@ LogicalResult megatron::emitStepLibrary(ModuleOp lowered, StringRef manifest,
   llvm::FileRemover removeObject(object);
   if (failed(writeObject(*module, *machine, object, loc)))
     return failure();
-  return linkSharedObject(object, outputPath, target, loc);
+  return linkSharedObject(object, outputPath, step->target, loc);
 }

@@ -1,10 +1,21 @@
 //===- StepManifest.cpp - how each step argument is laid out --------------===//
+//
+// tp-step-manifest, and its inverse readStepRecord: the manifest and entry
+// points travel on the module from the tp program to the library.
+//
+//===----------------------------------------------------------------------===//
 #include "megatron/Dialect/TP/IR/ShardingUtils.h"
+#include "megatron/Target/Passes.h"
 #include "megatron/Target/StepLibrary.h"
 #include "megatron_rt/contract.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/JSON.h"
+
+namespace mlir::megatron {
+#define GEN_PASS_DEF_STEPMANIFEST
+#include "megatron/Target/Passes.h.inc"
+} // namespace mlir::megatron
 
 using namespace mlir;
 using namespace mlir::megatron;
@@ -59,11 +70,9 @@ llvm::json::Object initJson(InitAttr init) {
       {MGT_FIELD_INIT_VALUE, init.getValue().convertToDouble()}};
 }
 
-} // namespace
-
-FailureOr<std::string>
-megatron::buildStepManifest(ModuleOp module, func::FuncOp function,
-                            ArrayRef<StepEntry> entries, Target target) {
+FailureOr<std::string> buildStepManifest(ModuleOp module, func::FuncOp function,
+                                         ArrayRef<StepEntry> entries,
+                                         Target target) {
   int64_t tp = 1;
   for (auto mesh : module.getOps<MeshOp>())
     tp = mesh.getAxisSize(MGT_AXIS_NAME_TP).value_or(1);
@@ -138,4 +147,191 @@ megatron::buildStepManifest(ModuleOp module, func::FuncOp function,
   std::string text;
   llvm::raw_string_ostream(text) << llvm::json::Value(std::move(manifest));
   return text;
+}
+
+constexpr StringLiteral kManifestField = "manifest";
+constexpr StringLiteral kTargetField = "target";
+constexpr StringLiteral kEntriesField = "entries";
+constexpr StringLiteral kKindField = "kind";
+constexpr StringLiteral kFunctionField = "function";
+constexpr StringLiteral kArgumentsField = "arguments";
+
+/// Argument positions of `function` in the manifest of `step`, matched by
+/// tp.name. An unnamed argument maps nowhere here; buildStepManifest
+/// rejects it with a located error before any index is used.
+SmallVector<int32_t> manifestIndices(func::FuncOp function,
+                                     func::FuncOp step) {
+  llvm::StringMap<int32_t> position;
+  for (unsigned i = 0; i < step.getNumArguments(); ++i)
+    if (auto name =
+            step.getArgAttrOfType<StringAttr>(i, TPDialect::kNameAttrName))
+      position[name.getValue()] = i;
+  SmallVector<int32_t> indices;
+  for (unsigned i = 0; i < function.getNumArguments(); ++i) {
+    auto name =
+        function.getArgAttrOfType<StringAttr>(i, TPDialect::kNameAttrName);
+    indices.push_back(name ? position.lookup(name.getValue()) : 0);
+  }
+  return indices;
+}
+
+/// The functions the library exports, the forward entry first: those
+/// tp-keep-forward marked, or the module's one function with a body.
+FailureOr<SmallVector<func::FuncOp>> entryFunctions(ModuleOp module) {
+  SmallVector<func::FuncOp> defined, forward, trainStep;
+  for (auto function : module.getOps<func::FuncOp>()) {
+    if (function.isExternal())
+      continue;
+    defined.push_back(function);
+    if (function->hasAttr(TPDialect::kEntryAttrName))
+      (isForwardEntry(function) ? forward : trainStep).push_back(function);
+  }
+  if (forward.empty() && trainStep.empty()) {
+    if (defined.size() != 1)
+      return module.emitError("tp-step-manifest: the module defines ")
+             << defined.size()
+             << " functions and marks none as an entry (tp.entry): the step "
+                "library exports one forward entry";
+    return defined;
+  }
+  if (forward.size() != 1 || trainStep.size() > 1)
+    return module.emitError("tp-step-manifest: a step library exports one "
+                            "forward entry and at most one train step; the "
+                            "module marks ")
+           << forward.size() << " and " << trainStep.size();
+  forward.append(trainStep);
+  return forward;
+}
+
+DictionaryAttr entryAttr(Builder &b, const StepEntry &entry) {
+  return b.getDictionaryAttr(
+      {b.getNamedAttr(kKindField, b.getStringAttr(entry.kind)),
+       b.getNamedAttr(kFunctionField, b.getStringAttr(entry.function)),
+       b.getNamedAttr(kArgumentsField,
+                      b.getDenseI32ArrayAttr(entry.argIndices))});
+}
+
+struct StepManifestPass
+    : public megatron::impl::StepManifestBase<StepManifestPass> {
+  using StepManifestBase::StepManifestBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    std::optional<Target> where = symbolizeTarget(target);
+    if (!where) {
+      module.emitError("tp-step-manifest: unknown target '")
+          << target << "'; use cpu, cuda or cuda-on-host";
+      return signalPassFailure();
+    }
+    FailureOr<SmallVector<func::FuncOp>> functions = entryFunctions(module);
+    if (failed(functions))
+      return signalPassFailure();
+    // The last entry takes every argument: the train step, or the forward
+    // pass alone.
+    func::FuncOp step = functions->back();
+    SmallVector<StepEntry> entries;
+    for (func::FuncOp function : *functions) {
+      auto kind =
+          function->getAttrOfType<StringAttr>(TPDialect::kEntryAttrName);
+      entries.push_back({kind ? kind.str() : MGT_ENTRY_KIND_FORWARD,
+                         function.getName().str(),
+                         manifestIndices(function, step)});
+    }
+    FailureOr<std::string> manifest =
+        buildStepManifest(module, step, entries, *where);
+    if (failed(manifest))
+      return signalPassFailure();
+    Builder b(module.getContext());
+    SmallVector<Attribute> entryAttrs;
+    for (const StepEntry &entry : entries)
+      entryAttrs.push_back(entryAttr(b, entry));
+    module->setAttr(
+        TPDialect::kStepAttrName,
+        b.getDictionaryAttr(
+            {b.getNamedAttr(kManifestField, b.getStringAttr(*manifest)),
+             b.getNamedAttr(kTargetField,
+                            b.getStringAttr(stringifyTarget(*where))),
+             b.getNamedAttr(kEntriesField, b.getArrayAttr(entryAttrs))}));
+  }
+};
+
+/// `field` of `record`, of type T, or a located error naming it.
+template <typename T>
+FailureOr<T> getField(ModuleOp module, DictionaryAttr record,
+                      StringRef field) {
+  if (auto value = record.getAs<T>(field))
+    return value;
+  return module.emitError("'")
+         << TPDialect::kStepAttrName << "' has no valid '" << field
+         << "' field: it is what tp-step-manifest records";
+}
+
+FailureOr<StepEntry> readEntry(ModuleOp module, Attribute attr) {
+  auto entry = dyn_cast<DictionaryAttr>(attr);
+  if (!entry)
+    return module.emitError("'")
+           << TPDialect::kStepAttrName << "' entries must be dictionaries";
+  FailureOr<StringAttr> kind = getField<StringAttr>(module, entry, kKindField);
+  FailureOr<StringAttr> function =
+      getField<StringAttr>(module, entry, kFunctionField);
+  FailureOr<DenseI32ArrayAttr> arguments =
+      getField<DenseI32ArrayAttr>(module, entry, kArgumentsField);
+  if (failed(kind) || failed(function) || failed(arguments))
+    return failure();
+  if (kind->getValue() != MGT_ENTRY_KIND_FORWARD &&
+      kind->getValue() != MGT_ENTRY_KIND_TRAIN_STEP)
+    return module.emitError("unknown entry kind '") << kind->getValue() << "'";
+  return StepEntry{kind->str(), function->str(),
+                   SmallVector<int32_t>(arguments->asArrayRef())};
+}
+
+} // namespace
+
+StringRef megatron::stringifyTarget(Target target) {
+  switch (target) {
+  case Target::CPU:
+    return "cpu";
+  case Target::CUDA:
+    return "cuda";
+  case Target::CUDAOnHost:
+    return "cuda-on-host";
+  }
+  llvm_unreachable("unknown target");
+}
+
+std::optional<Target> megatron::symbolizeTarget(StringRef name) {
+  for (Target target : {Target::CPU, Target::CUDA, Target::CUDAOnHost})
+    if (name == stringifyTarget(target))
+      return target;
+  return std::nullopt;
+}
+
+FailureOr<StepRecord> megatron::readStepRecord(ModuleOp module) {
+  auto record = module->getAttrOfType<DictionaryAttr>(TPDialect::kStepAttrName);
+  if (!record)
+    return module.emitError("the module has no '")
+           << TPDialect::kStepAttrName
+           << "': run tp-step-manifest on the per-rank program before the "
+              "lowering";
+  FailureOr<StringAttr> manifest =
+      getField<StringAttr>(module, record, kManifestField);
+  FailureOr<StringAttr> targetName =
+      getField<StringAttr>(module, record, kTargetField);
+  FailureOr<ArrayAttr> entryAttrs =
+      getField<ArrayAttr>(module, record, kEntriesField);
+  if (failed(manifest) || failed(targetName) || failed(entryAttrs))
+    return failure();
+  std::optional<Target> target = symbolizeTarget(targetName->getValue());
+  if (!target)
+    return module.emitError("unknown target '")
+           << targetName->getValue() << "' in '" << TPDialect::kStepAttrName
+           << "'";
+  StepRecord step{manifest->getValue(), *target, {}};
+  for (Attribute attr : *entryAttrs) {
+    FailureOr<StepEntry> entry = readEntry(module, attr);
+    if (failed(entry))
+      return failure();
+    step.entries.push_back(std::move(*entry));
+  }
+  return step;
 }

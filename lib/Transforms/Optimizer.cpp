@@ -219,7 +219,7 @@ struct OptimizerPass : public megatron::impl::OptimizerBase<OptimizerPass> {
   using OptimizerBase::OptimizerBase;
   void runOnOperation() override {
     for (auto function : getOperation().getOps<func::FuncOp>())
-      if (!function.isExternal() &&
+      if (!function.isExternal() && !isForwardEntry(function) &&
           failed(TrainStepBuilder(function, exportGrads).build()))
         return signalPassFailure();
   }

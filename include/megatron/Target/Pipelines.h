@@ -1,11 +1,15 @@
-//===- Pipelines.h - per-rank tp program to the LLVM dialect -----*- C++ -*-===//
+//===- Pipelines.h - global tp program to the LLVM dialect -------*- C++ -*-===//
 //
-// The lowering of a partitioned step for each target; both end in the LLVM
-// dialect that emitStepLibrary (StepLibrary.h) turns into a shared object.
+// The whole compilation (buildCompilePipeline: plan, partition, the
+// training step, precision, the manifest, the lowering) and the lowering of
+// a partitioned step for each target; all end in the LLVM dialect that
+// emitStepLibrary (StepLibrary.h) turns into a shared object.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEGATRON_TARGET_PIPELINES_H
 #define MEGATRON_TARGET_PIPELINES_H
+
+#include "megatron/Target/StepLibrary.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
@@ -47,9 +51,69 @@ void buildCUDAOnHostLoweringPipeline(OpPassManager &pm);
 /// The architectures buildCUDALoweringPipeline compiles for.
 bool isSupportedCUDAChip(StringRef chip);
 
-/// Registers `megatron-lower-cpu`, `megatron-lower-cuda` and
-/// `megatron-lower-cuda-on-host` for megatron-opt.
-void registerLoweringPipelines();
+/// Everything megatron-compile does between parsing a global tp program and
+/// writing its step library; megatron-compile's flags, one for one.
+struct CompileOptions : public PassPipelineOptions<CompileOptions> {
+  Option<int64_t> tp{*this, "tp", llvm::cl::desc("tensor-parallel size"),
+                     llvm::cl::init(1)};
+  Option<Target> target{
+      *this, "target", llvm::cl::desc("where the step runs"),
+      llvm::cl::init(Target::CPU),
+      llvm::cl::values(
+          clEnumValN(Target::CPU, "cpu",
+                     "host loops and OpenBLAS, MPI between ranks"),
+          clEnumValN(Target::CUDA, "cuda",
+                     "NVVM kernels, cuBLASLt, NCCL between ranks"),
+          clEnumValN(Target::CUDAOnHost, "cuda-on-host",
+                     "the cuda target's kernels run as host loops with the "
+                     "CPU runtime (checks the GPU lowering without a GPU)"))};
+  Option<std::string> precision{
+      *this, "precision",
+      llvm::cl::desc("storage of activations and parameter copies: auto "
+                     "(bf16 on the cuda target, fp32 otherwise), fp32, or "
+                     "bf16 (fp32 master weights, gradients and AdamW state)"),
+      llvm::cl::init("auto")};
+  Option<bool> train{*this, "train",
+                     llvm::cl::desc("build the training step (backward pass "
+                                    "and AdamW) beside the forward entry"),
+                     llvm::cl::init(false)};
+  Option<bool> exportGrads{
+      *this, "export-grads",
+      llvm::cl::desc("with train, also write every gradient into an argument"),
+      llvm::cl::init(false)};
+  Option<bool> exportLogits{
+      *this, "export-logits",
+      llvm::cl::desc("the forward entry also writes the logits into a "
+                     "`logits` argument (forward only)"),
+      llvm::cl::init(false)};
+  Option<std::string> arch{
+      *this, "arch", llvm::cl::desc("with target=cuda: sm_80 or sm_90"),
+      llvm::cl::init("sm_90")};
+  Option<std::string> binaryFormat{
+      *this, "binary-format",
+      llvm::cl::desc("with target=cuda: fatbin (what the step loads) or isa "
+                     "(PTX text, to read)"),
+      llvm::cl::init("fatbin")};
+};
+
+/// Where buildCompilePipeline stops: after the per-rank tp program is
+/// complete, after tp-step-manifest recorded the manifest, or in the LLVM
+/// dialect (what emitStepLibrary takes).
+enum class CompileStage { Partitioned, Manifest, Lowered };
+
+/// Adds the whole compilation of a global tp program to `pm`: the Megatron
+/// plan and partition (megatron-pipeline); with `train`, tp-keep-forward,
+/// tp-autodiff and tp-optimizer; tp-mixed-precision for bf16;
+/// tp-step-manifest; the lowering for the target. Options that do not go
+/// together fail through `reportError`, before anything is added.
+LogicalResult
+buildCompilePipeline(OpPassManager &pm, const CompileOptions &options,
+                     function_ref<LogicalResult(const Twine &)> reportError,
+                     CompileStage stopAfter = CompileStage::Lowered);
+
+/// Registers `megatron-compile-pipeline`, `megatron-lower-cpu`,
+/// `megatron-lower-cuda` and `megatron-lower-cuda-on-host`.
+void registerTargetPipelines();
 
 } // namespace mlir::megatron
 

@@ -75,10 +75,29 @@ def Partition : Pass<"tp-partition", "ModuleOp"> {
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
+def KeepForward : Pass<"tp-keep-forward", "ModuleOp"> {
+  let summary = "Keep the forward pass as an entry of its own beside the training step";
+  let description = [{
+    Runs before tp-autodiff on the per-rank program. Each function with a
+    body is copied as `@<name>_forward`, marked `tp.entry = "forward"` (the
+    step library's evaluation entry, which tp-autodiff and tp-optimizer
+    leave alone), and the function itself is marked
+    `tp.entry = "train_step"`.
+
+    ```mlir
+    func.func @gpt2(...) -> tensor<f32>
+    // becomes
+    func.func @gpt2(...) -> tensor<f32> attributes {tp.entry = "train_step"}
+    func.func @gpt2_forward(...) -> tensor<f32> attributes {tp.entry = "forward"}
+    ```
+  }];
+}
+
 def Autodiff : Pass<"tp-autodiff", "ModuleOp"> {
   let summary = "Append the backward pass: gradients of the loss for every parameter";
   let description = [{
-    Runs on the per-rank program (after tp-partition). Walks the forward
+    Runs on the per-rank program (after tp-partition), on every function
+    but a kept forward entry (tp-keep-forward). Walks the forward
     ops in reverse, asking each op's VJPOpInterface for the gradients of its
     operands and summing the contributions to a value. The function then
     returns the loss followed by the gradient of every float argument named

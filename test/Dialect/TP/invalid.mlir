@@ -571,3 +571,16 @@ func.func @partitioned_value() attributes {tp.partitioned = 1 : i64} {
 func.func @checkpoint_names() attributes {tp.checkpoint_names = 2 : i64} {
   return
 }
+
+// -----
+
+// expected-error @+1 {{'tp.entry' must be "forward" or "train_step" on a function}}
+func.func @entry_kind() attributes {tp.entry = "backward"} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'tp.step' must be a dictionary on a module}}
+module attributes {tp.step = "manifest"} {
+}

@@ -63,6 +63,24 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
                                << "' must be a unit attribute on a function";
     return success();
   }
+  if (attr.getName() == kEntryAttrName) {
+    auto entry = dyn_cast<StringAttr>(attr.getValue());
+    if (!entry || !isa<FunctionOpInterface>(op) ||
+        (entry.getValue() != MGT_ENTRY_KIND_FORWARD &&
+         entry.getValue() != MGT_ENTRY_KIND_TRAIN_STEP))
+      return op->emitOpError() << "'" << kEntryAttrName
+                               << "' must be \"" MGT_ENTRY_KIND_FORWARD
+                                  "\" or \"" MGT_ENTRY_KIND_TRAIN_STEP
+                                  "\" on a function";
+    return success();
+  }
+  if (attr.getName() == kStepAttrName) {
+    // Its fields are read, with located errors, where the library is made.
+    if (!isa<DictionaryAttr>(attr.getValue()) || !isa<ModuleOp>(op))
+      return op->emitOpError() << "'" << kStepAttrName
+                               << "' must be a dictionary on a module";
+    return success();
+  }
   if (attr.getName() != kShardingAttrName)
     return op->emitOpError() << "unknown tp attribute '" << attr.getName().getValue()
                              << "' on an operation";
@@ -198,6 +216,11 @@ bool tp::isParameter(FunctionOpInterface function, unsigned index) {
   return isa<FloatType>(
              getElementTypeOrSelf(function.getArgumentTypes()[index])) &&
          getArgumentKind(function, index).role == ArgumentRole::Parameter;
+}
+
+bool tp::isForwardEntry(FunctionOpInterface function) {
+  auto entry = function->getAttrOfType<StringAttr>(TPDialect::kEntryAttrName);
+  return entry && entry.getValue() == MGT_ENTRY_KIND_FORWARD;
 }
 
 void tp::setArgumentKind(FunctionOpInterface function, unsigned index,

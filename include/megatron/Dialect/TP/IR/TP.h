@@ -62,6 +62,10 @@ CrossEntropyPieces buildCrossEntropyPieces(OpBuilder &b, CrossEntropyOp loss,
 /// "param" (stated, or by default).
 bool isParameter(FunctionOpInterface function, unsigned index);
 
+/// A function kept as the forward entry of a training step's library
+/// (tp.entry = "forward"): the passes that build the training step leave it.
+bool isForwardEntry(FunctionOpInterface function);
+
 /// Ring passes a collective of `kind` makes over its tensor: 2 for an
 /// all-reduce (a reduce-scatter, then an all-gather), 1 for an all-gather
 /// or a reduce-scatter, 0 for what moves nothing between ranks.

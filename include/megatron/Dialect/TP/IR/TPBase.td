@@ -54,6 +54,14 @@ def TP_Dialect : Dialect {
     /// On a function tp-partition made per-rank: its types are local shapes.
     static constexpr ::llvm::StringLiteral kPartitionedAttrName = "tp.partitioned";
     static constexpr ::llvm::StringLiteral kUpdatesAttrName = "tp.updates";
+    /// On a function a step library exports: the entry it becomes
+    /// (megatron_rt/contract.h's MGT_ENTRY_KIND_*, "forward" or
+    /// "train_step"). tp-keep-forward sets it; tp-autodiff leaves a forward
+    /// entry alone.
+    static constexpr ::llvm::StringLiteral kEntryAttrName = "tp.entry";
+    /// On the module: what tp-step-manifest recorded for the step library
+    /// (its manifest, target and entry points), read after the lowering.
+    static constexpr ::llvm::StringLiteral kStepAttrName = "tp.step";
 
   private:
     void registerAttributes();

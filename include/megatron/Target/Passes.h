@@ -1,0 +1,17 @@
+//===- Passes.h - megatron-mlir target passes -------------------*- C++ -*-===//
+#ifndef MEGATRON_TARGET_PASSES_H
+#define MEGATRON_TARGET_PASSES_H
+
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::megatron {
+
+#define GEN_PASS_DECL
+#include "megatron/Target/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "megatron/Target/Passes.h.inc"
+
+} // namespace mlir::megatron
+
+#endif // MEGATRON_TARGET_PASSES_H

@@ -1,0 +1,32 @@
+//===- Passes.td - megatron-mlir target passes -------------*- tablegen -*-===//
+#ifndef MEGATRON_TARGET_PASSES
+#define MEGATRON_TARGET_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def StepManifest : Pass<"tp-step-manifest", "ModuleOp"> {
+  let summary = "Record the step library's manifest and entry points on the module";
+  let description = [{
+    Runs on the per-rank tp program, after the training step is built and
+    before the lowering. Builds the JSON manifest of the step (the contract
+    megatron-run reads: every argument's name, role, dtype, shapes, split and
+    memory, the target and the entry points) and records it with the
+    entries, each the function it wraps and where its arguments sit in the
+    manifest, as the module attribute `tp.step`, which the lowering keeps:
+
+    ```mlir
+    module attributes {tp.step = {manifest = "{...}", target = "cpu",
+        entries = [{kind = "forward", function = "gpt2_forward",
+                    arguments = array<i32: 0, 1, 2>}, ...]}}
+    ```
+
+    The entries are the functions marked `tp.entry` (tp-keep-forward), or
+    the module's one function with a body as the forward entry.
+  }];
+  let options = [
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "where the step runs: cpu, cuda or cuda-on-host">,
+  ];
+}
+
+#endif // MEGATRON_TARGET_PASSES

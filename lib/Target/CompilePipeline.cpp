@@ -1,0 +1,117 @@
+//===- CompilePipeline.cpp - a global tp program to its step library ------===//
+//
+// The one description of megatron-compile's work, shared by the tool,
+// megatron-opt (`megatron-compile-pipeline`) and embedders (C++ and the C
+// API), so that every host runs the same stages.
+//
+//===----------------------------------------------------------------------===//
+#include "megatron/Target/Passes.h"
+#include "megatron/Target/Pipelines.h"
+#include "megatron/Transforms/Passes.h"
+
+#include "mlir/Pass/PassRegistry.h"
+
+using namespace mlir;
+using namespace mlir::megatron;
+
+namespace {
+
+/// Why `options` cannot be compiled, or nothing.
+std::optional<std::string> conflict(const CompileOptions &options) {
+  if (options.exportLogits && options.train)
+    return "export-logits is for the forward entry; drop train";
+  if (options.exportGrads && !options.train)
+    return "export-grads needs train";
+  if (options.target == Target::CUDA && !isSupportedCUDAChip(options.arch))
+    return "unsupported arch '" + options.arch.getValue() +
+           "'; use sm_80 or sm_90";
+  if (options.precision != "auto" && options.precision != "fp32" &&
+      options.precision != "bf16")
+    return "unknown precision '" + options.precision.getValue() +
+           "'; use auto, fp32 or bf16";
+  return std::nullopt;
+}
+
+bool usesBF16(const CompileOptions &options) {
+  if (options.precision == "auto")
+    return options.target == Target::CUDA;
+  return options.precision == "bf16";
+}
+
+void addPartitionStages(OpPassManager &pm, const CompileOptions &options) {
+  PipelineOptions partition;
+  partition.tp = options.tp;
+  partition.exportLogits = options.exportLogits;
+  buildMegatronPipeline(pm, partition);
+  if (options.train) {
+    pm.addPass(createKeepForward());
+    pm.addPass(createAutodiff());
+    pm.addPass(createOptimizer(OptimizerOptions{options.exportGrads}));
+  }
+  if (usesBF16(options))
+    pm.addPass(createMixedPrecision());
+}
+
+void addLoweringStages(OpPassManager &pm, const CompileOptions &options) {
+  switch (options.target) {
+  case Target::CPU:
+    return buildCPULoweringPipeline(pm);
+  case Target::CUDAOnHost:
+    return buildCUDAOnHostLoweringPipeline(pm);
+  case Target::CUDA: {
+    CUDAPipelineOptions cuda;
+    cuda.chip = options.arch;
+    cuda.binaryFormat = options.binaryFormat;
+    return buildCUDALoweringPipeline(pm, cuda);
+  }
+  }
+}
+
+} // namespace
+
+LogicalResult megatron::buildCompilePipeline(
+    OpPassManager &pm, const CompileOptions &options,
+    function_ref<LogicalResult(const Twine &)> reportError,
+    CompileStage stopAfter) {
+  if (std::optional<std::string> why = conflict(options))
+    return reportError(*why);
+  addPartitionStages(pm, options);
+  if (stopAfter == CompileStage::Partitioned)
+    return success();
+  pm.addPass(createStepManifest(
+      StepManifestOptions{stringifyTarget(options.target).str()}));
+  if (stopAfter == CompileStage::Manifest)
+    return success();
+  addLoweringStages(pm, options);
+  return success();
+}
+
+void megatron::registerTargetPipelines() {
+  registerPassPipeline(
+      "megatron-compile-pipeline",
+      "A global tp program to the LLVM dialect of its step library: "
+      "megatron-pipeline, the training step, precision, tp-step-manifest "
+      "and the lowering for the target",
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> reportError) {
+        CompileOptions options;
+        if (failed(options.parseFromString(text)))
+          return failure();
+        return buildCompilePipeline(pm, options, reportError);
+      },
+      [](function_ref<void(const detail::PassOptions &)> describe) {
+        describe(CompileOptions());
+      });
+  PassPipelineRegistration<>(
+      "megatron-lower-cpu",
+      "Lower a partitioned tp program to the LLVM dialect for the CPU target",
+      buildCPULoweringPipeline);
+  PassPipelineRegistration<CUDAPipelineOptions>(
+      "megatron-lower-cuda",
+      "Lower a partitioned tp program to CUDA kernels and LLVM host code",
+      buildCUDALoweringPipeline);
+  PassPipelineRegistration<>(
+      "megatron-lower-cuda-on-host",
+      "The CUDA target's kernels as host loops against the CPU runtime",
+      buildCUDAOnHostLoweringPipeline);
+}

@@ -1,0 +1,55 @@
+// RUN: megatron-opt %s -split-input-file -tp-step-manifest -verify-diagnostics | FileCheck %s
+// RUN: not megatron-opt %s -split-input-file -tp-step-manifest=target=tpu -o /dev/null 2>&1 | FileCheck %s --check-prefix=TARGET
+
+// TARGET: error: tp-step-manifest: unknown target 'tpu'; use cpu, cuda or cuda-on-host
+
+// The manifest and the entries travel on the module to the library: the
+// forward entry takes the step's arguments at the manifest's positions.
+// CHECK-LABEL: module attributes {tp.step = {
+// CHECK-SAME: entries = [{arguments = array<i32: 0, 1, 2>, function = "step_forward", kind = "forward"}, {arguments = array<i32: 0, 1, 2, 3>, function = "step", kind = "train_step"}]
+// CHECK-SAME: manifest = "{{.*}}\22entries\22:[\22forward\22,\22train_step\22]
+// CHECK-SAME: target = "cpu"}}
+func.func @step(%x: tensor<4x16xf32> {tp.name = "x", tp.role = "tokens"}, %w: tensor<16x8xf32> {tp.name = "w"},
+                %t: tensor<4xi32> {tp.name = "t", tp.role = "targets"}, %h: tensor<8xf32> {tp.name = "hp", tp.role = "hyperparameters"}) -> tensor<f32>
+    attributes {tp.entry = "train_step"} {
+  %y = tp.matmul %x, %w : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+  %c0 = arith.constant 0 : index
+  %max = tp.xent_max %y offset %c0 valid_vocab = 8 : tensor<4x8xf32> -> tensor<4xf32>
+  %se, %tl = tp.xent_sum_exp %y, %max, %t offset %c0 valid_vocab = 8 : tensor<4x8xf32>, tensor<4xi32> -> tensor<4xf32>
+  %loss = tp.xent_loss %se, %max, %tl : tensor<4xf32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
+func.func @step_forward(%x: tensor<4x16xf32> {tp.name = "x", tp.role = "tokens"}, %w: tensor<16x8xf32> {tp.name = "w"},
+                        %t: tensor<4xi32> {tp.name = "t", tp.role = "targets"}) -> tensor<f32>
+    attributes {tp.entry = "forward"} {
+  %y = tp.matmul %x, %w : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+  %c0 = arith.constant 0 : index
+  %max = tp.xent_max %y offset %c0 valid_vocab = 8 : tensor<4x8xf32> -> tensor<4xf32>
+  %se, %tl = tp.xent_sum_exp %y, %max, %t offset %c0 valid_vocab = 8 : tensor<4x8xf32>, tensor<4xi32> -> tensor<4xf32>
+  %loss = tp.xent_loss %se, %max, %tl : tensor<4xf32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{tp-step-manifest: the module defines 2 functions and marks none as an entry (tp.entry): the step library exports one forward entry}}
+module {
+  func.func @a() {
+    return
+  }
+  func.func @b() {
+    return
+  }
+}
+
+// -----
+
+// expected-error @+1 {{tp-step-manifest: a step library exports one forward entry and at most one train step; the module marks 2 and 0}}
+module {
+  func.func @a() attributes {tp.entry = "forward"} {
+    return
+  }
+  func.func @b() attributes {tp.entry = "forward"} {
+    return
+  }
+}
