@@ -136,8 +136,8 @@ FailureOr<std::string> compilerLibraryDirectory(Location loc) {
   if (!dladdr(reinterpret_cast<void *>(&compilerLibraryDirectory), &info) ||
       !info.dli_fname)
     return emitError(loc) << "cannot locate megatron-mlir's compiler library";
-  llvm::SmallString<256> path(info.dli_fname);
-  if (std::error_code error = llvm::sys::fs::make_absolute(path))
+  llvm::SmallString<256> path;
+  if (std::error_code error = llvm::sys::fs::real_path(info.dli_fname, path))
     return emitError(loc) << "cannot locate '" << info.dli_fname
                           << "': " << error.message();
   return llvm::sys::path::parent_path(path).str();
@@ -172,6 +172,11 @@ std::string runtimeSearchPath(StringRef output, StringRef runtimeDirectory) {
   llvm::SmallString<256> outputDirectory(output);
   llvm::sys::fs::make_absolute(outputDirectory);
   llvm::sys::path::remove_filename(outputDirectory);
+  // The step's directory as the loader will see it, links resolved like
+  // the runtime's; it exists, or the link fails and says so.
+  llvm::SmallString<256> resolved;
+  if (!llvm::sys::fs::real_path(outputDirectory, resolved))
+    outputDirectory = resolved;
   llvm::SmallString<256> relative;
   auto from = llvm::sys::path::begin(outputDirectory),
        fromEnd = llvm::sys::path::end(outputDirectory);

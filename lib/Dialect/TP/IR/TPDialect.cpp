@@ -5,6 +5,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
 using namespace mlir::tp;
@@ -247,7 +248,44 @@ int64_t tp::getRingPasses(CollectiveKind kind) {
   llvm_unreachable("unknown collective kind");
 }
 
+/// The dialects a global tp program is written in: what gpt2-mlir and the
+/// model families emit, what the planner has rules for, and bufferization,
+/// whose materialize_in_destination tp-export-logits writes outputs with.
+static bool isTPProgramDialect(StringRef dialect) {
+  return llvm::is_contained({StringRef(TPDialect::getDialectNamespace()),
+                             StringRef("builtin"), StringRef("func"),
+                             StringRef("arith"), StringRef("tensor"),
+                             StringRef("math"), StringRef("bufferization")},
+                            dialect);
+}
+
+/// Fails at the first op of each kind from another dialect: linalg from a
+/// framework's lowering or upstream shard annotations would otherwise pass
+/// through replicated and unchanged.
+static LogicalResult verifyTPProgramOps(ModuleOp module, StringRef pass) {
+  LogicalResult result = success();
+  llvm::StringSet<> reported;
+  // Pre-order, so that a foreign op's own body (linalg.yield) goes unsaid.
+  module.walk<WalkOrder::PreOrder>([&](Operation *op) {
+    StringRef dialect = op->getName().getDialectNamespace();
+    if (isTPProgramDialect(dialect))
+      return WalkResult::advance();
+    if (!reported.insert(op->getName().getStringRef()).second)
+      return WalkResult::skip();
+    mlir::emitError(op->getLoc())
+        << "'" << op->getName() << "' is not part of a tp program: " << pass
+        << " plans programs written in the tp dialect (with func, arith, "
+           "tensor, math and bufferization); programs in the "
+        << dialect << " dialect are not supported yet";
+    result = failure();
+    return WalkResult::skip();
+  });
+  return result;
+}
+
 LogicalResult tp::verifyGlobalProgram(ModuleOp module, StringRef pass) {
+  if (failed(verifyTPProgramOps(module, pass)))
+    return failure();
   LogicalResult result = success();
   module.walk([&](FunctionOpInterface function) {
     // tp.global_shape is tp-partition's too: a per-rank program written

@@ -71,10 +71,12 @@ bool isForwardEntry(FunctionOpInterface function);
 /// or a reduce-scatter, 0 for what moves nothing between ranks.
 int64_t getRingPasses(CollectiveKind kind);
 
-/// Fails, with an error at each function tp-partition already made per-rank,
-/// unless every function of `module` is still at global shapes: the passes
-/// that plan and partition (`pass` names the one asking) take the global
-/// program, and their output fed back is recognised rather than misread.
+/// Fails, with an error at each function tp-partition already made per-rank
+/// and at the first op of each kind from outside the dialects tp programs
+/// use, unless `module` is a global tp program: the passes that plan and
+/// partition (`pass` names the one asking) take the global program, their
+/// output fed back is recognised rather than misread, and a linalg or shard
+/// program is refused rather than passed through replicated.
 LogicalResult verifyGlobalProgram(ModuleOp module, StringRef pass);
 
 /// The training-step phase `op` belongs to: "forward", "backward" or
