@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies, builds, and runs every test
-# (lit suite, GoogleTest unit tests through ctest, the reference's pytest).
+# (lit suite, GoogleTest unit tests through ctest, the reference's pytest,
+# the installed tree and the embedding examples).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,3 +10,4 @@ scripts/build.sh
 cmake --build build --target check-megatron
 ctest --test-dir build --output-on-failure -j "$(nproc)"
 python3 -m pytest -q -p no:cacheprovider utils/gpt2_reference
+scripts/check-install.sh

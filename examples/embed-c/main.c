@@ -25,8 +25,10 @@ static int run(MlirContext context, int argc, char **argv) {
           mlirPassManagerGetAsOpPassManager(pm),
           mlirStringRefCreateFromCString(argv[2]), print, stderr)) ||
       mlirLogicalResultIsFailure(mlirPassManagerRunOnOp(pm, op));
-  if (!failed && argc == 3)
+  if (!failed && argc == 3) {
     mlirOperationPrint(op, print, stdout);
+    fputc('\n', stdout);
+  }
   if (!failed && argc == 4)
     failed = mlirLogicalResultIsFailure(mlirMegatronEmitStepLibrary(
         module, mlirStringRefCreateFromCString(argv[3])));

@@ -38,6 +38,7 @@ int main(int argc, char **argv) {
     return 1;
   if (!library) {
     module->print(llvm::outs());
+    llvm::outs() << "\n";
     return 0;
   }
   return failed(megatron::emitStepLibrary(*module, argv[3],
