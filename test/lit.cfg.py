@@ -28,6 +28,7 @@ for name, value in [("OMPI_ALLOW_RUN_AS_ROOT", "1"),
 config.substitutions.append(("%mpirun", "mpirun --oversubscribe -np"))
 config.substitutions.append(
     ("%utils", os.path.join(config.test_source_root, "..", "utils")))
+config.substitutions.append(("%megatron_obj_root", config.megatron_obj_root))
 
 tools = ["megatron-opt", "gpt2-mlir", "megatron-compile", "megatron-run"]
 llvm_config.add_tool_substitutions(tools, [config.megatron_tools_dir])

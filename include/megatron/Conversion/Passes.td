@@ -22,12 +22,42 @@ def ConvertTPToRuntime : Pass<"convert-tp-to-runtime", "ModuleOp"> {
     `linalg.generic` on tensors, computing in fp32 whatever the storage;
     the position embedding and local slices become `tensor.extract_slice`.
     Every function gains a leading `!llvm.ptr` argument, the rank's runtime
-    context, and returns its scalar loss as `f32`.
+    context, returns its scalar loss as `f32`, and becomes private: only the
+    entry points generated around it are exported. The functions' `tp`
+    attributes and the `tp.mesh` are removed (the manifest is made before
+    this lowering); a `tp` op left without a lowering is an error.
 
     The patterns come in families, one file each under
     lib/Conversion/TPToRuntime, each with its populate function
     (megatron/Conversion/TPToRuntime/TPToRuntime.h); the target's limits
     (RuntimeTargetInfo) come from the options.
+
+    Example:
+
+    ```mlir
+    // Before:
+    tp.mesh @mesh axes = ["tp" = 2]
+    func.func @step(%y: tensor<8x64xf32>) -> tensor<8x64xf32> attributes {tp.partitioned} {
+      %z = tp.g %y over @mesh["tp"] : tensor<8x64xf32>
+      return %z : tensor<8x64xf32>
+    }
+
+    // After -convert-tp-to-runtime: g is an in-place all-reduce of a copy.
+    func.func private @step(%ctx: !llvm.ptr, %y: tensor<8x64xf32>) -> tensor<8x64xf32> {
+      %in = bufferization.to_buffer %y read_only : tensor<8x64xf32> to memref<8x64xf32>
+      %alloc = memref.alloc() : memref<8x64xf32>
+      %flat = memref.collapse_shape %alloc [[0, 1]] : memref<8x64xf32> into memref<512xf32>
+      %buf = memref.cast %flat : memref<512xf32> to memref<?xf32>
+      memref.copy %in, %alloc : memref<8x64xf32> to memref<8x64xf32>
+      %tp = arith.constant 1 : i32      // MRT_AXIS_TP
+      %n = arith.constant 512 : i64
+      %sum = arith.constant 0 : i32     // MRT_REDUCE_SUM
+      call @mrt_all_reduce_f32(%ctx, %tp, %buf, %n, %sum) : (!llvm.ptr, i32, memref<?xf32>, i64, i32) -> ()
+      %z = bufferization.to_tensor %alloc restrict writable : memref<8x64xf32> to tensor<8x64xf32>
+      return %z : tensor<8x64xf32>
+    }
+    func.func private @mrt_all_reduce_f32(!llvm.ptr, i32, memref<?xf32>, i64, i32)
+    ```
   }];
   let options = [
     Option<"geluEpilogueRowMultiple", "gelu-epilogue-row-multiple", "int64_t",
@@ -50,6 +80,24 @@ def FinalizeRuntimeCalls : Pass<"megatron-finalize-runtime-calls", "ModuleOp"> {
     operand of a call to an external function becomes the `!llvm.ptr` to its
     first element (aligned base plus offset), the C ABI libmegatron_rt
     exports, and the declarations follow.
+
+    Example:
+
+    ```mlir
+    // Before:
+    call @mrt_all_reduce_f32(%ctx, %tp, %buf, %n, %sum) : (!llvm.ptr, i32, memref<?xf32>, i64, i32) -> ()
+    func.func private @mrt_all_reduce_f32(!llvm.ptr, i32, memref<?xf32>, i64, i32)
+
+    // After -megatron-finalize-runtime-calls:
+    %base = memref.extract_aligned_pointer_as_index %buf : memref<?xf32> -> index
+    %base64 = arith.index_cast %base : index to i64
+    %ptr = llvm.inttoptr %base64 : i64 to !llvm.ptr
+    %b, %offset, %size, %stride = memref.extract_strided_metadata %buf : memref<?xf32> -> memref<f32>, index, index, index
+    %offset64 = arith.index_cast %offset : index to i64
+    %first = llvm.getelementptr %ptr[%offset64] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+    call @mrt_all_reduce_f32(%ctx, %tp, %first, %n, %sum) : (!llvm.ptr, i32, !llvm.ptr, i64, i32) -> ()
+    func.func private @mrt_all_reduce_f32(!llvm.ptr, i32, !llvm.ptr, i64, i32)
+    ```
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::LLVM::LLVMDialect",
@@ -74,6 +122,42 @@ def OffloadToGPU : Pass<"megatron-offload-to-gpu", "ModuleOp"> {
     What would still touch buffer
     elements on the host afterwards is an error located at the op: only the
     step's host arguments (the hyperparameters) may be read there.
+
+    Example:
+
+    ```mlir
+    // Before:
+    #map = affine_map<(d0) -> (d0)>
+    func.func @scale(%p: memref<1024xf32>) {
+      linalg.generic {indexing_maps = [#map], iterator_types = ["parallel"]} outs(%p : memref<1024xf32>) {
+      ^bb0(%o: f32):
+        %s = arith.addf %o, %o : f32
+        linalg.yield %s : f32
+      }
+      return
+    }
+
+    // After -megatron-offload-to-gpu -canonicalize: 4 blocks of 256 threads.
+    #map = affine_map<()[s0] -> (s0 * 256)>
+    func.func @scale(%p: memref<1024xf32>) {
+      %c4 = arith.constant 4 : index
+      %c256 = arith.constant 256 : index
+      %c1 = arith.constant 1 : index
+      %t0 = gpu.wait async
+      %t1 = gpu.launch async [%t0] blocks(%bx, %by, %bz) in (%gx = %c4, %gy = %c1, %gz = %c1)
+          threads(%tx, %ty, %tz) in (%sx = %c256, %sy = %c1, %sz = %c1)
+          module(@megatron_kernels) function(@scale_0) {
+        %row = affine.apply #map()[%bx]
+        %i = arith.addi %tx, %row : index
+        %v = memref.load %p[%i] : memref<1024xf32>
+        %s = arith.addf %v, %v : f32
+        memref.store %s, %p[%i] : memref<1024xf32>
+        gpu.terminator
+      }
+      gpu.wait [%t1]
+      return
+    }
+    ```
   }];
   let options = [
     Option<"blockSize", "block-size", "int64_t", "256",
@@ -94,6 +178,30 @@ def GPULaunchToHostLoops : Pass<"megatron-gpu-launch-to-host-loops", "ModuleOp">
     or shared memory, which is what megatron-offload-to-gpu makes; a launch
     with either is an error. megatron-compile's --target=cuda-on-host runs
     the CUDA target's offloaded program this way against the CPU runtime.
+
+    Example:
+
+    ```mlir
+    // After -megatron-gpu-launch-to-host-loops -canonicalize on
+    // megatron-offload-to-gpu's example:
+    #map = affine_map<()[s0] -> (s0 * 256)>
+    func.func @scale(%p: memref<1024xf32>) {
+      %c4 = arith.constant 4 : index
+      %c256 = arith.constant 256 : index
+      %c1 = arith.constant 1 : index
+      %c0 = arith.constant 0 : index
+      scf.for %bx = %c0 to %c4 step %c1 {
+        scf.for %tx = %c0 to %c256 step %c1 {
+          %row = affine.apply #map()[%bx]
+          %i = arith.addi %tx, %row : index
+          %v = memref.load %p[%i] : memref<1024xf32>
+          %s = arith.addf %v, %v : f32
+          memref.store %s, %p[%i] : memref<1024xf32>
+        }
+      }
+      return
+    }
+    ```
   }];
   let dependentDialects = ["::mlir::scf::SCFDialect", "::mlir::arith::ArithDialect"];
 }

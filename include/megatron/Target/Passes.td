@@ -12,16 +12,22 @@ def StepManifest : Pass<"tp-step-manifest", "ModuleOp"> {
     megatron-run reads: every argument's name, role, dtype, shapes, split and
     memory, the target and the entry points) and records it with the
     entries, each the function it wraps and where its arguments sit in the
-    manifest, as the module attribute `tp.step`, which the lowering keeps:
-
-    ```mlir
-    module attributes {tp.step = {manifest = "{...}", target = "cpu",
-        entries = [{kind = "forward", function = "gpt2_forward",
-                    arguments = array<i32: 0, 1, 2>}, ...]}}
-    ```
+    manifest, as the module attribute `tp.step`, which the lowering keeps.
 
     The entries are the functions marked `tp.entry` (tp-keep-forward), or
     the module's one function with a body as the forward entry.
+
+    Example:
+
+    ```mlir
+    module attributes {tp.step = {
+        entries = [{arguments = array<i32: 0, 1, 2>, function = "step_forward", kind = "forward"},
+                   {arguments = array<i32: 0, 1, 2, 3>, function = "step", kind = "train_step"} ],
+        manifest = "{...}", target = "cpu"}} {
+      func.func @step(...) -> tensor<f32> attributes {tp.entry = "train_step"}
+      func.func @step_forward(...) -> tensor<f32> attributes {tp.entry = "forward"}
+    }
+    ```
   }];
   let options = [
     Option<"target", "target", "std::string", "\"cpu\"",

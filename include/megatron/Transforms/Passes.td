@@ -17,6 +17,30 @@ def MegatronAnnotate : Pass<"tp-megatron-annotate", "ModuleOp"> {
     replicated. A vocabulary that N does not divide is padded to a multiple
     of 128 * N, as Megatron does; the padded logits never reach the loss.
     Parameters that already carry a tp.sharding are left as the user set them.
+    Apart from the padding, the body is left to tp-propagate and
+    tp-insert-conjugates.
+
+    Example:
+
+    ```mlir
+    // Before:
+    func.func @mlp(%x: tensor<8x64xf32>, %w1: tensor<64x256xf32> {tp.name = "fc.weight"},
+                   %w2: tensor<256x64xf32> {tp.name = "proj.weight"}) -> tensor<8x64xf32> {
+      %h = tp.matmul %x, %w1 : tensor<8x64xf32>, tensor<64x256xf32> -> tensor<8x256xf32>
+      %a = tp.gelu %h : tensor<8x256xf32>
+      %y = tp.matmul %a, %w2 : tensor<8x256xf32>, tensor<256x64xf32> -> tensor<8x64xf32>
+      return %y : tensor<8x64xf32>
+    }
+
+    // After -tp-megatron-annotate=tp=2: MLP up by columns, MLP down by rows.
+    tp.mesh @mesh axes = ["tp" = 2]
+    func.func @mlp(%x: tensor<8x64xf32> {tp.sharding = #tp.sharding<@mesh, [[], []]>},
+                   %w1: tensor<64x256xf32> {tp.name = "fc.weight", tp.sharding = #tp.sharding<@mesh, [[], ["tp"]]>},
+                   %w2: tensor<256x64xf32> {tp.name = "proj.weight", tp.sharding = #tp.sharding<@mesh, [["tp"], []]>})
+        -> tensor<8x64xf32> {
+      // (body unchanged)
+    }
+    ```
   }];
   let options = [
     Option<"tp", "tp", "int64_t", "1", "tensor-parallel size">,
@@ -33,7 +57,33 @@ def Propagate : Pass<"tp-propagate", "ModuleOp"> {
     nothing reaches are replicated. Where two shardings disagree on one
     factor of an op, the split one wins over the replicated one (slicing a
     replicated value is free) and a remark says so; two user annotations
-    that disagree are an error.
+    that disagree are an error. All annotations must name one mesh.
+
+    Example:
+
+    ```mlir
+    // Before: only the first weight is annotated.
+    tp.mesh @mesh axes = ["tp" = 2]
+    func.func @mlp(%x: tensor<8x64xf32>,
+                   %w1: tensor<64x256xf32> {tp.sharding = #tp.sharding<@mesh, [[], ["tp"]]>},
+                   %w2: tensor<256x64xf32>) -> tensor<8x64xf32> {
+      %h = tp.matmul %x, %w1 : tensor<8x64xf32>, tensor<64x256xf32> -> tensor<8x256xf32>
+      %a = tp.gelu %h : tensor<8x256xf32>
+      %y = tp.matmul %a, %w2 : tensor<8x256xf32>, tensor<256x64xf32> -> tensor<8x64xf32>
+      return %y : tensor<8x64xf32>
+    }
+
+    // After -tp-propagate: %w2 is inferred row-split, and the second GEMM's
+    // result a partial sum (Megatron's one-all-reduce MLP).
+    func.func @mlp(%x: tensor<8x64xf32> {tp.sharding = #tp.sharding<@mesh, [[], []]>},
+                   %w1: tensor<64x256xf32> {tp.sharding = #tp.sharding<@mesh, [[], ["tp"]]>},
+                   %w2: tensor<256x64xf32> {tp.sharding = #tp.sharding<@mesh, [["tp"], []]>}) -> tensor<8x64xf32> {
+      %h = tp.matmul %x, %w1 {tp.sharding = #tp.sharding<@mesh, [[], ["tp"]]>} : tensor<8x64xf32>, tensor<64x256xf32> -> tensor<8x256xf32>
+      %a = tp.gelu %h {tp.sharding = #tp.sharding<@mesh, [[], ["tp"]]>} : tensor<8x256xf32>
+      %y = tp.matmul %a, %w2 {tp.sharding = #tp.sharding<@mesh, [[], []], partial = ["tp"]>} : tensor<8x256xf32>, tensor<256x64xf32> -> tensor<8x64xf32>
+      return %y : tensor<8x64xf32>
+    }
+    ```
   }];
 }
 
@@ -44,7 +94,21 @@ def InsertConjugates : Pass<"tp-insert-conjugates", "ModuleOp"> {
     an op that needs it whole; `tp.f` (identity forward, all-reduce backward)
     where a replicated float value enters an op whose results are split or
     partial over an axis; `tp.reshard` where a value's layout differs from
-    what its consumer needs. Axes of size 1 need nothing.
+    what its consumer needs. Axes of size 1 need nothing. Runs after
+    tp-propagate, on the global program.
+
+    Example:
+
+    ```mlir
+    // After -tp-propagate -tp-insert-conjugates on the MLP of tp-propagate's
+    // example (argument attributes as there):
+    %xf = tp.f %x over @mesh["tp"] {tp.sharding = #tp.sharding<@mesh, [[], []]>} : tensor<8x64xf32>
+    %h = tp.matmul %xf, %w1 {tp.sharding = #tp.sharding<@mesh, [[], ["tp"]]>} : tensor<8x64xf32>, tensor<64x256xf32> -> tensor<8x256xf32>
+    %a = tp.gelu %h {tp.sharding = #tp.sharding<@mesh, [[], ["tp"]]>} : tensor<8x256xf32>
+    %y = tp.matmul %a, %w2 {tp.sharding = #tp.sharding<@mesh, [[], []], partial = ["tp"]>} : tensor<8x256xf32>, tensor<256x64xf32> -> tensor<8x64xf32>
+    %z = tp.g %y over @mesh["tp"] {tp.sharding = #tp.sharding<@mesh, [[], []]>} : tensor<8x64xf32>
+    return %z : tensor<8x64xf32>
+    ```
   }];
 }
 
@@ -52,11 +116,29 @@ def ExportLogits : Pass<"tp-export-logits", "ModuleOp"> {
   let summary = "Also write the loss's logits into a `logits` argument";
   let description = [{
     For checking a compiled model against a reference: the logits entering
-    the cross-entropy are written into a new argument named `logits`, laid
-    out as the logits are (split by vocabulary under Megatron's plan); with a
-    padded vocabulary `tp.unpadded_shape` records the real columns. Runs on
-    the global program after tp-insert-conjugates, so tp-partition gives the
-    argument its per-rank shape.
+    the cross-entropy are written into a new argument named `logits` (role
+    "logits"), laid out as the logits are (split by vocabulary under
+    Megatron's plan), and returned as an extra result marked `tp.updates`;
+    with a padded vocabulary `tp.unpadded_shape` records the real columns.
+    Runs on the global program after tp-insert-conjugates, so tp-partition
+    gives the argument its per-rank shape.
+
+    Example:
+
+    ```mlir
+    // After -tp-export-logits, on a tied LM head over a vocabulary of 256:
+    func.func @lm(%wte: tensor<256x8xf32> {tp.name = "wte", tp.sharding = #tp.sharding<@mesh, [["tp"], []]>},
+                  %ids: tensor<2x4xi32> {tp.role = "tokens", tp.sharding = #tp.sharding<@mesh, [[], []]>},
+                  %t: tensor<2x4xi32> {tp.role = "targets", tp.sharding = #tp.sharding<@mesh, [[], []]>},
+                  %out: tensor<2x4x256xf32> {tp.name = "logits", tp.role = "logits", tp.sharding = #tp.sharding<@mesh, [[], [], ["tp"]]>})
+        -> (tensor<f32>, tensor<2x4x256xf32> {tp.updates = 3 : i64}) {
+      // ... the embedding, g and f ...
+      %l = tp.matmul %xf, %wte {tp.sharding = #tp.sharding<@mesh, [[], [], ["tp"]]>, transpose_rhs} : tensor<2x4x8xf32>, tensor<256x8xf32> -> tensor<2x4x256xf32>
+      %loss = tp.cross_entropy %l, %t valid_vocab = 256 {tp.sharding = #tp.sharding<@mesh, []>} : tensor<2x4x256xf32>, tensor<2x4xi32> -> tensor<f32>
+      %w = bufferization.materialize_in_destination %l in %out {tp.sharding = #tp.sharding<@mesh, [[], [], ["tp"]]>} : (tensor<2x4x256xf32>, tensor<2x4x256xf32>) -> tensor<2x4x256xf32>
+      return %loss, %w : tensor<f32>, tensor<2x4x256xf32>
+    }
+    ```
   }];
   let dependentDialects = ["::mlir::bufferization::BufferizationDialect"];
 }
@@ -65,12 +147,42 @@ def Partition : Pass<"tp-partition", "ModuleOp"> {
   let summary = "Rewrite the global program into the per-rank SPMD program";
   let description = [{
     Every value takes this rank's local shape; function arguments keep their
-    tp.sharding and gain tp.global_shape. Attention keeps num_heads / N heads;
-    a vocabulary-split embedding masks ids outside its rows (offset from
-    tp.axis_index); the cross-entropy becomes the vocabulary-parallel pieces,
-    with all-reduces of the max, the target logit and the sum of exponentials
-    when the vocabulary is split (so training has one gradient rule). tp.reshard becomes local slices or
-    all-gathers. The rank is a runtime value, so one program serves all.
+    tp.sharding and gain tp.global_shape, and the function is marked
+    `tp.partitioned`. Attention keeps num_heads / N heads; a vocabulary-split
+    embedding masks ids outside its rows (offset from tp.axis_index); the
+    cross-entropy becomes the vocabulary-parallel pieces, with all-reduces of
+    the max, the target logit and the sum of exponentials when the
+    vocabulary is split (so training has one gradient rule). tp.reshard
+    becomes local slices or all-gathers. The rank is a runtime value, so one
+    program serves all.
+
+    Example:
+
+    ```mlir
+    // After -tp-partition on tp-insert-conjugates' MLP, N = 2:
+    func.func @mlp(%x: tensor<8x64xf32> {tp.global_shape = array<i64: 8, 64>, tp.sharding = #tp.sharding<@mesh, [[], []]>},
+                   %w1: tensor<64x128xf32> {tp.global_shape = array<i64: 64, 256>, tp.sharding = #tp.sharding<@mesh, [[], ["tp"]]>},
+                   %w2: tensor<128x64xf32> {tp.global_shape = array<i64: 256, 64>, tp.sharding = #tp.sharding<@mesh, [["tp"], []]>})
+        -> tensor<8x64xf32> attributes {tp.partitioned} {
+      %xf = tp.f %x over @mesh["tp"] : tensor<8x64xf32>
+      %h = tp.matmul %xf, %w1 : tensor<8x64xf32>, tensor<64x128xf32> -> tensor<8x128xf32>
+      %a = tp.gelu %h : tensor<8x128xf32>
+      %y = tp.matmul %a, %w2 : tensor<8x128xf32>, tensor<128x64xf32> -> tensor<8x64xf32>
+      %z = tp.g %y over @mesh["tp"] : tensor<8x64xf32>
+      return %z : tensor<8x64xf32>
+    }
+
+    // A vocabulary-split cross-entropy over 2 x 128 columns becomes:
+    %rank = tp.axis_index @mesh["tp"]
+    %c128 = arith.constant 128 : index
+    %start = arith.muli %rank, %c128 : index
+    %lmax = tp.xent_max %l offset %start valid_vocab = 256 : tensor<2x4x128xf32> -> tensor<2x4xf32>
+    %max = tp.all_reduce max %lmax over @mesh["tp"] : tensor<2x4xf32>
+    %se, %tl = tp.xent_sum_exp %l, %max, %t offset %start valid_vocab = 256 : tensor<2x4x128xf32>, tensor<2x4xi32> -> tensor<2x4xf32>
+    %sum_exp = tp.all_reduce sum %se over @mesh["tp"] : tensor<2x4xf32>
+    %target = tp.all_reduce sum %tl over @mesh["tp"] : tensor<2x4xf32>
+    %loss = tp.xent_loss %sum_exp, %max, %target : tensor<2x4xf32> -> tensor<f32>
+    ```
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
@@ -82,7 +194,10 @@ def KeepForward : Pass<"tp-keep-forward", "ModuleOp"> {
     body is copied as `@<name>_forward`, marked `tp.entry = "forward"` (the
     step library's evaluation entry, which tp-autodiff and tp-optimizer
     leave alone), and the function itself is marked
-    `tp.entry = "train_step"`.
+    `tp.entry = "train_step"`. A function that already has a `tp.entry` is
+    an error.
+
+    Example:
 
     ```mlir
     func.func @gpt2(...) -> tensor<f32>
@@ -102,10 +217,37 @@ def Autodiff : Pass<"tp-autodiff", "ModuleOp"> {
     operands and summing the contributions to a value. The function then
     returns the loss followed by the gradient of every float argument named
     by tp.name, in argument order; results carry `tp.grad_of`. Ops of the
-    backward pass carry `tp.backward`, so reports tell the two passes apart.
-    The gradient of f is an all-reduce and that of g the identity, so
-    replicated parameters get complete, identical gradients on every rank and
-    the tied embedding's gradient sums its two uses.
+    backward pass carry `tp.phase = "backward"`, so reports tell the two
+    passes apart. The gradient of f is an all-reduce and that of g the
+    identity, so replicated parameters get complete, identical gradients on
+    every rank and the tied embedding's gradient sums its two uses.
+
+    Example:
+
+    ```mlir
+    // Before:
+    func.func @step(%x: tensor<4x16xf32>, %w: tensor<16x8xf32> {tp.name = "w"},
+                    %t: tensor<4xi32> {tp.role = "targets"}) -> tensor<f32> {
+      %y = tp.matmul %x, %w : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+      %c0 = arith.constant 0 : index
+      %max = tp.xent_max %y offset %c0 valid_vocab = 8 : tensor<4x8xf32> -> tensor<4xf32>
+      %se, %tl = tp.xent_sum_exp %y, %max, %t offset %c0 valid_vocab = 8 : tensor<4x8xf32>, tensor<4xi32> -> tensor<4xf32>
+      %loss = tp.xent_loss %se, %max, %tl : tensor<4xf32> -> tensor<f32>
+      return %loss : tensor<f32>
+    }
+
+    // After -tp-autodiff: the loss and the gradient of "w".
+    func.func @step(%x: tensor<4x16xf32>, %w: tensor<16x8xf32> {tp.name = "w"},
+                    %t: tensor<4xi32> {tp.role = "targets"})
+        -> (tensor<f32>, tensor<16x8xf32> {tp.grad_of = "w"}) {
+      // ... the forward ops as before ...
+      %seed = arith.constant {tp.phase = "backward"} dense<1.000000e+00> : tensor<f32>
+      %dy = tp.xent_grad %y, %max, %se, %t, %seed offset %c0 valid_vocab = 8 {tp.phase = "backward"} : tensor<4x8xf32>, tensor<4xf32>, tensor<4xi32>, tensor<f32>
+      %dx = tp.matmul %dy, %w {tp.phase = "backward", transpose_rhs} : tensor<4x8xf32>, tensor<16x8xf32> -> tensor<4x16xf32>
+      %dw = tp.weight_grad %x, %dy {tp.phase = "backward"} : tensor<4x16xf32>, tensor<4x8xf32> -> tensor<16x8xf32>
+      return %loss, %dw : tensor<f32>, tensor<16x8xf32>
+    }
+    ```
   }];
 }
 
@@ -124,7 +266,28 @@ def Optimizer : Pass<"tp-optimizer", "ModuleOp"> {
     weights only. The function returns the loss, the norm, then the updated
     parameters and state, each marked `tp.updates` with the argument it
     replaces so bufferization writes it in place. With `export-grads`, each
-    gradient is also written into a `<name>.grad` argument.
+    gradient is also written into a `<name>.grad` argument. The ops it adds
+    carry `tp.phase = "optimizer"`.
+
+    Example:
+
+    ```mlir
+    // After -tp-autodiff -tp-optimizer on tp-autodiff's example:
+    func.func @step(%x: tensor<4x16xf32>, %w: tensor<16x8xf32> {tp.name = "w"},
+                    %t: tensor<4xi32> {tp.role = "targets"},
+                    %m: tensor<16x8xf32> {tp.name = "w.exp_avg", tp.param = "w", tp.role = "adam_m"},
+                    %v: tensor<16x8xf32> {tp.name = "w.exp_avg_sq", tp.param = "w", tp.role = "adam_v"},
+                    %hp: tensor<8xf32> {tp.name = "hyperparameters", tp.role = "hyperparameters"})
+        -> (tensor<f32>, tensor<f32>, tensor<16x8xf32> {tp.updates = 1 : i64},
+            tensor<16x8xf32> {tp.updates = 3 : i64}, tensor<16x8xf32> {tp.updates = 4 : i64}) {
+      // ... forward and backward as before, %dw the gradient of %w ...
+      %ss = tp.sum_squares %dw {tp.phase = "optimizer"} : tensor<16x8xf32>
+      // ... %norm, the global norm as a tensor<f32>, and %scale, the f32
+      // clipping factor from %hp[5] ...
+      %w1, %m1, %v1 = tp.adamw %w, %dw, %m, %v, %hp, %scale {decay, tp.phase = "optimizer"} : tensor<16x8xf32>, tensor<8xf32>
+      return %loss, %norm, %w1, %m1, %v1 : tensor<f32>, tensor<f32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>
+    }
+    ```
   }];
   let options = [
     Option<"exportGrads", "export-grads", "bool", "false",
@@ -152,6 +315,22 @@ def MixedPrecision : Pass<"tp-mixed-precision", "ModuleOp"> {
     sums follow their operands. The function signatures do not change: the
     manifest, the checkpoints and megatron-run stay fp32, and a bf16 value
     a function returns is widened back.
+
+    Example:
+
+    ```mlir
+    // After -tp-mixed-precision on tp-partition's MLP (signature unchanged):
+    %w1b = tp.convert %w1 : tensor<64x128xf32> -> tensor<64x128xbf16>
+    %w2b = tp.convert %w2 : tensor<128x64xf32> -> tensor<128x64xbf16>
+    %xf = tp.f %x over @mesh["tp"] : tensor<8x64xf32>
+    %xb = tp.convert %xf : tensor<8x64xf32> -> tensor<8x64xbf16>
+    %h = tp.matmul %xb, %w1b : tensor<8x64xbf16>, tensor<64x128xbf16> -> tensor<8x128xbf16>
+    %a = tp.gelu %h : tensor<8x128xbf16>
+    %y = tp.matmul %a, %w2b : tensor<8x128xbf16>, tensor<128x64xbf16> -> tensor<8x64xbf16>
+    %zb = tp.g %y over @mesh["tp"] : tensor<8x64xbf16>
+    %z = tp.convert %zb : tensor<8x64xbf16> -> tensor<8x64xf32>
+    return %z : tensor<8x64xf32>
+    ```
   }];
   let dependentDialects = ["::mlir::tp::TPDialect"];
 }
@@ -164,7 +343,35 @@ def Explain : Pass<"tp-explain", "ModuleOp"> {
     collectives by kind and direction with their element counts, and the
     local GEMM shapes of each layer. `text=true` prints a summary to stdout.
     With `hardware=`, it adds the step time the performance model predicts
-    (include/megatron/Transforms/PerformanceModel.h).
+    (include/megatron/Transforms/PerformanceModel.h). The module is left
+    unchanged.
+
+    Example:
+
+    ```mlir
+    // Input: tp-partition's MLP (global [64, 256] and [256, 64] weights, N = 2),
+    // argument attributes as there.
+    func.func @mlp(%x: tensor<8x64xf32>, %w1: tensor<64x128xf32>,
+                   %w2: tensor<128x64xf32>) -> tensor<8x64xf32> attributes {tp.partitioned} {
+      %xf = tp.f %x over @mesh["tp"] : tensor<8x64xf32>
+      %h = tp.matmul %xf, %w1 : tensor<8x64xf32>, tensor<64x128xf32> -> tensor<8x128xf32>
+      %a = tp.gelu %h : tensor<8x128xf32>
+      %y = tp.matmul %a, %w2 : tensor<8x128xf32>, tensor<128x64xf32> -> tensor<8x64xf32>
+      %z = tp.g %y over @mesh["tp"] : tensor<8x64xf32>
+      return %z : tensor<8x64xf32>
+    }
+    ```
+
+    `megatron-opt mlp.mlir -tp-explain=text=true -o /dev/null` prints:
+
+    ```
+    tensor parallel: tp=2
+    parameters: 32768 total, 16384 per rank
+    FLOPs per rank per step: 262144 forward, 0 backward
+    conjugates: 1 f, 1 g
+    communication per rank per step: 512 elements
+      all_reduce forward: 1 x 512 elements
+    ```
   }];
   let options = [
     Option<"json", "json", "std::string", "\"\"", "write the JSON report to this file ('-' for stdout)">,
@@ -184,6 +391,28 @@ def Predict : Pass<"tp-predict", "ModuleOp"> {
     memory and communication parts, and the FLOP rate per rank. A size the
     model cannot be split into is reported with the reason. The program
     itself is left unchanged.
+
+    Example:
+
+    ```mlir
+    // Input: a global program without shardings, as a model generator writes it.
+    func.func @gpt2(%wte: tensor<512x64xf32> {tp.name = "wte.weight", tp.role = "param"}, ...,
+                    %ids: tensor<2x32xi32> {tp.name = "input_ids", tp.role = "tokens"},
+                    %targets: tensor<2x32xi32> {tp.name = "targets", tp.role = "targets"}) -> tensor<f32> {
+      %x = tp.embedding %wte[%ids] : tensor<512x64xf32>, tensor<2x32xi32> -> tensor<2x32x64xf32>
+      // ... two layers with 4 attention heads, the LM head and the loss ...
+    }
+    ```
+
+    On GPT-2's tiny preset, `megatron-opt --tp-predict="tp=1,2,3"` prints:
+
+    ```
+    predicted training step on h100-sxm
+      tp     step s    compute     memory       comm   TFLOP/s/rank
+       1     0.0000     0.0000     0.0000     0.0000           43.3
+       2     0.0001     0.0000     0.0000     0.0001            0.5
+       3 not possible: tensor-parallel size 3 does not divide the 4 attention heads
+    ```
   }];
   let options = [
     ListOption<"tpSizes", "tp", "int64_t", "tensor-parallel sizes to predict">,
@@ -213,6 +442,35 @@ def FuseElementwise : Pass<"megatron-fuse-elementwise"> {
     of two tensors no, which would re-add the residual stream in every
     block). Reductions are never fused into: they would recompute the
     producer once per reduced row.
+
+    Example:
+
+    ```mlir
+    #id = affine_map<(d0, d1) -> (d0, d1)>
+    #row = affine_map<(d0, d1) -> (d1)>
+    // Before: %h = x + bias is returned and also read by the tanh.
+    %h = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+        ins(%x, %b : tensor<6x32xf32>, tensor<32xf32>) outs(%e : tensor<6x32xf32>) {
+    ^bb0(%in: f32, %bias: f32, %out: f32):
+      %s = arith.addf %in, %bias : f32
+      linalg.yield %s : f32
+    } -> tensor<6x32xf32>
+    %y = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+        ins(%h : tensor<6x32xf32>) outs(%e : tensor<6x32xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      %t = math.tanh %in : f32
+      linalg.yield %t : f32
+    } -> tensor<6x32xf32>
+
+    // After: %h stays for its other user; the tanh recomputes the sum.
+    %y = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+        ins(%x, %b : tensor<6x32xf32>, tensor<32xf32>) outs(%e : tensor<6x32xf32>) {
+    ^bb0(%in: f32, %bias: f32, %out: f32):
+      %s = arith.addf %in, %bias : f32
+      %t = math.tanh %s : f32
+      linalg.yield %t : f32
+    } -> tensor<6x32xf32>
+    ```
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
@@ -222,7 +480,26 @@ def View : Pass<"tp-view", "ModuleOp"> {
   let description = [{
     Writes a DOT graph of one layer of a module that has shardings and
     conjugates (after tp-insert-conjugates): ops grouped by block, coloured
-    by the sharding of their result, f and g marked.
+    by the sharding of their result, f and g marked. An op belongs to the
+    layer whose `#tp.layer` its location carries; the attention block runs
+    up to the residual add after the attention, the MLP block after it. The
+    module is left unchanged.
+
+    Example:
+
+    ```mlir
+    // Input: ops located in layer 0.
+    %xf = tp.f %x over @mesh["tp"] {tp.sharding = #tp.sharding<@mesh, [[], []]>} : tensor<8x16xf32> loc(fused<#tp.layer<0>>["h.0.mlp.c_fc"])
+    %h = tp.matmul %xf, %w {tp.sharding = #tp.sharding<@mesh, [[], ["tp"]]>} : tensor<8x16xf32>, tensor<16x64xf32> -> tensor<8x64xf32> loc(fused<#tp.layer<0>>["h.0.mlp.c_fc"])
+    ```
+
+    `-tp-view` writes, among the graph's other lines:
+
+    ```
+    n0 [label="tp.f\nh.0.mlp.c_fc\n[8x16]\nreplicated", fillcolor="#93c47d", shape=diamond];
+    n1 [label="tp.matmul\nh.0.mlp.c_fc\n[8x64] -> [8x32] per rank\ndim 1 split over [\"tp\"]", fillcolor="#9fc5e8", shape=box];
+    n0 -> n1;
+    ```
   }];
   let options = [
     Option<"dot", "dot", "std::string", "\"-\"", "output DOT file">,

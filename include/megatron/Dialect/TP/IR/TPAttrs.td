@@ -27,9 +27,11 @@ def TP_ShardingAttr : AttrDef<TP_Dialect, "Sharding"> {
     split over (major to minor), plus the axes over which the value is a
     pending partial sum:
 
-      #tp.sharding<@m, [[], ["tp"]]>                  column split
-      #tp.sharding<@m, [[], []], partial = ["tp"]>    partial sum over tp
-      #tp.sharding<@m, [[], ["tp"]], sections = [1, 3]>
+    ```
+    #tp.sharding<@m, [[], ["tp"]]>                  column split
+    #tp.sharding<@m, [[], []], partial = ["tp"]>    partial sum over tp
+    #tp.sharding<@m, [[], ["tp"]], sections = [1, 3]>
+    ```
 
     `sections` views a dimension of size S as k consecutive sections of size
     S/k and splits each section over the axes, so that every rank holds its
@@ -39,6 +41,26 @@ def TP_ShardingAttr : AttrDef<TP_Dialect, "Sharding"> {
     An axis appears at most once in a sharding. That the mesh and its axes
     exist and that every split dimension divides is checked where the
     attribute is attached, since only there are the mesh and shape known.
+    It is attached as `tp.sharding`: on a function argument or result, and
+    on an op with one result, for that result. A value without one is
+    replicated. After tp-partition an argument's sharding still describes
+    the global tensor, whose shape `tp.global_shape` records.
+
+    Example:
+
+    ```mlir
+    tp.mesh @m axes = ["tp" = 2]
+    func.func @mlp(%x: tensor<8x64xf32>,
+                   %w1: tensor<64x256xf32> {tp.sharding = #tp.sharding<@m, [[], ["tp"]]>},
+                   %w2: tensor<256x64xf32> {tp.sharding = #tp.sharding<@m, [["tp"], []]>},
+                   %qkv_w: tensor<64x192xf32> {tp.sharding = #tp.sharding<@m, [[], ["tp"]], sections = [1, 3]>})
+        -> tensor<8x64xf32> {
+      %h = tp.matmul %x, %w1 {tp.sharding = #tp.sharding<@m, [[], ["tp"]]>} : tensor<8x64xf32>, tensor<64x256xf32> -> tensor<8x256xf32>
+      %y = tp.matmul %h, %w2 {tp.sharding = #tp.sharding<@m, [[], []], partial = ["tp"]>} : tensor<8x256xf32>, tensor<256x64xf32> -> tensor<8x64xf32>
+      %z = tp.g %y over @m["tp"] {tp.sharding = #tp.sharding<@m, [[], []]>} : tensor<8x64xf32>
+      return %z : tensor<8x64xf32>
+    }
+    ```
   }];
   let parameters = (ins "FlatSymbolRefAttr":$mesh, "ArrayAttr":$dims,
                         OptionalParameter<"ArrayAttr">:$partial,
@@ -71,10 +93,24 @@ def TP_InitAttr : AttrDef<TP_Dialect, "Init"> {
     The rule a model states for a parameter, written by its generator as the
     `tp.init` argument attribute and carried to the runtime by the step
     manifest:
-      #tp.init<normal, 2.000000e-02>    every element drawn from normal(0, std)
-      #tp.init<constant, 1.000000e+00>  every element the constant
+
+    ```
+    #tp.init<normal, 2.000000e-02>    every element drawn from normal(0, std)
+    #tp.init<constant, 1.000000e+00>  every element the constant
+    ```
+
     A depth-scaled rule (GPT-2's residual projections, 0.02 / sqrt(2 L)) is
-    a normal rule whose std the generator computed from the depth.
+    a normal rule whose std the generator computed from the depth. The value
+    must be finite, and a normal rule's std non-negative.
+
+    Example:
+
+    ```mlir
+    func.func @gpt2(%wte: tensor<512x64xf32> {tp.name = "wte.weight", tp.init = #tp.init<normal, 2.000000e-02>},
+                    %ln_w: tensor<64xf32> {tp.name = "ln_f.weight", tp.init = #tp.init<constant, 1.000000e+00>}) {
+      return
+    }
+    ```
   }];
   let parameters = (ins "::mlir::tp::InitKind":$kind,
                         APFloatParameter<"std or constant">:$value);
@@ -93,7 +129,18 @@ def TP_LayerAttr : AttrDef<TP_Dialect, "Layer"> {
   let description = [{
     `tp.layer = #tp.layer<3>` on a parameter, and `loc(fused<#tp.layer<3>>[...])`
     on the ops of that layer: reports and pictures group by it, whatever the
-    model names its modules.
+    model names its modules. The index is non-negative.
+
+    Example:
+
+    ```mlir
+    func.func @block(%x: tensor<8x64xf32>,
+                     %w: tensor<64x256xf32> {tp.name = "h.3.mlp.c_fc.weight", tp.layer = #tp.layer<3>})
+        -> tensor<8x256xf32> {
+      %h = tp.matmul %x, %w : tensor<8x64xf32>, tensor<64x256xf32> -> tensor<8x256xf32> loc(fused<#tp.layer<3>>["h.3.mlp.c_fc"])
+      return %h : tensor<8x256xf32>
+    }
+    ```
   }];
   let parameters = (ins "int64_t":$index);
   let assemblyFormat = "`<` $index `>`";

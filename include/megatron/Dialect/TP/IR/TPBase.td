@@ -25,6 +25,27 @@ def TP_Dialect : Dialect {
     "targets", "param", ...), `tp.init` (#tp.init, how a parameter is
     initialised), `tp.layer` (#tp.layer, the repeated layer it belongs to);
     tp-optimizer adds state arguments with `tp.role` and `tp.param`.
+
+    The example is Megatron's MLP at global shapes: its first weight split
+    by columns, its second by rows, with the conjugates that
+    tp-insert-conjugates places around them.
+
+    Example:
+
+    ```mlir
+    tp.mesh @m axes = ["tp" = 2]
+    func.func @mlp(%x: tensor<8x64xf32>,
+                   %w1: tensor<64x256xf32> {tp.name = "fc.weight", tp.sharding = #tp.sharding<@m, [[], ["tp"]]>},
+                   %w2: tensor<256x64xf32> {tp.name = "proj.weight", tp.sharding = #tp.sharding<@m, [["tp"], []]>})
+        -> tensor<8x64xf32> {
+      %xf = tp.f %x over @m["tp"] : tensor<8x64xf32>
+      %h = tp.matmul %xf, %w1 : tensor<8x64xf32>, tensor<64x256xf32> -> tensor<8x256xf32>
+      %a = tp.gelu %h : tensor<8x256xf32>
+      %y = tp.matmul %a, %w2 : tensor<8x256xf32>, tensor<256x64xf32> -> tensor<8x64xf32>
+      %z = tp.g %y over @m["tp"] : tensor<8x64xf32>
+      return %z : tensor<8x64xf32>
+    }
+    ```
   }];
   let useDefaultAttributePrinterParser = 1;
   let hasOperationAttrVerify = 1;

@@ -17,6 +17,14 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 def TP_MeshOp : TP_Op<"mesh", [Symbol]> {
   let summary = "A named device mesh with named axes";
   let description = [{
+    Declares a logical device mesh: an ordered list of named axes, each with
+    its number of ranks. Shardings (`#tp.sharding`) and collectives refer to a
+    mesh by symbol and to one of its axes by name. Axis names must be unique
+    and non-empty, sizes positive. tp-megatron-annotate creates
+    `tp.mesh @mesh axes = ["tp" = N]`; an axis of size 1 splits nothing.
+
+    Example:
+
     ```mlir
     tp.mesh @m axes = ["dp" = 1, "tp" = 4]
     ```
@@ -40,9 +48,23 @@ def TP_MeshOp : TP_Op<"mesh", [Symbol]> {
 def TP_EmbeddingOp : TP_Op<"embedding", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>]> {
   let summary = "Token embedding: rows of a [V, C] table gathered by id";
   let description = [{
+    Gathers the rows of `table` ([V, C]) selected by the i32 token ids `ids`
+    (of any shape [...]); the result is [..., C] with the table's element type.
+
     With `offset`, the table holds the rows [offset, offset + V) of a
     vocabulary split across ranks: ids outside that range give zero rows,
-    and the sum over ranks (a `tp.g`) completes the embedding.
+    and the sum over ranks (a `tp.g`) completes the embedding: a table split
+    by vocabulary rows makes the result a partial sum. tp-partition sets
+    `offset` to the rank's first row, computed from `tp.axis_index`.
+    The gradient is `tp.embedding_grad`.
+
+    Example:
+
+    ```mlir
+    %x = tp.embedding %wte[%ids] : tensor<512x64xf32>, tensor<2x32xi32> -> tensor<2x32x64xf32>
+    // One rank's half of the vocabulary, rows [%start, %start + 256):
+    %p = tp.embedding %wte_local[%ids] offset %start : tensor<256x64xf32>, tensor<2x32xi32> -> tensor<2x32x64xf32>
+    ```
   }];
   let arguments = (ins TP_FloatTensor:$table, TP_IndexTensor:$ids,
                        Optional<Index>:$offset);
@@ -56,6 +78,20 @@ def TP_EmbeddingOp : TP_Op<"embedding", [DeclareOpInterfaceMethods<TP_PrecisionO
 
 def TP_PositionEmbeddingOp : TP_Op<"position_embedding", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>]> {
   let summary = "Position embedding: the first T rows of a [N, C] table";
+  let description = [{
+    `table` is [N, C]; the result [T, C], T <= N, is its first T rows: the
+    embeddings of positions 0 to T - 1 of a sequence of length T. A
+    `tp.bias_add` adds them to the [B, T, C] token embeddings. Under sharding
+    the positions stay whole and only the width may be split. The gradient is
+    `tp.position_embedding_grad`.
+
+    Example:
+
+    ```mlir
+    %pos = tp.position_embedding %wpe : tensor<1024x64xf32> -> tensor<32x64xf32>
+    %x = tp.bias_add %tok, %pos : tensor<2x32x64xf32>, tensor<32x64xf32>
+    ```
+  }];
   let arguments = (ins TP_FloatTensor:$table);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = "$table attr-dict `:` type($table) `->` type($result)";
@@ -65,6 +101,24 @@ def TP_PositionEmbeddingOp : TP_Op<"position_embedding", [DeclareOpInterfaceMeth
 def TP_LayerNormOp : TP_Op<"layer_norm", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>,
     AllTypesMatch<["input", "result"]>, AllTypesMatch<["weight", "bias"]>]> {
   let summary = "Layer normalisation over the last dimension";
+  let description = [{
+    torch.nn.LayerNorm over the last dimension C of `input`:
+    `(x - mean) / sqrt(var + epsilon) * weight + bias` with the biased
+    variance, per row. `weight` and `bias` are [C] and share the input's
+    element type; `epsilon` defaults to 1e-5. The result has the input's type.
+
+    Under sharding the leading dimensions may be split, but the normalised
+    dimension stays whole and the parameters are replicated: in Megatron's
+    plan every rank normalises the whole activation. The gradient is
+    `tp.layer_norm_grad`.
+
+    Example:
+
+    ```mlir
+    %h = tp.layer_norm %x, %w, %b : tensor<2x32x64xf32>, tensor<64xf32>
+    %h2 = tp.layer_norm %x, %w, %b {epsilon = 1.0e-06 : f32} : tensor<2x32x64xf32>, tensor<64xf32>
+    ```
+  }];
   let arguments = (ins TP_FloatTensor:$input, TP_FloatTensor:$weight,
                        TP_FloatTensor:$bias,
                        DefaultValuedAttr<F32Attr, "1e-5">:$epsilon);
@@ -81,7 +135,25 @@ def TP_MatmulOp : TP_Op<"matmul", [DeclareOpInterfaceMethods<TP_PrecisionOpInter
     `lhs` is `[batch..., M, K]` (`[batch..., K, M]` with `transpose_lhs`),
     `rhs` is `[K, N]` shared by every batch, or `[batch..., K, N]`
     (last two dims swapped with `transpose_rhs`); the result is
-    `[batch..., M, N]`.
+    `[batch..., M, N]`. Operands and result have one element type.
+
+    Under sharding a split of M, N or a batch dimension carries over to the
+    result, while a split of the contracted K leaves each rank a partial sum.
+    Megatron's column-parallel GEMMs (QKV, MLP up) split the weight's N; its
+    row-parallel GEMMs (attention output, MLP down) split K, and a `tp.g`
+    completes the sum. The tied LM head is a `transpose_rhs` product with the
+    [V, C] token embedding table.
+
+    tp-autodiff has a gradient rule for a `[K, N]` weight (`[N, K]` with
+    `transpose_rhs`) and no `transpose_lhs`: the input's gradient is a
+    `tp.matmul`, the weight's a `tp.weight_grad`.
+
+    Example:
+
+    ```mlir
+    %qkv = tp.matmul %h, %w : tensor<2x32x64xf32>, tensor<64x192xf32> -> tensor<2x32x192xf32>
+    %logits = tp.matmul %h, %wte {transpose_rhs} : tensor<2x32x64xf32>, tensor<512x64xf32> -> tensor<2x32x512xf32>
+    ```
   }];
   let arguments = (ins TP_FloatTensor:$lhs, TP_FloatTensor:$rhs,
                        UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
@@ -94,6 +166,18 @@ def TP_MatmulOp : TP_Op<"matmul", [DeclareOpInterfaceMethods<TP_PrecisionOpInter
 
 def TP_AddOp : TP_Op<"add", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
   let summary = "Elementwise sum (the residual connection)";
+  let description = [{
+    `lhs + rhs` elementwise; operands and result have one type. In a
+    transformer it is the residual connection; tp-autodiff also uses it to
+    sum the gradient contributions of a value used more than once. Any
+    dimension may be split, the same way on both operands and the result.
+
+    Example:
+
+    ```mlir
+    %r = tp.add %x, %attn : tensor<2x32x64xf32>
+    ```
+  }];
   let arguments = (ins TP_FloatTensor:$lhs, TP_FloatTensor:$rhs);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
@@ -103,7 +187,19 @@ def TP_BiasAddOp : TP_Op<"bias_add", [DeclareOpInterfaceMethods<TP_PrecisionOpIn
   let summary = "Adds a bias broadcast over the leading dimensions";
   let description = [{
     The bias's shape is a suffix of the input's: a `[C]` bias on `[B, T, C]`,
-    or the `[T, C]` position embedding on `[B, T, C]`.
+    or the `[T, C]` position embedding on `[B, T, C]`. Both have one element
+    type, and the result has the input's type.
+
+    The bias is split like the dimensions of the input it covers: the bias of
+    a column-parallel GEMM is split with its columns, while the bias of a
+    row-parallel GEMM is replicated and added once, after the `tp.g`. The
+    bias's gradient is a `tp.sum_to` of the result's gradient.
+
+    Example:
+
+    ```mlir
+    %y = tp.bias_add %h, %b : tensor<2x32x256xf32>, tensor<256xf32>
+    ```
   }];
   let arguments = (ins TP_FloatTensor:$input, TP_FloatTensor:$bias);
   let results = (outs TP_FloatTensor:$result);
@@ -113,6 +209,18 @@ def TP_BiasAddOp : TP_Op<"bias_add", [DeclareOpInterfaceMethods<TP_PrecisionOpIn
 
 def TP_GeluOp : TP_Op<"gelu", [TP_MegatronRegionOpInterface, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
   let summary = "GELU, tanh approximation (as GPT-2)";
+  let description = [{
+    `0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))` elementwise, the tanh
+    approximation GPT-2 uses; the result has the input's type. Being
+    elementwise, it runs on the column-split activation between the two GEMMs
+    of Megatron's MLP with no communication. The gradient is `tp.gelu_grad`.
+
+    Example:
+
+    ```mlir
+    %a = tp.gelu %h : tensor<2x32x256xf32>
+    ```
+  }];
   let arguments = (ins TP_FloatTensor:$input);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
@@ -122,10 +230,21 @@ def TP_AttentionOp : TP_Op<"attention", [DeclareOpInterfaceMethods<TP_MegatronRe
   let summary = "Causal multi-head self-attention on a fused [q|k|v] tensor";
   let description = [{
     `qkv` is `[B, T, 3C]`: q, k and v sections of width C each, every section
-    holding `num_heads` heads of width `C / num_heads`. The result is
-    `[B, T, C]` with the heads concatenated. After tp-partition each rank
-    holds whole heads of all three sections, so the local op is the same op
-    with `num_heads / TP` heads.
+    holding `num_heads` heads of width `D = C / num_heads`. Each head
+    computes `softmax(q k^T / sqrt(D)) v` under a causal mask (query t attends
+    to keys 0 to t). The result is `[B, T, C]` with the heads concatenated.
+
+    The sequence dimension stays whole; the batch may be split. After
+    tp-partition each rank holds whole heads of all three sections, so the
+    local op is the same op with `num_heads / TP` heads;
+    tp-megatron-annotate rejects a TP size that does not divide `num_heads`.
+    The gradient is `tp.attention_grad`.
+
+    Example:
+
+    ```mlir
+    %a = tp.attention %qkv heads = 4 : tensor<2x32x192xf32> -> tensor<2x32x64xf32>
+    ```
   }];
   let arguments = (ins TP_FloatTensor:$qkv, ConfinedAttr<I64Attr, [IntPositive]>:$num_heads);
   let results = (outs TP_FloatTensor:$result);
@@ -137,6 +256,19 @@ def TP_AttentionOp : TP_Op<"attention", [DeclareOpInterfaceMethods<TP_MegatronRe
 
 def TP_SoftmaxOp : TP_Op<"softmax", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, DeclareOpInterfaceMethods<TP_VJPOpInterface>, SameOperandsAndResultType]> {
   let summary = "Softmax along one dimension";
+  let description = [{
+    `exp(x - max) / sum(exp(x - max))` along dimension `dim`; the result has
+    the input's type. Under sharding `dim` stays whole and the other
+    dimensions may be split. tp-mixed-precision keeps it in fp32, since its
+    lowering accumulates in the element type. The gradient is
+    `tp.softmax_grad`.
+
+    Example:
+
+    ```mlir
+    %p = tp.softmax %scores dim = 2 : tensor<2x32x32xf32>
+    ```
+  }];
   let arguments = (ins TP_FloatTensor:$input, I64Attr:$dim);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = "$input `dim` `=` $dim attr-dict `:` type($result)";
@@ -151,6 +283,20 @@ def TP_CrossEntropyOp : TP_Op<"cross_entropy", [DeclareOpInterfaceMethods<TP_Pre
     the rest is padding (Megatron pads the vocabulary to a multiple of
     128 * TP) and never enters the softmax. The loss may be wider than the
     logits (the fp32 loss of bf16 logits).
+
+    The op absorbs a split of the vocabulary dimension. With the logits split
+    by vocabulary (Megatron's LM head), tp-partition replaces it with the
+    vocabulary-parallel pieces `tp.xent_max`, `tp.xent_sum_exp` and
+    `tp.xent_loss` around all-reduces of per-token statistics, so the logits
+    are never gathered; unsplit logits get the same pieces without the
+    all-reduces. The op has no gradient rule of its own: tp-autodiff
+    differentiates the pieces.
+
+    Example:
+
+    ```mlir
+    %loss = tp.cross_entropy %logits, %targets valid_vocab = 500 : tensor<2x32x512xf32>, tensor<2x32xi32> -> tensor<f32>
+    ```
   }];
   let arguments = (ins TP_FloatTensor:$logits, TP_IndexTensor:$targets,
                        ConfinedAttr<I64Attr, [IntPositive]>:$valid_vocab);
@@ -171,7 +317,15 @@ def TP_WeightGradOp : TP_Op<"weight_grad", [DeclareOpInterfaceMethods<TP_Precisi
   let description = [{
     `lhs` is `[..., K]`, `rhs` `[..., N]` with the same leading dimensions;
     the result `[K, N]` is the gradient of a `[K, N]` weight shared by every
-    row.
+    row. tp.matmul's gradient rule builds it as `X^T dY` (as `dY^T X` for a
+    `transpose_rhs` weight). The result may be wider than the operands: the
+    fp32 gradient of bf16 activations (tp-mixed-precision).
+
+    Example:
+
+    ```mlir
+    %dw = tp.weight_grad %x, %dy : tensor<2x32x64xf32>, tensor<2x32x256xf32> -> tensor<64x256xf32>
+    ```
   }];
   let arguments = (ins TP_FloatTensor:$lhs, TP_FloatTensor:$rhs);
   let results = (outs TP_FloatTensor:$result);
@@ -183,6 +337,19 @@ def TP_WeightGradOp : TP_Op<"weight_grad", [DeclareOpInterfaceMethods<TP_Precisi
 
 def TP_SumToOp : TP_Op<"sum_to", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure]> {
   let summary = "Sums away the leading dimensions (the gradient of a broadcast)";
+  let description = [{
+    The result's shape is a suffix of the input's; each result element is the
+    sum of the input over the leading dimensions. tp.bias_add's gradient rule
+    builds it for the bias: `[B, T, C] -> [C]` for a GEMM's bias,
+    `[B, T, C] -> [T, C]` for the position embedding. The result may be wider
+    than the input (fp32 sums of bf16 gradients).
+
+    Example:
+
+    ```mlir
+    %db = tp.sum_to %dy : tensor<2x32x256xf32> -> tensor<256xf32>
+    ```
+  }];
   let arguments = (ins TP_FloatTensor:$input);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
@@ -191,6 +358,18 @@ def TP_SumToOp : TP_Op<"sum_to", [DeclareOpInterfaceMethods<TP_PrecisionOpInterf
 
 def TP_GeluGradOp : TP_Op<"gelu_grad", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, SameOperandsAndResultType]> {
   let summary = "Gradient of tp.gelu at `input` times `grad`";
+  let description = [{
+    `gelu'(input) * grad` elementwise, where `gelu'` is the derivative of
+    tp.gelu's tanh approximation, `input` is tp.gelu's input and `grad` the
+    gradient of its result. Operands and result have one type. Built by
+    tp.gelu's gradient rule.
+
+    Example:
+
+    ```mlir
+    %dh = tp.gelu_grad %h, %da : tensor<2x32x256xf32>
+    ```
+  }];
   let arguments = (ins TP_FloatTensor:$input, TP_FloatTensor:$grad);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = "$input `,` $grad attr-dict `:` type($result)";
@@ -198,6 +377,18 @@ def TP_GeluGradOp : TP_Op<"gelu_grad", [DeclareOpInterfaceMethods<TP_PrecisionOp
 
 def TP_SoftmaxGradOp : TP_Op<"softmax_grad", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, SameOperandsAndResultType]> {
   let summary = "Gradient of tp.softmax from its output: y * (dy - sum(dy * y))";
+  let description = [{
+    From tp.softmax's result `output` (y) and that result's gradient `grad`
+    (dy), the gradient of the input: `y * (dy - sum(dy * y))`, the sum taken
+    along `dim`. Operands and result have one type. Built by tp.softmax's
+    gradient rule.
+
+    Example:
+
+    ```mlir
+    %ds = tp.softmax_grad %p, %dp dim = 2 : tensor<2x32x32xf32>
+    ```
+  }];
   let arguments = (ins TP_FloatTensor:$output, TP_FloatTensor:$grad,
                        I64Attr:$dim);
   let results = (outs TP_FloatTensor:$result);
@@ -210,8 +401,21 @@ def TP_LayerNormGradOp : TP_Op<"layer_norm_grad", [DeclareOpInterfaceMethods<TP_
     AllTypesMatch<["weight_grad", "bias_grad"]>]> {
   let summary = "Gradients of tp.layer_norm; its statistics are recomputed";
   let description = [{
+    From tp.layer_norm's `input` `[..., C]` and `weight` `[C]` and the
+    gradient `grad` of its result, the gradients of the input (the input's
+    type), of the weight and of the bias (`[C]` each, of one type); the bias
+    itself is not needed. `epsilon` is the forward op's. The mean and
+    reciprocal standard deviation are recomputed from `input` rather than
+    kept from the forward pass.
+
     The parameter gradients may be wider than the weight: fp32 gradients of
     the bf16 copy of an fp32 master weight (tp-mixed-precision).
+
+    Example:
+
+    ```mlir
+    %dx, %dw, %db = tp.layer_norm_grad %x, %w, %dy {epsilon = 1.0e-05 : f32} : tensor<2x32x64xf32>, tensor<64xf32> -> tensor<64xf32>
+    ```
   }];
   let arguments = (ins TP_FloatTensor:$input, TP_FloatTensor:$weight,
                        TP_FloatTensor:$grad, F32Attr:$epsilon);
@@ -227,6 +431,19 @@ def TP_LayerNormGradOp : TP_Op<"layer_norm_grad", [DeclareOpInterfaceMethods<TP_
 def TP_AttentionGradOp : TP_Op<"attention_grad", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure,
     AllTypesMatch<["qkv", "qkv_grad"]>]> {
   let summary = "Gradient of tp.attention; probabilities are recomputed";
+  let description = [{
+    From tp.attention's `qkv` `[B, T, 3C]` and the gradient `grad` `[B, T, C]`
+    of its result, the gradient of `qkv`, in the same fused q|k|v layout and
+    of its type. `num_heads` is the forward op's (per rank after
+    tp-partition). The forward pass keeps no probabilities: they are
+    recomputed from q and k, so the T x T matrix is never stored.
+
+    Example:
+
+    ```mlir
+    %dqkv = tp.attention_grad %qkv, %da heads = 4 : tensor<2x32x192xf32>, tensor<2x32x64xf32>
+    ```
+  }];
   let arguments = (ins TP_FloatTensor:$qkv, TP_FloatTensor:$grad,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_heads);
   let results = (outs TP_FloatTensor:$qkv_grad);
@@ -239,8 +456,19 @@ def TP_AttentionGradOp : TP_Op<"attention_grad", [DeclareOpInterfaceMethods<TP_P
 def TP_EmbeddingGradOp : TP_Op<"embedding_grad", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure]> {
   let summary = "Gradient of tp.embedding's table: rows summed by id";
   let description = [{
+    `grad` is the gradient `[..., C]` of tp.embedding's result and `ids` its
+    ids; the result `[V, C]` holds in each row the sum of `grad` over the
+    tokens with that id, and zeros in rows no id selects.
+
     Rows for ids outside [offset, offset + V) belong to another rank's
-    vocabulary slice and are skipped.
+    vocabulary slice and are skipped, so the gradient of a vocabulary-split
+    table needs no communication. The result may be wider than `grad`.
+
+    Example:
+
+    ```mlir
+    %dwte = tp.embedding_grad %dx[%ids] offset %start : tensor<2x32x64xf32>, tensor<2x32xi32> -> tensor<256x64xf32>
+    ```
   }];
   let arguments = (ins TP_FloatTensor:$grad, TP_IndexTensor:$ids,
                        Optional<Index>:$offset);
@@ -253,6 +481,17 @@ def TP_EmbeddingGradOp : TP_Op<"embedding_grad", [DeclareOpInterfaceMethods<TP_P
 
 def TP_PositionEmbeddingGradOp : TP_Op<"position_embedding_grad", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure]> {
   let summary = "Gradient of tp.position_embedding: the rows used, zeros after";
+  let description = [{
+    `grad` is the gradient `[T, C]` of tp.position_embedding's result; the
+    result `[N, C]` is `grad` in its first T rows and zeros in the others.
+    tp-mixed-precision keeps it in fp32.
+
+    Example:
+
+    ```mlir
+    %dwpe = tp.position_embedding_grad %dpos : tensor<32x64xf32> -> tensor<1024x64xf32>
+    ```
+  }];
   let arguments = (ins TP_FloatTensor:$grad);
   let results = (outs TP_FloatTensor:$table_grad);
   let assemblyFormat = "$grad attr-dict `:` type($grad) `->` type($table_grad)";
@@ -265,6 +504,18 @@ def TP_XentGradOp : TP_Op<"xent_grad", [DeclareOpInterfaceMethods<TP_PrecisionOp
     (softmax - onehot(target)) * loss_grad / tokens over this rank's real
     vocabulary columns, from the all-reduced max and sum of exponentials:
     no communication.
+
+    `logits` holds the global vocabulary columns starting at `offset`;
+    columns at or above `valid_vocab` are padding and get zero. `max` and
+    `sum_exp` are the per-token statistics after their all-reduces,
+    `targets` the class ids and `loss_grad` the gradient of the scalar loss;
+    the result has the logits' type. tp.xent_loss's gradient rule builds it.
+
+    Example:
+
+    ```mlir
+    %dlogits = tp.xent_grad %logits, %max, %sum_exp, %targets, %dloss offset %start valid_vocab = 500 : tensor<2x32x256xf32>, tensor<2x32xf32>, tensor<2x32xi32>, tensor<f32>
+    ```
   }];
   let arguments = (ins TP_FloatTensor:$logits, TP_FloatTensor:$max,
                        TP_FloatTensor:$sum_exp, TP_IndexTensor:$targets,
@@ -285,10 +536,17 @@ def TP_XentGradOp : TP_Op<"xent_grad", [DeclareOpInterfaceMethods<TP_PrecisionOp
 def TP_SumSquaresOp : TP_Op<"sum_squares", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure]> {
   let summary = "Sum of the squares of every element of its inputs (for the global norm)";
   let description = [{
-    Accumulated in double and rounded once. One op sums a group of
-    gradients (tp-optimizer makes one for the sharded and one for the
-    replicated), so the runtime reads one number back for the group, not
-    one per gradient: on a GPU each read is a synchronisation.
+    Accumulated in double and rounded once to the f32 result. One op sums a
+    group of gradients (tp-optimizer makes one for the sharded and one for
+    the replicated), so the runtime reads one number back for the group, not
+    one per gradient: on a GPU each read is a synchronisation. The sharded
+    group's sum is then all-reduced over its axis.
+
+    Example:
+
+    ```mlir
+    %ss = tp.sum_squares %dw, %db : tensor<64x256xf32>, tensor<256xf32>
+    ```
   }];
   let arguments = (ins Variadic<TP_FloatTensor>:$inputs);
   let results = (outs F32:$result);
@@ -302,13 +560,28 @@ def TP_AdamWOp : TP_Op<"adamw", [DeclareOpInterfaceMethods<TP_PrecisionOpInterfa
   let summary = "One AdamW update with PyTorch's semantics";
   let description = [{
     With g = grad * grad_scale (the clipping factor) and t = step:
-      param *= 1 - lr * weight_decay          (only with `decay`)
-      exp_avg += (1 - beta1) * (g - exp_avg)
-      exp_avg_sq = beta2 * exp_avg_sq + (1 - beta2) * g * g
-      param -= lr / (1 - beta1^t) * exp_avg
-               / (sqrt(exp_avg_sq) / sqrt(1 - beta2^t) + eps)
+
+    ```
+    param *= 1 - lr * weight_decay          (only with `decay`)
+    exp_avg += (1 - beta1) * (g - exp_avg)
+    exp_avg_sq = beta2 * exp_avg_sq + (1 - beta2) * g * g
+    param -= lr / (1 - beta1^t) * exp_avg
+             / (sqrt(exp_avg_sq) / sqrt(1 - beta2^t) + eps)
+    ```
+
     in torch.optim.AdamW's order. `hyperparameters` is
     [lr, beta1, beta2, eps, weight_decay, grad_clip, step, 0].
+
+    `param`, `grad`, the two moments and the three results (the new
+    parameter and moments) have one type. tp-optimizer builds one per
+    parameter, with `decay` on 2-D weights only and `grad_scale` the f32
+    factor of global-norm clipping.
+
+    Example:
+
+    ```mlir
+    %p1, %m1, %v1 = tp.adamw %p, %dp, %m, %v, %hp, %scale {decay} : tensor<64x256xf32>, tensor<8xf32>
+    ```
   }];
   let arguments = (ins TP_FloatTensor:$param, TP_FloatTensor:$grad,
                        TP_FloatTensor:$exp_avg, TP_FloatTensor:$exp_avg_sq,
@@ -329,9 +602,17 @@ def TP_AdamWOp : TP_Op<"adamw", [DeclareOpInterfaceMethods<TP_PrecisionOpInterfa
 def TP_XentMaxOp : TP_Op<"xent_max", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure]> {
   let summary = "Per-token maximum over this rank's real vocabulary columns";
   let description = [{
-    `logits` holds the global vocabulary columns [offset, offset + Vl); only
-    columns below `valid_vocab` are real. A rank without real columns gives
-    -inf. An all-reduce (max) over the vocabulary axis follows.
+    `logits` (`[..., Vl]`) holds the global vocabulary columns
+    [offset, offset + Vl); only columns below `valid_vocab` are real. The
+    result `[...]` holds one maximum per token. A rank without real columns
+    gives -inf. An all-reduce (max) over the vocabulary axis follows.
+
+    Example:
+
+    ```mlir
+    %lmax = tp.xent_max %logits offset %start valid_vocab = 500 : tensor<2x32x256xf32> -> tensor<2x32xf32>
+    %max = tp.all_reduce max %lmax over @m["tp"] : tensor<2x32xf32>
+    ```
   }];
   let arguments = (ins TP_FloatTensor:$logits, Index:$offset,
                        ConfinedAttr<I64Attr, [IntPositive]>:$valid_vocab);
@@ -347,9 +628,17 @@ def TP_XentSumExpOp : TP_Op<"xent_sum_exp", [DeclareOpInterfaceMethods<TP_Precis
     AllTypesMatch<["max", "sum_exp", "target_logit"]>]> {
   let summary = "Per-token sum of exp(logit - max) and the target's logit, on this rank";
   let description = [{
-    Both results are this rank's share: the target logit is 0 where the
-    target is another rank's column. All-reduces (sum) over the vocabulary
-    axis complete them.
+    Given the all-reduced per-token `max`, the sum of exp(logit - max) over
+    this rank's real columns, and the logit of each token's target. Both
+    results are this rank's share, of `max`'s type: the target logit is 0
+    where the target is another rank's column. All-reduces (sum) over the
+    vocabulary axis complete them.
+
+    Example:
+
+    ```mlir
+    %se, %tl = tp.xent_sum_exp %logits, %max, %targets offset %start valid_vocab = 500 : tensor<2x32x256xf32>, tensor<2x32xi32> -> tensor<2x32xf32>
+    ```
   }];
   let arguments = (ins TP_FloatTensor:$logits, TP_FloatTensor:$max,
                        TP_IndexTensor:$targets, Index:$offset,
@@ -365,6 +654,23 @@ def TP_XentSumExpOp : TP_Op<"xent_sum_exp", [DeclareOpInterfaceMethods<TP_Precis
 
 def TP_XentLossOp : TP_Op<"xent_loss", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, AllTypesMatch<["sum_exp", "max", "target_logit"]>]> {
   let summary = "Mean over tokens of log(sum_exp) + max - target_logit";
+  let description = [{
+    The last piece of the vocabulary-parallel cross-entropy: from the
+    all-reduced per-token `sum_exp`, `max` and `target_logit` (`[...]`, one
+    type), the scalar mean over tokens of `log(sum_exp) + max - target_logit`.
+
+    Its gradient rule needs `sum_exp` to come from a `tp.xent_sum_exp`
+    (directly or through an all-reduce) and builds a `tp.xent_grad` on that
+    op's logits. The max and the sum of exponentials are statistics of the
+    logits whose own gradients cancel in (softmax - onehot), so the backward
+    pass needs no communication.
+
+    Example:
+
+    ```mlir
+    %loss = tp.xent_loss %se, %max, %tl : tensor<2x32xf32> -> tensor<f32>
+    ```
+  }];
   let arguments = (ins TP_FloatTensor:$sum_exp, TP_FloatTensor:$max,
                        TP_FloatTensor:$target_logit);
   let results = (outs TP_Scalar:$loss);
@@ -384,7 +690,14 @@ def TP_ConvertOp : TP_Op<"convert", [DeclareOpInterfaceMethods<TP_PrecisionOpInt
   let description = [{
     Built by tp-mixed-precision: the bf16 copy of an fp32 master weight, made
     once per step, and the way back to fp32 where a bf16 value meets an fp32
-    consumer. Narrowing rounds to nearest, ties to even.
+    consumer. Narrowing rounds to nearest, ties to even. The shape is
+    unchanged; under sharding the op is elementwise.
+
+    Example:
+
+    ```mlir
+    %wb = tp.convert %w : tensor<64x256xf32> -> tensor<64x256xbf16>
+    ```
   }];
   let arguments = (ins TP_FloatTensor:$input);
   let results = (outs TP_FloatTensor:$result);
@@ -402,7 +715,15 @@ def TP_ReshardOp : TP_Op<"reshard", [DeclareOpInterfaceMethods<TP_PrecisionOpInt
     At global shapes an identity. A user writes it to constrain the sharding
     of a value; sharding propagation inserts it where a value's sharding
     differs from what its consumer needs. tp-partition turns it into the
-    collectives or local slices that move the data.
+    collectives or local slices that move the data: a `tp.all_gather` for
+    each dimension that stops being split, a `tp.local_slice` for each that
+    starts being split. A dimension split into sections cannot be resharded.
+
+    Example:
+
+    ```mlir
+    %whole = tp.reshard %h {tp.sharding = #tp.sharding<@m, [[], []]>} : tensor<8x64xf32>
+    ```
   }];
   let arguments = (ins TP_FloatTensor:$input);
   let results = (outs TP_FloatTensor:$result);
@@ -412,6 +733,21 @@ def TP_ReshardOp : TP_Op<"reshard", [DeclareOpInterfaceMethods<TP_PrecisionOpInt
 def TP_AxisIndexOp : TP_Op<"axis_index", [Pure,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "This rank's index along a mesh axis (a runtime value)";
+  let description = [{
+    The index, in [0, size), of the executing rank along axis `axis` of mesh
+    `mesh`. Since it is a runtime value rather than a constant, one per-rank
+    program serves every rank. tp-partition uses it for the first global row
+    a rank holds of a vocabulary-split table or logits: the index times the
+    local row count.
+
+    Example:
+
+    ```mlir
+    %rank = tp.axis_index @m["tp"]
+    %rows = arith.constant 256 : index
+    %start = arith.muli %rank, %rows : index
+    ```
+  }];
   let arguments = (ins FlatSymbolRefAttr:$mesh, StrAttr:$axis);
   let results = (outs Index:$result);
   let assemblyFormat = "$mesh `[` $axis `]` attr-dict";
@@ -443,6 +779,20 @@ class TP_CollectiveOp<string mnemonic, string kind, string tensor,
 
 def TP_FOp : TP_CollectiveOp<"f", "identity", "getResult", [Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
   let summary = "Megatron's f: identity forward, all-reduce of the gradient backward";
+  let description = [{
+    The first of Megatron-LM's conjugate pair. Forward it is the identity;
+    backward, the gradient, which each rank holds as a partial sum, is
+    all-reduced (sum) over `axis`. tp-insert-conjugates places it where a
+    replicated float value enters an op whose results are split or partial
+    over the axis, such as the input of a column-parallel GEMM. The runtime
+    lowering forwards the input unchanged.
+
+    Example:
+
+    ```mlir
+    %xf = tp.f %x over @m["tp"] : tensor<2x32x64xf32>
+    ```
+  }];
   let arguments = (ins TP_FloatTensor:$input, FlatSymbolRefAttr:$mesh, StrAttr:$axis);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = "$input `over` $mesh `[` $axis `]` attr-dict `:` type($result)";
@@ -450,6 +800,22 @@ def TP_FOp : TP_CollectiveOp<"f", "identity", "getResult", [Pure, DeclareOpInter
 
 def TP_GOp : TP_CollectiveOp<"g", "all_reduce", "getResult", [DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
   let summary = "Megatron's g: all-reduce forward, identity backward";
+  let description = [{
+    The second of Megatron-LM's conjugate pair. Forward it sums the ranks'
+    partial values over `axis` (an all-reduce); backward it passes the
+    gradient through unchanged, since every rank already holds it whole.
+    tp-insert-conjugates places it where a partial sum, such as the output of
+    a row-parallel GEMM or of a vocabulary-split embedding, meets an op that
+    needs the value whole. Its sharding rule accepts a partial-sum operand;
+    before the other ops, tp-insert-conjugates completes partial sums with a
+    `tp.g`.
+
+    Example:
+
+    ```mlir
+    %y = tp.g %partial over @m["tp"] : tensor<2x32x64xf32>
+    ```
+  }];
   let arguments = (ins TP_FloatTensor:$input, FlatSymbolRefAttr:$mesh, StrAttr:$axis);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = "$input `over` $mesh `[` $axis `]` attr-dict `:` type($result)";
@@ -457,6 +823,20 @@ def TP_GOp : TP_CollectiveOp<"g", "all_reduce", "getResult", [DeclareOpInterface
 
 def TP_AllReduceOp : TP_CollectiveOp<"all_reduce", "all_reduce", "getResult", [SameOperandsAndResultType]> {
   let summary = "Reduces a tensor across the ranks of a mesh axis";
+  let description = [{
+    Combines `input` elementwise over the ranks of `axis` with `kind` (`sum`
+    or `max`); every rank receives the result, of the input's type, which may
+    be any statically shaped tensor. tp-partition emits it for the statistics
+    of the vocabulary-parallel cross-entropy, tp-autodiff as the gradient of
+    `tp.f`, tp-optimizer for the sharded gradients' sum of squares. The
+    gradient of a sum is the identity; a max has no gradient rule.
+
+    Example:
+
+    ```mlir
+    %max = tp.all_reduce max %lmax over @m["tp"] : tensor<2x32xf32>
+    ```
+  }];
   let arguments = (ins AnyStaticShapeTensor:$input, TP_ReductionKind:$kind,
                        FlatSymbolRefAttr:$mesh, StrAttr:$axis);
   let results = (outs AnyStaticShapeTensor:$result);
@@ -470,6 +850,21 @@ def TP_AllReduceOp : TP_CollectiveOp<"all_reduce", "all_reduce", "getResult", [S
 
 def TP_AllGatherOp : TP_CollectiveOp<"all_gather", "all_gather", "getResult"> {
   let summary = "Concatenates the ranks' tensors along one dimension";
+  let description = [{
+    Each rank's `input` is one chunk; the result concatenates the chunks of
+    the ranks of `axis`, in rank order, along dimension `dim`, which grows by
+    the axis size. tp-partition emits it where a `tp.reshard` makes a split
+    dimension whole. The gradient of its input is this rank's
+    `tp.local_slice` of the result's gradient. The runtime
+    lowering handles only a `dim` preceded by unit dimensions, where the
+    chunks are contiguous.
+
+    Example:
+
+    ```mlir
+    %whole = tp.all_gather %h over @m["tp"] dim = 1 : tensor<8x32xf32> -> tensor<8x64xf32>
+    ```
+  }];
   let arguments = (ins AnyStaticShapeTensor:$input, FlatSymbolRefAttr:$mesh,
                        StrAttr:$axis, I64Attr:$dim);
   let results = (outs AnyStaticShapeTensor:$result);
@@ -480,7 +875,20 @@ def TP_AllGatherOp : TP_CollectiveOp<"all_gather", "all_gather", "getResult"> {
 }
 
 def TP_ReduceScatterOp : TP_CollectiveOp<"reduce_scatter", "reduce_scatter", "getInput"> {
-  let summary = "Sums across ranks, each rank keeping its chunk of one dimension";
+  let summary = "Reduces across ranks, each rank keeping its chunk of one dimension";
+  let description = [{
+    Combines `input` over the ranks of `axis` with `kind`, each rank keeping
+    its chunk of the result along dimension `dim`, which shrinks by the axis
+    size. For `sum` the gradient is a `tp.all_gather` along `dim`; a max has
+    no gradient rule. The runtime lowering handles `sum` only, and only a
+    `dim` preceded by unit dimensions.
+
+    Example:
+
+    ```mlir
+    %rs = tp.reduce_scatter sum %y over @m["tp"] dim = 0 : tensor<8x64xf32> -> tensor<4x64xf32>
+    ```
+  }];
   let arguments = (ins AnyStaticShapeTensor:$input, TP_ReductionKind:$kind,
                        FlatSymbolRefAttr:$mesh, StrAttr:$axis, I64Attr:$dim);
   let results = (outs AnyStaticShapeTensor:$result);
@@ -496,8 +904,18 @@ def TP_ReduceScatterOp : TP_CollectiveOp<"reduce_scatter", "reduce_scatter", "ge
 def TP_LocalSliceOp : TP_CollectiveOp<"local_slice", "local_slice", "getResult", [Pure]> {
   let summary = "This rank's chunk of a replicated tensor along one dimension";
   let description = [{
-    No communication: the rank index along the axis is a runtime value, so
-    one program serves every rank.
+    This rank's chunk of `input` along `dim`: the slice that starts at the
+    rank's index along `axis` times the result's size there; the dimension
+    shrinks by the axis size. No communication: the rank index along the axis
+    is a runtime value, so one program serves every rank. tp-partition emits
+    it where a `tp.reshard` splits a whole dimension; it is also the gradient
+    of `tp.all_gather`.
+
+    Example:
+
+    ```mlir
+    %ws = tp.local_slice %w over @m["tp"] dim = 0 : tensor<64x16xf32> -> tensor<32x16xf32>
+    ```
   }];
   let arguments = (ins AnyStaticShapeTensor:$input, FlatSymbolRefAttr:$mesh,
                        StrAttr:$axis, I64Attr:$dim);
