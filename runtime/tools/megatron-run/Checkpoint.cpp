@@ -267,8 +267,15 @@ SafetensorsWriter::SafetensorsWriter(
   unsigned char len[8];
   for (int i = 0; i < 8; ++i)
     len[i] = static_cast<unsigned char>(text.size() >> (8 * i));
-  writeAll(len, 8);
-  writeAll(text.data(), text.size());
+  try {
+    writeAll(len, 8);
+    writeAll(text.data(), text.size());
+  } catch (...) {
+    // No destructor runs for a constructor that throws: drop PATH.tmp here.
+    ::close(fd_);
+    ::unlink(tmp_.c_str());
+    throw;
+  }
 }
 
 SafetensorsWriter::~SafetensorsWriter() {
@@ -313,6 +320,20 @@ void SafetensorsWriter::commit() {
     throw std::runtime_error("cannot rename " + tmp_ + " to " + path_ + ": " +
                              std::strerror(errno));
   committed_ = true;
+  // The rename survives a crash once the directory holding it is on disk.
+  const size_t slash = path_.rfind('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path_.substr(0, slash);
+  const int dirFd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirFd < 0 || ::fsync(dirFd) != 0) {
+    const int error = errno;
+    if (dirFd >= 0)
+      ::close(dirFd);
+    throw std::runtime_error("cannot sync the directory of " + path_ + ": " +
+                             std::strerror(error));
+  }
+  ::close(dirFd);
 }
 
 } // namespace mrun

@@ -56,8 +56,17 @@ const char *const kUsage =
     "  --val-steps M      validation batches (default 1)\n"
     "  --save FILE        after training, write a global safetensors checkpoint\n"
     "                     (weights, AdamW state \"optimizer.*\", step) to FILE\n"
-    "  --resume FILE      continue from a --save checkpoint: weights, AdamW\n"
-    "                     state and step (not with --init-from)\n"
+    "  --save-every K     also checkpoint after every K updates, into\n"
+    "                     --save-dir DIR as DIR/step-<k>.safetensors (k =\n"
+    "                     updates done; each written atomically, so a run\n"
+    "                     killed at any moment keeps every finished one)\n"
+    "  --save-dir DIR     where --save-every writes (an existing directory)\n"
+    "  --keep-last N      with --save-every, keep only the N latest (default\n"
+    "                     0: all)\n"
+    "  --resume PATH      continue from a checkpoint (a --save file, or the\n"
+    "                     latest in a --save-dir directory): weights, AdamW\n"
+    "                     state and step; the data and the schedule continue\n"
+    "                     at that step (not with --init-from)\n"
     "  --dump-grads FILE  write the global gradients of the first step to FILE\n"
     "                     (STEP.so compiled with --export-grads)\n"
     "  --help             show this help\n"
@@ -200,6 +209,12 @@ Options parseOptions(const std::vector<std::string> &args) {
       o.valSteps = parseInt(arg, takeValue(), 1);
     } else if (arg == "--save") {
       o.save = fileName(arg, takeValue());
+    } else if (arg == "--save-every") {
+      o.saveEvery = parseInt(arg, takeValue(), 1);
+    } else if (arg == "--save-dir") {
+      o.saveDir = fileName(arg, takeValue());
+    } else if (arg == "--keep-last") {
+      o.keepLast = parseInt(arg, takeValue(), 1);
     } else if (arg == "--resume") {
       o.resume = fileName(arg, takeValue());
     } else if (arg == "--dump-grads") {
@@ -224,6 +239,7 @@ Options parseOptions(const std::vector<std::string> &args) {
     for (const auto &[opt, value] :
          {std::pair<const char *, const std::string *>{"--save", &o.save},
           {"--resume", &o.resume},
+          {"--save-dir", &o.saveDir},
           {"--dump-grads", &o.dumpGrads},
           {"--val-data", &o.valData}})
       if (!value->empty())
@@ -233,6 +249,11 @@ Options parseOptions(const std::vector<std::string> &args) {
   if (!o.evalOnly && !o.dumpLogits.empty())
     throw std::invalid_argument("--dump-logits needs --eval-only (it writes "
                                 "the logits of mgt_forward)");
+  if ((o.saveEvery > 0) != !o.saveDir.empty())
+    throw std::invalid_argument("--save-every and --save-dir go together "
+                                "(how often, and where)");
+  if (o.keepLast > 0 && o.saveEvery == 0)
+    throw std::invalid_argument("--keep-last needs --save-every");
   if (!o.resume.empty() && !o.initFrom.empty())
     throw std::invalid_argument("--resume and --init-from exclude each other "
                                 "(--resume loads the weights too)");

@@ -26,6 +26,10 @@ struct Options {
   std::string valData;
   int64_t valEvery = 0, valSteps = 1;
   std::string save, resume, dumpGrads;
+  // Periodic checkpoints: after every saveEvery updates into saveDir,
+  // keeping the keepLast latest (0: all).
+  int64_t saveEvery = 0, keepLast = 0;
+  std::string saveDir;
 };
 
 // The learning rate of step t (0-based; steps = --steps N, the schedule's

@@ -1,9 +1,11 @@
 #include "Save.h"
 
+#include "CheckpointDir.h"
 #include "Report.h"
 
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 
 namespace mrun {
 namespace {
@@ -38,9 +40,10 @@ std::vector<SavedTensor> checkpointTensors(const Manifest &m) {
   return list;
 }
 
-Metadata checkpointMetadata(const Options &opt, const Manifest &m) {
+Metadata checkpointMetadata(const Options &opt, const Manifest &m,
+                            int64_t updates) {
   return {{"format", kFormat},
-          {"step", std::to_string(opt.steps)},
+          {"step", std::to_string(updates)},
           {"model", m.model},
           {"lr", shortestNumber(opt.lr)},
           {"beta1", shortestNumber(opt.beta1)},
@@ -86,11 +89,35 @@ Metadata logitsMetadata(const Manifest &m, int64_t steps) {
 
 bool saveCheckpoint(Session &s) {
   if (!saveGlobal(s.mesh, s.m, s.buffers, s.opt.save, checkpointTensors(s.m),
-                  checkpointMetadata(s.opt, s.m)))
+                  checkpointMetadata(s.opt, s.m, s.opt.steps)))
     return false;
   if (s.mesh.rank0())
     report("saved " + s.opt.save + " (step " + std::to_string(s.opt.steps) +
            ")");
+  return true;
+}
+
+bool periodicSaveDue(const Options &opt, int64_t updates) {
+  return opt.saveEvery > 0 && updates % opt.saveEvery == 0;
+}
+
+bool savePeriodicCheckpoint(Session &s, int64_t updates) {
+  const std::string path = checkpointInDir(s.opt.saveDir, updates);
+  if (!saveGlobal(s.mesh, s.m, s.buffers, path, checkpointTensors(s.m),
+                  checkpointMetadata(s.opt, s.m, updates)))
+    return false;
+  std::string failure;
+  if (s.mesh.rank0()) {
+    try {
+      keepLatest(s.opt.saveDir, s.opt.keepLast);
+    } catch (const std::exception &e) {
+      failure = e.what();
+    }
+  }
+  if (!s.mesh.agree(failure))
+    return false;
+  if (s.mesh.rank0())
+    report("saved " + path);
   return true;
 }
 

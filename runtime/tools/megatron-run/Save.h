@@ -22,9 +22,10 @@ using Metadata = std::map<std::string, std::string>;
 // --save: every param under its name, then each param's AdamW state
 // ("optimizer.<p>.exp_avg", ".exp_avg_sq"), param by param.
 std::vector<SavedTensor> checkpointTensors(const Manifest &m);
-// Its __metadata__ after `opt.steps` updates: the step and the
+// Its __metadata__ after `updates` updates: the step and the
 // hyperparameters, numbers in their shortest round-trip form.
-Metadata checkpointMetadata(const Options &opt, const Manifest &m);
+Metadata checkpointMetadata(const Options &opt, const Manifest &m,
+                            int64_t updates);
 
 // --dump-grads: each param's gradient under the param's name.
 std::vector<SavedTensor> gradientTensors(const Manifest &m);
@@ -39,6 +40,14 @@ Metadata logitsMetadata(const Manifest &m, int64_t steps);
 // Collective, after the last step: writes --save; rank 0 reports it. True
 // on every rank iff the file was written.
 bool saveCheckpoint(Session &s);
+
+// Whether --save-every asks for a checkpoint after `updates` updates.
+bool periodicSaveDue(const Options &opt, int64_t updates);
+
+// Collective, after `updates` updates: writes --save-dir's checkpoint of
+// that step, then drops those beyond --keep-last (only once it is complete:
+// a failed write removes nothing). True on every rank iff both worked.
+bool savePeriodicCheckpoint(Session &s, int64_t updates);
 
 // Collective, after step `step`: writes --dump-grads. True on every rank iff
 // the file was written.

@@ -1,6 +1,7 @@
 #include "Session.h"
 
 #include "Checkpoint.h"
+#include "CheckpointDir.h"
 #include "Init.h"
 
 #include <cerrno>
@@ -15,9 +16,10 @@ namespace {
 // tensors checked against the manifest.
 std::unique_ptr<Checkpoint> openCheckpoint(const Options &opt,
                                            const Manifest &m) {
-  const std::string &path = resumes(opt) ? opt.resume : opt.initFrom;
-  if (path.empty())
+  if (!resumes(opt) && opt.initFrom.empty())
     return nullptr;
+  const std::string path =
+      resumes(opt) ? resumeFile(opt.resume) : opt.initFrom;
   auto ckpt = std::make_unique<Checkpoint>(path, m.checkpointNames);
   ckpt->checkAgainst(m, resumes(opt));
   return ckpt;
@@ -65,7 +67,7 @@ int64_t loadState(Session &s) {
   s.buffers.allocate();
   const std::unique_ptr<Checkpoint> ckpt = openCheckpoint(s.opt, s.m);
   if (resumes(s.opt))
-    s.startStep = resumeStep(ckpt->metadata(), s.opt.resume, s.opt.steps);
+    s.startStep = resumeStep(ckpt->metadata(), ckpt->path(), s.opt.steps);
   const int64_t localParams = loadWeights(s, ckpt.get());
   s.data = openTokens(s.opt.data, s.m, s.opt.steps);
   if (!s.opt.evalOnly && !s.opt.valData.empty())

@@ -55,7 +55,7 @@ bool evalStep(Session &s, int64_t step, GlobalWriter *logits) {
 }
 
 // Collective: training step `step` on batch `step`, then what follows it
-// (--dump-grads, validation).
+// (--dump-grads, validation, a periodic checkpoint).
 bool trainStep(Session &s, int64_t step) {
   if (!s.loadBatch(*s.data, step))
     return false;
@@ -82,9 +82,10 @@ bool trainStep(Session &s, int64_t step) {
       !dumpGradients(s, step))
     return false;
   const int64_t updates = step + 1;
-  if (s.valData && validationDue(s.opt, updates))
-    return validate(s, updates);
-  return true;
+  if (s.valData && validationDue(s.opt, updates) && !validate(s, updates))
+    return false;
+  return !periodicSaveDue(s.opt, updates) ||
+         savePeriodicCheckpoint(s, updates);
 }
 
 } // namespace

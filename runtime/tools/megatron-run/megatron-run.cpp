@@ -14,6 +14,7 @@
 #include "StepLibrary.h"
 #include "StepLoop.h"
 
+#include <csignal>
 #include <cstdio>
 #include <memory>
 #include <stdexcept>
@@ -62,6 +63,9 @@ int run(const Options &opt) {
 } // namespace
 
 int main(int argc, char **argv) {
+  // A write past the file-size limit (RLIMIT_FSIZE) then fails with EFBIG,
+  // reported naming the checkpoint, instead of killing the rank mid-write.
+  std::signal(SIGXFSZ, SIG_IGN);
   Options opt;
   try {
     opt = parseOptions(std::vector<std::string>(argv + 1, argv + argc));

@@ -825,6 +825,96 @@ def case_save_atomic():
     check(not os.path.exists(bad), "no file")
 
 
+def case_periodic_checkpoints():
+    t = token_file(np.random.default_rng(9).integers(0, VOCAB, 97))
+    common = ["--data", t, "--lr", "0.01", "--warmup-steps", "2",
+              "--weight-decay", "0.1", "--grad-clip", "0.3"]
+    d, a, b = (os.path.join(TMP, x) for x in ("ck", "a.safetensors", "b.safetensors"))
+    os.mkdir(d)
+    out_a = expect_ok(command(2, common + ["--steps", "10", "--save-every", "3",
+                                           "--save-dir", d, "--keep-last", "2",
+                                           "--save", a]),
+                      what="tp2: 10 steps, a checkpoint every 3, the 2 latest kept")
+    check(sorted(os.listdir(d)) == ["step-00000006.safetensors",
+                                    "step-00000009.safetensors"],
+          f"--save-dir holds steps 6 and 9 ({sorted(os.listdir(d))})")
+    check(saved(os.path.join(d, "step-00000009.safetensors"))[1].get("step") == "9",
+          "a periodic checkpoint records its step")
+
+    # A run killed while writing step 9 leaves step 6 and a .tmp: --resume
+    # of the directory takes step 6 and continues as if never stopped.
+    crash = os.path.join(TMP, "crash")
+    os.mkdir(crash)
+    with open(os.path.join(d, "step-00000006.safetensors"), "rb") as src, \
+         open(os.path.join(crash, "step-00000006.safetensors"), "wb") as dst:
+        dst.write(src.read())
+    with open(os.path.join(crash, "step-00000009.safetensors.tmp"), "wb") as f:
+        f.write(b"half a checkpoint")
+    out_b = expect_ok(command(2, common + ["--steps", "10", "--resume", crash,
+                                           "--save-every", "3", "--save-dir", crash,
+                                           "--save", b]),
+                      what="tp2: --resume of the directory, steps 6..9")
+    check(train_printed(out_b) == train_printed(out_a)[6:],
+          "the resumed run prints steps 6..9 as the straight run did (bitwise)")
+    check(open(a, "rb").read() == open(b, "rb").read(),
+          "final checkpoints byte-identical")
+    check(sorted(os.listdir(crash)) == ["step-00000006.safetensors",
+                                        "step-00000009.safetensors"],
+          "step 9 written over the crash's .tmp")
+
+    # A real SIGKILL at an arbitrary step, one rank: the latest finished
+    # checkpoint resumes to the straight run's last steps and weights.
+    k = os.path.join(TMP, "killed")
+    os.mkdir(k)
+    p = subprocess.Popen(command(1, common + ["--steps", "100000", "--save-every", "1",
+                                              "--save-dir", k, "--keep-last", "3"]),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(
+            [f for f in os.listdir(k) if f.endswith(".safetensors")]) < 3:
+        time.sleep(0.01)
+    p.kill()
+    p.wait()
+    done = sorted(int(f[5:13]) for f in os.listdir(k) if f.endswith(".safetensors"))
+    if check(len(done) >= 1, f"checkpoints before the kill ({done})"):
+        last = done[-1]
+        steps = ["--steps", str(last + 3)]
+        c, e = os.path.join(TMP, "c.safetensors"), os.path.join(TMP, "e.safetensors")
+        out_c = expect_ok(command(1, common + steps + ["--save", c]),
+                          what=f"tp1: {last + 3} steps straight")
+        out_e = expect_ok(command(1, common + steps + ["--resume", k, "--save", e]),
+                          what=f"tp1: --resume after SIGKILL, from step {last}")
+        check(train_printed(out_e) == train_printed(out_c)[last:] and
+              open(c, "rb").read() == open(e, "rb").read(),
+              "after SIGKILL: the same last steps and final checkpoint (bitwise)")
+
+    # The disk fills while step 4's checkpoint is written (its .tmp is
+    # /dev/full): a located error, exit 1, step 2's checkpoint kept and no
+    # .tmp left.
+    full = os.path.join(TMP, "full")
+    os.mkdir(full)
+    os.symlink("/dev/full", os.path.join(full, "step-00000004.safetensors.tmp"))
+    expect_fail(command(2, common + ["--steps", "6", "--save-every", "2",
+                                     "--save-dir", full]),
+                r"rank 0: cannot write .*step-00000004\.safetensors\.tmp: No space "
+                r"left on device", code=1, what="a full disk at step 4's checkpoint")
+    check(sorted(os.listdir(full)) == ["step-00000002.safetensors"],
+          f"... keeps step 2 and leaves no .tmp ({sorted(os.listdir(full))})")
+
+    for args, pattern in (
+            (["--save-every", "2"], r"--save-every and --save-dir go together"),
+            (["--save-dir", d], r"--save-every and --save-dir go together"),
+            (["--keep-last", "2"], r"--keep-last needs --save-every"),
+            (["--save-every", "0", "--save-dir", d], r"--save-every: expected an integer >= 1")):
+        expect_fail(command(1, ["--data", t] + args), pattern, code=2,
+                    what=" ".join(args))
+    empty = os.path.join(TMP, "empty")
+    os.mkdir(empty)
+    expect_fail(command(2, ["--data", t, "--steps", "2", "--resume", empty]),
+                r"checkpoint directory .*empty holds no checkpoint", code=1,
+                what="--resume of a directory without checkpoints")
+
+
 def case_dump_grads():
     t = token_file(np.arange(40) % VOCAB)
     files = {}
