@@ -41,6 +41,7 @@ bool usesBF16(const CompileOptions &options) {
 void addPartitionStages(OpPassManager &pm, const CompileOptions &options) {
   PipelineOptions partition;
   partition.tp = options.tp;
+  partition.dp = options.dp;
   partition.exportLogits = options.exportLogits;
   buildMegatronPipeline(pm, partition);
   if (options.train) {

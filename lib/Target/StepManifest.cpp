@@ -73,9 +73,11 @@ llvm::json::Object initJson(InitAttr init) {
 FailureOr<std::string> buildStepManifest(ModuleOp module, func::FuncOp function,
                                          ArrayRef<StepEntry> entries,
                                          Target target) {
-  int64_t tp = 1;
-  for (auto mesh : module.getOps<MeshOp>())
+  int64_t tp = 1, dp = 1;
+  for (auto mesh : module.getOps<MeshOp>()) {
     tp = mesh.getAxisSize(MGT_AXIS_NAME_TP).value_or(1);
+    dp = mesh.getAxisSize(MGT_AXIS_NAME_DP).value_or(1);
+  }
   llvm::json::Array args;
   int64_t batch = 0, seq = 0;
   for (BlockArgument arg : function.getArguments()) {
@@ -135,6 +137,7 @@ FailureOr<std::string> buildStepManifest(ModuleOp module, func::FuncOp function,
       {MGT_FIELD_VERSION, MGT_MANIFEST_VERSION},
       {MGT_FIELD_MODEL, function.getName()},
       {MGT_FIELD_TARGET, target == Target::CUDA ? MGT_TARGET_CUDA : MGT_TARGET_CPU},
+      {MGT_FIELD_DP, dp},
       {MGT_FIELD_TP, tp},
       {MGT_FIELD_BATCH, batch},
       {MGT_FIELD_SEQ, seq},

@@ -21,6 +21,7 @@ namespace {
 
 constexpr StringLiteral kMeshName = "mesh";
 constexpr StringLiteral kAxis = MGT_AXIS_NAME_TP;
+constexpr StringLiteral kDataAxis = MGT_AXIS_NAME_DP;
 /// Megatron pads the vocabulary to a multiple of this times the TP size.
 constexpr int64_t kVocabPadMultiple = 128;
 
@@ -40,8 +41,8 @@ std::optional<Linear> producingLinear(Value value) {
 
 class Annotator {
 public:
-  Annotator(func::FuncOp function, int64_t tp)
-      : function(function), tp(tp), b(function.getContext()),
+  Annotator(func::FuncOp function, int64_t tp, int64_t dp)
+      : function(function), tp(tp), dp(dp), b(function.getContext()),
         meshRef(FlatSymbolRefAttr::get(function.getContext(), kMeshName)) {}
 
   LogicalResult annotate() {
@@ -54,16 +55,18 @@ public:
     });
     if (result.wasInterrupted())
       return failure();
+    splitBatches();
     replicateTheRest();
     return verifyDivisibility();
   }
 
 private:
-  /// Split = {dim -> sections}; the other dims stay whole.
-  ShardingAttr split(Value value, int64_t dim, int64_t sections = 1) {
+  /// Split = {dim -> sections} over `axis`; the other dims stay whole.
+  ShardingAttr split(Value value, int64_t dim, int64_t sections = 1,
+                     StringRef axis = kAxis) {
     auto type = cast<RankedTensorType>(value.getType());
     SmallVector<Attribute> dims(type.getRank(), b.getArrayAttr({}));
-    dims[dim] = b.getArrayAttr({b.getStringAttr(kAxis)});
+    dims[dim] = b.getArrayAttr({b.getStringAttr(axis)});
     SmallVector<int64_t> counts(type.getRank(), 1);
     counts[dim] = sections;
     return ShardingAttr::get(b.getContext(), meshRef, b.getArrayAttr(dims),
@@ -162,6 +165,19 @@ private:
     return success();
   }
 
+  /// Data parallelism: each dp rank takes its rows of the global batch, the
+  /// leading dimension of the tokens and the targets; tp-propagate carries
+  /// the split through every activation.
+  void splitBatches() {
+    if (dp == 1)
+      return;
+    for (BlockArgument arg : function.getArguments()) {
+      ArgumentRole role = getArgumentKind(function, arg.getArgNumber()).role;
+      if (role == ArgumentRole::Tokens || role == ArgumentRole::Targets)
+        annotateParameter(arg, split(arg, 0, 1, kDataAxis));
+    }
+  }
+
   /// Layer norms, row-parallel biases and the position embedding: whole.
   void replicateTheRest() {
     for (BlockArgument arg : function.getArguments())
@@ -184,7 +200,7 @@ private:
   }
 
   func::FuncOp function;
-  int64_t tp;
+  int64_t tp, dp;
   OpBuilder b;
   FlatSymbolRefAttr meshRef;
   SmallVector<std::pair<Value, ShardingAttr>> annotated;
@@ -198,16 +214,16 @@ struct MegatronAnnotatePass
     ModuleOp module = getOperation();
     if (failed(verifyGlobalProgram(module, getArgument())))
       return signalPassFailure();
-    if (tp < 1) {
-      module.emitError("tp must be a positive tensor-parallel size, got ")
-          << tp.getValue();
+    if (tp < 1 || dp < 1) {
+      module.emitError("tp and dp must be positive sizes, got tp=")
+          << tp.getValue() << " and dp=" << dp.getValue();
       return signalPassFailure();
     }
     if (failed(createMesh(module)))
       return signalPassFailure();
     for (auto function : module.getOps<func::FuncOp>())
       if (!function.isExternal() &&
-          failed(Annotator(function, tp).annotate()))
+          failed(Annotator(function, tp, dp).annotate()))
         return signalPassFailure();
   }
 
@@ -221,12 +237,24 @@ struct MegatronAnnotatePass
         return existing.emitError("mesh @")
                << kMeshName << " exists with another \"" << kAxis
                << "\" size than tp=" << tp.getValue();
+      if (existing.getAxisSize(kDataAxis).value_or(1) != dp)
+        return existing.emitError("mesh @")
+               << kMeshName << " exists with another \"" << kDataAxis
+               << "\" size than dp=" << dp.getValue();
       return success();
     }
+    // A dp axis only where it splits: a tensor-parallel program's mesh is
+    // ["tp" = N] alone. Rank r is (r / tp, r % tp): tp neighbours, as
+    // Megatron keeps a tensor-parallel group inside a node.
+    SmallVector<StringRef> axes = {kAxis};
+    SmallVector<int64_t> sizes = {tp.getValue()};
+    if (dp > 1) {
+      axes.insert(axes.begin(), kDataAxis);
+      sizes.insert(sizes.begin(), dp.getValue());
+    }
     OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
-    MeshOp::create(b, module.getLoc(), kMeshName,
-                   b.getStrArrayAttr({kAxis}),
-                   b.getDenseI64ArrayAttr({tp.getValue()}));
+    MeshOp::create(b, module.getLoc(), kMeshName, b.getStrArrayAttr(axes),
+                   b.getDenseI64ArrayAttr(sizes));
     return success();
   }
 };

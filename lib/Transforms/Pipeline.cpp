@@ -8,7 +8,8 @@ using namespace mlir;
 
 void megatron::buildMegatronPipeline(OpPassManager &pm,
                                      const PipelineOptions &options) {
-  pm.addPass(createMegatronAnnotate(MegatronAnnotateOptions{options.tp}));
+  pm.addPass(
+      createMegatronAnnotate(MegatronAnnotateOptions{options.tp, options.dp}));
   pm.addPass(createPropagate());
   pm.addPass(createInsertConjugates());
   if (options.exportLogits)

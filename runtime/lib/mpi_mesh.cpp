@@ -78,19 +78,18 @@ void finaliseMpiIfUnused() {
   }
 }
 
-// The (dp, tp) mesh for this world; data parallelism is not supported yet,
-// so the whole world must be one tensor-parallel group.
+// The (dp, tp) mesh for this world: tensor-parallel groups of tp_size
+// neighbouring ranks, as many of them as the world holds.
 bool meshShape(int worldSize, int64_t tpSize, int (&size)[2], char *err,
                size_t errlen) {
-  if (tpSize != worldSize) {
+  if (tpSize < 1 || worldSize % tpSize != 0) {
     writeError(err, errlen,
-               "megatron-rt: tp_size %lld does not match the %d MPI ranks "
-               "(data parallelism is not supported yet: launch exactly "
-               "tp_size ranks)",
-               static_cast<long long>(tpSize), worldSize);
+               "megatron-rt: the %d MPI ranks are not a multiple of tp_size "
+               "%lld",
+               worldSize, static_cast<long long>(tpSize));
     return false;
   }
-  size[MRT_AXIS_DP] = 1;
+  size[MRT_AXIS_DP] = static_cast<int>(worldSize / tpSize);
   size[MRT_AXIS_TP] = static_cast<int>(tpSize);
   return true;
 }

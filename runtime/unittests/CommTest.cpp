@@ -1,5 +1,6 @@
 // Collectives under mpirun: every rank runs every test, in the same order, so
-// the collectives inside them match up. Usage: megatron-rt-comm-tests <tp>.
+// the collectives inside them match up. Usage: megatron-rt-comm-tests <tp>
+// <dp>, the mesh the launched world must make.
 #include "megatron_rt/comm.h"
 
 #include <gtest/gtest.h>
@@ -12,14 +13,19 @@
 namespace {
 
 mrt_context *ctx = nullptr;
+int64_t expectedDp = 0;
 
 int64_t tpRank() { return mrt_axis_rank(ctx, MRT_AXIS_TP); }
 int64_t tpSize() { return mrt_axis_size(ctx, MRT_AXIS_TP); }
 
-TEST(CommTest, MeshIsOneTensorParallelGroup) {
-  EXPECT_EQ(mrt_axis_size(ctx, MRT_AXIS_DP), 1);
-  EXPECT_EQ(mrt_axis_rank(ctx, MRT_AXIS_DP), 0);
-  EXPECT_EQ(tpRank(), mrt_world_rank(ctx));
+int64_t dpRank() { return mrt_axis_rank(ctx, MRT_AXIS_DP); }
+int64_t dpSize() { return mrt_axis_size(ctx, MRT_AXIS_DP); }
+
+// World rank r is (r / tp, r % tp): tensor-parallel neighbours.
+TEST(CommTest, MeshKeepsTensorParallelRanksNeighbours) {
+  EXPECT_EQ(dpSize(), expectedDp);
+  EXPECT_EQ(dpRank(), mrt_world_rank(ctx) / tpSize());
+  EXPECT_EQ(tpRank(), mrt_world_rank(ctx) % tpSize());
 }
 
 TEST(CommTest, AllReduceSum) {
@@ -44,11 +50,14 @@ TEST(CommTest, AllReduceMax) {
     ASSERT_EQ(buf[i], float(i)) << i;
 }
 
-TEST(CommTest, AllReduceOverSingletonDataParallelAxisIsIdentity) {
-  std::vector<float> buf = {1.5f, -2.0f, float(tpRank())};
-  std::vector<float> before = buf;
+// Over dp, the ranks holding the same tensor-parallel rank reduce together
+// (with dp = 1, each rank alone: the identity).
+TEST(CommTest, AllReduceOverDataParallelAxisSumsOneTensorParallelRank) {
+  std::vector<float> buf = {1.5f, float(dpRank()), float(tpRank())};
   mrt_all_reduce_f32(ctx, MRT_AXIS_DP, buf.data(), buf.size(), MRT_REDUCE_SUM);
-  EXPECT_EQ(buf, before);
+  const float dp = float(dpSize());
+  EXPECT_EQ(buf, (std::vector<float>{1.5f * dp, dp * (dp - 1) / 2,
+                                     float(tpRank()) * dp}));
 }
 
 std::vector<float> rankPattern(int64_t rank, int64_t n) {
@@ -109,10 +118,11 @@ TEST(CommTest, BroadcastCopiesRootBytes) {
 
 int main(int argc, char **argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s <tp_size>\n", argv[0]);
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s <tp_size> <dp_size>\n", argv[0]);
     return 2;
   }
+  expectedDp = std::atoll(argv[2]);
   char err[256];
   ctx = mrt_context_create(std::atoll(argv[1]), err, sizeof(err));
   if (!ctx) {

@@ -35,6 +35,10 @@ static cl::opt<std::string> output("o", cl::desc("output file"),
                                    cl::cat(category));
 static cl::opt<int64_t> tpSize("tp", cl::desc("tensor-parallel size"),
                            cl::init(1), cl::cat(category));
+static cl::opt<int64_t> dpSize(
+    "dp", cl::desc("data-parallel size: each of dp x tp ranks (tp neighbours) "
+                   "takes batch/dp rows"),
+    cl::init(1), cl::cat(category));
 static cl::opt<megatron::Target> target(
     "target", cl::desc("where the step runs"), cl::init(megatron::Target::CPU),
     cl::values(clEnumValN(megatron::Target::CPU, "cpu",
@@ -125,6 +129,7 @@ static LogicalResult toolError(const Twine &message) {
 /// The flags as the pipeline's options, named as the pipeline names them.
 static void setCompileOptions(megatron::CompileOptions &options) {
   options.tp = tpSize;
+  options.dp = dpSize;
   options.target = target;
   options.precision = precision;
   options.train = train;

@@ -56,6 +56,9 @@ bool isSupportedCUDAChip(StringRef chip);
 struct CompileOptions : public PassPipelineOptions<CompileOptions> {
   Option<int64_t> tp{*this, "tp", llvm::cl::desc("tensor-parallel size"),
                      llvm::cl::init(1)};
+  Option<int64_t> dp{*this, "dp",
+                     llvm::cl::desc("data-parallel size (splits the batch)"),
+                     llvm::cl::init(1)};
   Option<Target> target{
       *this, "target", llvm::cl::desc("where the step runs"),
       llvm::cl::init(Target::CPU),

@@ -23,6 +23,9 @@ namespace mlir::megatron {
 struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
   Option<int64_t> tp{*this, "tp", llvm::cl::desc("tensor-parallel size"),
                      llvm::cl::init(1)};
+  Option<int64_t> dp{*this, "dp",
+                     llvm::cl::desc("data-parallel size (splits the batch)"),
+                     llvm::cl::init(1)};
   Option<bool> exportLogits{
       *this, "export-logits",
       llvm::cl::desc("also write the logits into a `logits` argument"),

@@ -44,6 +44,9 @@ def MegatronAnnotate : Pass<"tp-megatron-annotate", "ModuleOp"> {
   }];
   let options = [
     Option<"tp", "tp", "int64_t", "1", "tensor-parallel size">,
+    Option<"dp", "dp", "int64_t", "1",
+           "data-parallel size: the batch of the tokens and targets is split "
+           "over a \"dp\" axis">,
   ];
   let dependentDialects = ["::mlir::tp::TPDialect"];
 }

@@ -34,14 +34,30 @@ std::pair<Value, Value> runtime::lowerXentSumExp(CallBuilder &c,
   return {c.tensor(sumExp), c.tensor(target)};
 }
 
+/// The kernels divide by the tokens this rank holds; with `mean_over` (a
+/// batch split across ranks) the mean is over that many instead: `value`
+/// times local / mean_over.
+static Value scaleToMeanOver(CallBuilder &c, Value value, IntegerAttr meanOver,
+                             int64_t localTokens) {
+  if (!meanOver)
+    return value;
+  auto share = arith::ConstantOp::create(
+      c.b, c.loc,
+      c.b.getF32FloatAttr(static_cast<double>(localTokens) /
+                          static_cast<double>(meanOver.getInt())));
+  return arith::MulFOp::create(c.b, c.loc, value, share);
+}
+
 Value runtime::lowerXentLoss(CallBuilder &c, XentLossOp op) {
   Value max = c.input(op.getMax()), sumExp = c.input(op.getSumExp()),
         target = c.input(op.getTargetLogit());
+  int64_t tokens = numElements(op.getMax());
   SmallVector<Value> loss;
-  c.call("mrt_vocab_ce_loss_f32",
-         {max, sumExp, target, c.i64(numElements(op.getMax()))},
+  c.call("mrt_vocab_ce_loss_f32", {max, sumExp, target, c.i64(tokens)},
          c.b.getF32Type(), &loss);
-  return tensor::FromElementsOp::create(c.b, c.loc, op.getType(), loss);
+  return tensor::FromElementsOp::create(
+      c.b, c.loc, op.getType(),
+      scaleToMeanOver(c, loss.front(), op.getMeanOverAttr(), tokens));
 }
 
 namespace {
@@ -108,8 +124,11 @@ struct XentGradToRuntime : RuntimePattern<XentGradOp> {
     CallBuilder c(rewriter, op.getLoc());
     int64_t vocab = op.getLogits().getType().getShape().back();
     Value start = c.vocabStart(op.getOffset());
-    Value lossGrad = tensor::ExtractOp::create(rewriter, op.getLoc(),
-                                               op.getLossGrad(), ValueRange());
+    Value lossGrad = scaleToMeanOver(
+        c,
+        tensor::ExtractOp::create(rewriter, op.getLoc(), op.getLossGrad(),
+                                  ValueRange()),
+        op.getMeanOverAttr(), numElements(op.getMax()));
     Value logits = c.input(op.getLogits()), targets = c.input(op.getTargets()),
           max = c.input(op.getMax()), sumExp = c.input(op.getSumExp());
     CallBuilder::Output dlogits = c.output(op.getType());

@@ -14,8 +14,9 @@ MRT_EXTERN_C_BEGIN
 
 typedef struct mrt_context mrt_context;
 
-/* Initialises MPI if needed and builds the mesh; dp is 1 for now, so the MPI
- * world size must equal tp_size. On failure returns NULL and writes a
+/* Initialises MPI if needed and builds the (dp, tp) mesh: the MPI world size
+ * must be a multiple of tp_size, and dp is the quotient; world rank r is
+ * (dp r / tp_size, tp r % tp_size). On failure returns NULL and writes a
  * NUL-terminated message into err[errlen]. */
 MRT_API mrt_context *mrt_context_create(int64_t tp_size, char *err,
                                         size_t errlen);

@@ -44,13 +44,14 @@ enum {
 
 /* ---- Manifest schema ----------------------------------------------------- */
 #define MGT_MANIFEST_FORMAT "megatron-step"
-#define MGT_MANIFEST_VERSION 2
+#define MGT_MANIFEST_VERSION 3
 
 /* Top-level fields. */
 #define MGT_FIELD_FORMAT "format"
 #define MGT_FIELD_VERSION "version"
 #define MGT_FIELD_MODEL "model"            /* the module's name (free text) */
 #define MGT_FIELD_TARGET "target"          /* MGT_TARGET_* */
+#define MGT_FIELD_DP "dp"                  /* the mesh's data-parallel size */
 #define MGT_FIELD_TP "tp"                  /* the mesh's tensor-parallel size */
 #define MGT_FIELD_BATCH "batch"            /* tokens' global [batch, seq] */
 #define MGT_FIELD_SEQ "seq"

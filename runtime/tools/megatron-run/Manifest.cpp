@@ -21,14 +21,18 @@ std::string shapeString(const std::vector<int64_t> &shape) {
 
 int64_t Arg::localElements() const { return numElements(localShape); }
 
-TensorSlice Arg::slice(int64_t tpSize, int64_t tpRank) const {
+TensorSlice Arg::slice(int64_t tpSize, int64_t tpRank, int64_t dpSize,
+                       int64_t dpRank) const {
   TensorSlice s;
   s.globalShape = globalShape;
   s.checkpointShape = checkpointShape;
   for (int64_t g : globalShape)
     s.dims.push_back({Interval{0, 0, g}});
-  for (const Split &sp : splits)
-    s.dims[sp.dim] = sliceDim(globalShape[sp.dim], tpSize, sp.sections, tpRank);
+  for (const Split &sp : splits) {
+    const bool dp = sp.axis == MGT_AXIS_NAME_DP;
+    s.dims[sp.dim] = sliceDim(globalShape[sp.dim], dp ? dpSize : tpSize,
+                              sp.sections, dp ? dpRank : tpRank);
+  }
   return s;
 }
 
@@ -103,7 +107,7 @@ void parseInit(const json &init, const std::string &where, Arg &a) {
     fail(where + ": init normal needs a non-negative std");
 }
 
-Arg parseArg(const json &j, size_t index, int64_t tp) {
+Arg parseArg(const json &j, size_t index, int64_t dp, int64_t tp) {
   std::string where = "args[" + std::to_string(index) + "]";
   if (!j.is_object())
     fail(where + " is not an object");
@@ -162,8 +166,13 @@ Arg parseArg(const json &j, size_t index, int64_t tp) {
         fail(where + ": split dim " + std::to_string(dim) + " out of range");
       sp.dim = static_cast<int>(dim);
       sp.axis = getString(s, MGT_FIELD_SPLIT_AXIS, where + " split");
-      if (sp.axis != MGT_AXIS_NAME_TP)
+      if (sp.axis != MGT_AXIS_NAME_TP && sp.axis != MGT_AXIS_NAME_DP)
         fail(where + ": unsupported split axis \"" + sp.axis + "\"");
+      if (sp.axis == MGT_AXIS_NAME_DP &&
+          (dim != 0 || (a.role != MGT_ROLE_TOKENS &&
+                        a.role != MGT_ROLE_TARGETS)))
+        fail(where + ": only the tokens' and targets' batch (dim 0) is split "
+                     "over \"" MGT_AXIS_NAME_DP "\"");
       sp.sections = s.contains(MGT_FIELD_SPLIT_SECTIONS)
                         ? getInt(s, MGT_FIELD_SPLIT_SECTIONS, where)
                         : 1;
@@ -175,11 +184,12 @@ Arg parseArg(const json &j, size_t index, int64_t tp) {
   }
   // The local shape must be what the slicing rule gives.
   try {
-    std::vector<int64_t> expected = a.slice(tp, 0).localShape();
+    std::vector<int64_t> expected = a.slice(tp, 0, dp, 0).localShape();
     if (expected != a.localShape)
       fail(where + ": local_shape " + shapeString(a.localShape) +
            " does not match global_shape " + shapeString(a.globalShape) +
-           " split over tp=" + std::to_string(tp) + " (expected " +
+           " split over dp=" + std::to_string(dp) + ", tp=" +
+           std::to_string(tp) + " (expected " +
            shapeString(expected) + ")");
   } catch (const std::invalid_argument &e) {
     fail(where + ": " + e.what());
@@ -212,12 +222,13 @@ Manifest parseManifest(const std::string &text) {
     if (m.target != MGT_TARGET_CPU && m.target != MGT_TARGET_CUDA)
       fail("\"target\" must be \"cpu\" or \"cuda\"");
   }
+  m.dp = getInt(j, MGT_FIELD_DP, "manifest");
   m.tp = getInt(j, MGT_FIELD_TP, "manifest");
   m.batch = getInt(j, MGT_FIELD_BATCH, "manifest");
   m.seq = getInt(j, MGT_FIELD_SEQ, "manifest");
   m.validVocab = getInt(j, MGT_FIELD_VALID_VOCAB, "manifest");
-  if (m.tp < 1 || m.batch < 1 || m.seq < 1 || m.validVocab < 1)
-    fail("tp, batch, seq and valid_vocab must be positive");
+  if (m.dp < 1 || m.tp < 1 || m.batch < 1 || m.seq < 1 || m.validVocab < 1)
+    fail("dp, tp, batch, seq and valid_vocab must be positive");
   if (j.contains(MGT_FIELD_CHECKPOINT_NAMES)) {
     try {
       m.checkpointNames = checkpointNamesFor(
@@ -230,7 +241,7 @@ Manifest parseManifest(const std::string &text) {
     fail("missing \"args\" array");
   std::set<std::string> names;
   for (size_t i = 0; i < j[MGT_FIELD_ARGS].size(); ++i) {
-    Arg a = parseArg(j[MGT_FIELD_ARGS][i], i, m.tp);
+    Arg a = parseArg(j[MGT_FIELD_ARGS][i], i, m.dp, m.tp);
     if (!names.insert(a.name).second)
       fail("duplicate arg name \"" + a.name + "\"");
     if (a.role == MGT_ROLE_HYPERPARAMETERS) {
@@ -269,10 +280,16 @@ Manifest parseManifest(const std::string &text) {
     if (slot) {
       if (*slot >= 0)
         fail("more than one arg with role \"" + a.role + "\"");
-      std::vector<int64_t> bt{m.batch, m.seq};
-      if (a.globalShape != bt || a.localShape != bt || !a.splits.empty())
-        fail("\"" + a.name + "\" must have global and local shape " +
-             shapeString(bt) + " and no split");
+      // Each dp rank takes its rows of the global batch.
+      std::vector<int64_t> bt{m.batch, m.seq}, local{m.batch / m.dp, m.seq};
+      const bool split = a.splits.size() == 1 &&
+                         a.splits[0].axis == MGT_AXIS_NAME_DP;
+      if (a.globalShape != bt || a.localShape != local ||
+          (m.dp > 1) != split || (!split && !a.splits.empty()))
+        fail("\"" + a.name + "\" must have global shape " + shapeString(bt) +
+             " and local shape " + shapeString(local) +
+             (m.dp > 1 ? ", its batch split over \"" MGT_AXIS_NAME_DP "\""
+                       : " and no split"));
       *slot = static_cast<int>(i);
     }
     m.args.push_back(std::move(a));

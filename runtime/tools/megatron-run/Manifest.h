@@ -47,14 +47,16 @@ struct Arg {
 
   int64_t localElements() const;
   size_t elementBytes() const { return 4; }
-  // This rank's view of the tensor (tpRank along axis "tp" of size tpSize).
-  TensorSlice slice(int64_t tpSize, int64_t tpRank) const;
+  // This rank's view of the tensor: tpRank along axis "tp" of size tpSize,
+  // dpRank along "dp" (the tokens' and targets' batch) of size dpSize.
+  TensorSlice slice(int64_t tpSize, int64_t tpRank, int64_t dpSize = 1,
+                    int64_t dpRank = 0) const;
 };
 
 struct Manifest {
   std::string model;
   std::string target = "cpu"; // "cpu" or "cuda"
-  int64_t tp = 0, batch = 0, seq = 0, validVocab = 0;
+  int64_t dp = 1, tp = 0, batch = 0, seq = 0, validVocab = 0;
   std::vector<Arg> args;
   // How the family's checkpoints name tensors ("checkpoint_names").
   CheckpointNames checkpointNames = checkpointNamesFor("");

@@ -13,13 +13,21 @@ std::unique_ptr<Mesh> Mesh::create(const RuntimeApi &rt,
     error = meshFailure(library, m, why);
     return nullptr;
   }
-  return std::unique_ptr<Mesh>(new Mesh(rt, ctx));
+  auto mesh = std::unique_ptr<Mesh>(new Mesh(rt, ctx));
+  if (mesh->dpSize() != m.dp) {
+    error = meshFailure(library, m,
+                        std::to_string(mesh->worldSize_) + " ranks make dp=" +
+                            std::to_string(mesh->dpSize()));
+    return nullptr;
+  }
+  return mesh;
 }
 
 Mesh::Mesh(const RuntimeApi &rt, mrt_context *ctx)
     : rt_(rt), ctx_(ctx), tpSize_(rt.axisSize(ctx, MRT_AXIS_TP)),
       tpRank_(rt.axisRank(ctx, MRT_AXIS_TP)),
-      worldSize_(tpSize_ * rt.axisSize(ctx, MRT_AXIS_DP)),
+      dpSize_(rt.axisSize(ctx, MRT_AXIS_DP)),
+      dpRank_(rt.axisRank(ctx, MRT_AXIS_DP)), worldSize_(tpSize_ * dpSize_),
       worldRank_(rt.worldRank(ctx)) {}
 
 Mesh::~Mesh() { rt_.contextDestroy(ctx_); }
@@ -56,8 +64,11 @@ std::string meshFailure(const std::string &library, const Manifest &m,
   // themselves; the CPU runtime's are about the MPI world, hence the hint.
   if (m.target == MGT_TARGET_CUDA)
     return library + ": " + why;
-  return library + " was compiled for tp=" + std::to_string(m.tp) +
-         ": launch it as `mpirun -np " + std::to_string(m.tp) +
+  const std::string layout =
+      m.dp > 1 ? "dp=" + std::to_string(m.dp) + " x tp=" + std::to_string(m.tp)
+               : "tp=" + std::to_string(m.tp);
+  return library + " was compiled for " + layout +
+         ": launch it as `mpirun -np " + std::to_string(m.dp * m.tp) +
          " megatron-run ...` (" + why + ")";
 }
 

@@ -14,8 +14,8 @@ namespace mrun {
 
 class Mesh {
 public:
-  // Creates the context for the manifest's tp (every rank sees the same
-  // world size, so it fails on all or none). On failure returns null and
+  // Creates the context for the manifest's dp x tp mesh (every rank sees
+  // the same world size, so it fails on all or none). On failure returns null and
   // sets `error` to the message (naming `library`).
   static std::unique_ptr<Mesh> create(const RuntimeApi &rt,
                                       const std::string &library,
@@ -27,6 +27,8 @@ public:
   mrt_context *context() const { return ctx_; }
   int64_t tpSize() const { return tpSize_; }
   int64_t tpRank() const { return tpRank_; }
+  int64_t dpSize() const { return dpSize_; }
+  int64_t dpRank() const { return dpRank_; }
   bool rank0() const { return worldRank_ == 0; }
 
   // Collective agreement over the whole mesh, after anything that can fail
@@ -44,7 +46,7 @@ private:
   Mesh(const RuntimeApi &rt, mrt_context *ctx);
   const RuntimeApi &rt_;
   mrt_context *ctx_;
-  int64_t tpSize_, tpRank_, worldSize_, worldRank_;
+  int64_t tpSize_, tpRank_, dpSize_, dpRank_, worldSize_, worldRank_;
 };
 
 // The message for a context the runtime could not create (its reason `why`).

@@ -3,11 +3,14 @@
 #include "Checkpoint.h"
 #include "CheckpointDir.h"
 #include "Init.h"
+#include "Slicing.h"
 
 #include <cerrno>
 #include <cstdlib>
 #include <exception>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 namespace mrun {
 namespace {
@@ -92,9 +95,15 @@ std::string weightsSource(const Options &opt, int64_t startStep) {
 bool Session::loadBatch(const TokenFile &file, int64_t index) {
   std::string failure;
   try {
-    file.batch(index, m.batch, m.seq, m.validVocab,
-               buffers.host<int32_t>(m.tokens),
-               buffers.host<int32_t>(m.targets));
+    // The step's global batch, of which this rank keeps its dp rows.
+    std::vector<int32_t> tokens(m.batch * m.seq), targets(m.batch * m.seq);
+    file.batch(index, m.batch, m.seq, m.validVocab, tokens.data(),
+               targets.data());
+    for (auto [arg, global] : {std::pair{m.tokens, &tokens},
+                               std::pair{m.targets, &targets}})
+      sliceTensor(m.args[arg].slice(mesh.tpSize(), mesh.tpRank(),
+                                    mesh.dpSize(), mesh.dpRank()),
+                  global->data(), buffers.host<int32_t>(arg));
   } catch (const std::exception &e) {
     failure = e.what();
   }
@@ -151,7 +160,9 @@ std::string runSummary(const Options &opt, const Manifest &m,
                        int64_t rank0Params, int64_t dataTokens,
                        int64_t startStep) {
   std::string summary =
-      opt.stepLibrary + ": model " + m.model + ", tp " + std::to_string(m.tp) +
+      opt.stepLibrary + ": model " + m.model +
+      (m.dp > 1 ? ", dp " + std::to_string(m.dp) : "") + ", tp " +
+      std::to_string(m.tp) +
       ", batch " + std::to_string(m.batch) + ", seq " + std::to_string(m.seq) +
       ", " + std::to_string(rank0Params) + " parameters on rank 0; weights " +
       weightsSource(opt, startStep) + "; data " + opt.data + " (" +

@@ -116,13 +116,23 @@ void forEachRun(const TensorSlice &slice,
   }
 }
 
-void sliceTensor(const TensorSlice &slice, const float *full, float *local) {
+template <typename T>
+void sliceElements(const TensorSlice &slice, const T *full, T *local) {
   forEachRun(slice, [&](int64_t l, int64_t c, int64_t count) {
     if (c < 0)
-      std::memset(local + l, 0, count * sizeof(float));
+      std::memset(local + l, 0, count * sizeof(T));
     else
-      std::memcpy(local + l, full + c, count * sizeof(float));
+      std::memcpy(local + l, full + c, count * sizeof(T));
   });
+}
+
+void sliceTensor(const TensorSlice &slice, const float *full, float *local) {
+  sliceElements(slice, full, local);
+}
+
+void sliceTensor(const TensorSlice &slice, const int32_t *full,
+                 int32_t *local) {
+  sliceElements(slice, full, local);
 }
 
 void unsliceTensor(const TensorSlice &slice, const float *local, float *full) {

@@ -63,6 +63,9 @@ void forEachRun(const TensorSlice &slice,
 // checkpoint elements this rank holds (padding is dropped) and leaves the
 // others alone, so unslicing every rank's slice rebuilds the whole tensor.
 void sliceTensor(const TensorSlice &slice, const float *full, float *local);
+// The tokens and targets: ids, sliced alike.
+void sliceTensor(const TensorSlice &slice, const int32_t *full,
+                 int32_t *local);
 void unsliceTensor(const TensorSlice &slice, const float *local, float *full);
 
 } // namespace mrun

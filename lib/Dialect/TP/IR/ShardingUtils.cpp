@@ -145,12 +145,18 @@ void FactorShardings::merge(const ShardingRule::TensorDims &dims,
     }
     mergeFactor(dim.factor, factor);
   }
-  if (!isResult || rule.absorbsReductions || rule.consumesPartial)
+  if (!isResult || rule.consumesPartial)
+    return;
+  // A result's pending sums belong to the op's one reduction that leaves
+  // them; where several could (the tokens of a loss), the operands say.
+  SmallVector<int64_t> partialFactors;
+  for (int64_t index = 0, e = rule.isReduction.size(); index < e; ++index)
+    if (rule.leavesPartial(index))
+      partialFactors.push_back(index);
+  if (partialFactors.size() != 1)
     return;
   SmallVector<StringRef> partial = sharding.getPartialAxes();
-  for (auto [index, reduction] : llvm::enumerate(rule.isReduction)) {
-    if (!reduction)
-      continue;
+  for (int64_t index : partialFactors) {
     Factor factor;
     factor.known = true;
     factor.fixed = fixed;
@@ -179,9 +185,9 @@ ShardingAttr FactorShardings::build(FlatSymbolRefAttr mesh,
     anySections |= count != 1;
   }
   SmallVector<StringRef> partial;
-  if (isResult && !rule.absorbsReductions)
-    for (auto [index, reduction] : llvm::enumerate(rule.isReduction))
-      if (reduction && factors[index].known)
+  if (isResult)
+    for (int64_t index = 0, e = rule.isReduction.size(); index < e; ++index)
+      if (rule.leavesPartial(index) && factors[index].known)
         partial.append(factors[index].axes.begin(), factors[index].axes.end());
   return ShardingAttr::get(
       context, mesh, ArrayAttr::get(context, dimAxes),

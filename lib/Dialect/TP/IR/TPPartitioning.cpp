@@ -75,7 +75,8 @@ CrossEntropyPieces tp::buildCrossEntropyPieces(OpBuilder &b,
                                                CrossEntropyOp loss,
                                                Value offset,
                                                FlatSymbolRefAttr mesh,
-                                               std::optional<StringRef> axis) {
+                                               std::optional<StringRef> axis,
+                                               IntegerAttr meanOver) {
   Location loc = loss.getLoc();
   auto allReduce = [&](Value value, ReductionKind kind) -> Value {
     if (!axis)
@@ -96,7 +97,8 @@ CrossEntropyPieces tp::buildCrossEntropyPieces(OpBuilder &b,
                                    b.getI64IntegerAttr(valid));
   Value sumExp = allReduce(sums.getSumExp(), ReductionKind::sum);
   Value target = allReduce(sums.getTargetLogit(), ReductionKind::sum);
-  auto result = XentLossOp::create(b, loc, loss.getType(), sumExp, max, target);
+  auto result = XentLossOp::create(b, loc, loss.getType(), sumExp, max, target,
+                                   meanOver);
   return {localMax, sums, result};
 }
 
@@ -113,8 +115,17 @@ LogicalResult CrossEntropyOp::partition(PartitionContext &context) {
   Value offset =
       axis ? context.rowOffset(getLoc(), *axis, logits.getDimSize(vocabDim))
            : arith::ConstantIndexOp::create(b, getLoc(), 0).getResult();
+  // Tokens split across ranks (data parallelism): each rank's mean is its
+  // share of the whole batch's, summed by the g over them.
+  ShardingAttr tokens = context.shardingOf(getTargets());
+  int64_t localTokens = getTargets().getType().getNumElements();
+  int64_t allTokens = localTokens;
+  for (unsigned dim = 0, e = getTargets().getType().getRank(); dim < e; ++dim)
+    allTokens *= context.shardCount(tokens, dim);
+  IntegerAttr meanOver =
+      allTokens == localTokens ? IntegerAttr() : b.getI64IntegerAttr(allTokens);
   CrossEntropyPieces pieces = buildCrossEntropyPieces(
-      b, *this, offset, context.getMeshRef(), axis);
+      b, *this, offset, context.getMeshRef(), axis, meanOver);
   replaceAllUsesWith(pieces.loss.getResult());
   erase();
   return success();

@@ -109,15 +109,18 @@ ShardingRule SoftmaxOp::getShardingRule() {
 
 ShardingRule CrossEntropyOp::getShardingRule() {
   ShardingRule rule;
-  Dims tokens = rule.addFactors(rankOf(getTargets()));
-  int64_t vocab = rule.addFactor(/*reduction=*/true);
+  // The mean reduces over the tokens: split ones (data parallelism) leave
+  // each rank its share of the mean, a partial sum completed over them.
+  Dims tokens;
+  for (int64_t i = 0, e = rankOf(getTargets()); i < e; ++i)
+    tokens.push_back({rule.addFactor(/*reduction=*/true), 1});
+  // Vocabulary-parallel cross-entropy all-reduces its max, target logit and
+  // sum of exponentials itself: the logits are never gathered.
+  int64_t vocab = rule.addFactor(/*reduction=*/true, /*absorbed=*/true);
   Dims logits = tokens;
   logits.push_back({vocab, 1});
   rule.operands = {logits, tokens};
   rule.results = {{}};
-  // Vocabulary-parallel cross-entropy all-reduces its max, target logit and
-  // sum of exponentials itself: the logits are never gathered.
-  rule.absorbsReductions = true;
   return rule;
 }
 

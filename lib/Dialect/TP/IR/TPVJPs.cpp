@@ -118,7 +118,8 @@ LogicalResult XentLossOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
              XentGradOp::create(b, getLoc(), sums.getLogits().getType(),
                                 sums.getLogits(), getMax(), getSumExp(),
                                 sums.getTargets(), resultGrads[0],
-                                sums.getOffset(), sums.getValidVocabAttr()));
+                                sums.getOffset(), sums.getValidVocabAttr(),
+                                getMeanOverAttr()));
   return success();
 }
 

@@ -237,7 +237,8 @@ TEST(Slicing, ContiguousRowSplitIsOneRead) {
 namespace {
 
 std::string manifestWith(const std::string &arg, int tp = 2) {
-  return "{\"format\":\"megatron-step\",\"version\":2,\"tp\":" +
+  return "{\"format\":\"megatron-step\",\"version\":" +
+         std::to_string(MGT_MANIFEST_VERSION) + ",\"dp\":1,\"tp\":" +
          std::to_string(tp) +
          ",\"batch\":2,\"seq\":3,\"valid_vocab\":10,\"args\":[" + arg +
          (arg.empty() ? "" : ",") +
@@ -357,7 +358,7 @@ TEST(Manifest, RejectsMalformedArgs) {
                 .find("duplicate arg name \"input_ids\""),
             std::string::npos);
   EXPECT_NE(manifestError(
-                R"({"format":"megatron-step","version":2,"tp":1,"batch":2,
+                R"({"format":"megatron-step","version":3,"dp":1,"tp":1,"batch":2,
                     "seq":3,"valid_vocab":10,"args":[]})")
                 .find("needs one arg with role \"tokens\" and one with "
                       "\"targets\""),
@@ -399,13 +400,14 @@ TEST(Manifest, RejectsInconsistentShapes) {
                 R"({"name":"w","role":"param","dtype":"f32",
                     "global_shape":[8],"local_shape":[4],
                     "split":[{"dim":0,"axis":"dp","sections":1}]})"))
-                .find("unsupported split axis"),
+                .find("only the tokens' and targets' batch (dim 0) is split "
+                      "over \"dp\""),
             std::string::npos);
   EXPECT_NE(manifestError(
                 "{\"format\":\"megatron-step\",\"version\":1,\"tp\":1,"
                 "\"batch\":1,\"seq\":1,\"valid_vocab\":1,\"args\":[]}")
                 .find("the step library was built for manifest version 1, "
-                      "this megatron-run reads version 2"),
+                      "this megatron-run reads version 3"),
             std::string::npos);
   EXPECT_NE(manifestError(manifestWith(
                 R"({"name":"w","role":"param","dtype":"f32",
@@ -1431,7 +1433,7 @@ TEST(Save, CheckpointLayout) {
                 {"optimizer.b.exp_avg_sq", 5}}));
   Options o = parseOptions({"s.so", "--data", "t", "--steps", "7"});
   o.minLr = 0.1 + 0.2; // needs all 17 digits to read back
-  EXPECT_EQ(checkpointMetadata(o, m),
+  EXPECT_EQ(checkpointMetadata(o, m, 7),
             (Metadata{{"format", "megatron-mlir"},
                       {"step", "7"},
                       {"model", "mock"},

@@ -399,14 +399,14 @@ def case_no_train():
 def case_tp_mismatch():
     t = token_file(range(10))
     expect_fail([A.megatron_run, A.mock_tp2, "--data", t, "--eval-only"],
-                r"compiled for tp=2: launch it as `mpirun -np 2.*does not "
-                r"match the 1 MPI ranks", what="tp2 step.so on 1 rank",
+                r"compiled for tp=2: launch it as `mpirun -np 2.*the 1 MPI "
+                r"ranks are not a multiple of tp_size 2", what="tp2 step.so on 1 rank",
                 code=1)
     expect_fail(command(("mpi", 2, 1), ["--data", t, "--eval-only"]),
-                r"compiled for tp=1: .*does not match the 2 MPI ranks",
+                r"compiled for tp=1: launch it as `mpirun -np 1 .*\(2 ranks make dp=2\)",
                 what="tp1 step.so on 2 ranks")
     expect_fail(command(("mpi", 3, 2), ["--data", t, "--eval-only"]),
-                r"compiled for tp=2: .*does not match the 3 MPI ranks",
+                r"compiled for tp=2: .*the 3 MPI ranks are not a multiple of tp_size 2",
                 what="tp2 step.so on 3 ranks")
 
 

@@ -209,7 +209,7 @@ MOCK_EXPORT const char *mgt_manifest(void) {
   p += sprintf(p,
                "{\"format\": \"" MGT_MANIFEST_FORMAT "\", \"version\": %d, "
                "\"model\": \"mock\", \"checkpoint_names\": "
-               "\"" MGT_CHECKPOINT_NAMES_HF_GPT2 "\", \"tp\": %d, \"batch\": %d, "
+               "\"" MGT_CHECKPOINT_NAMES_HF_GPT2 "\", \"dp\": 1, \"tp\": %d, \"batch\": %d, "
                "\"seq\": %d, \"valid_vocab\": %d, %s%s\"args\": [",
                MGT_MANIFEST_VERSION, MOCK_TP, BATCH, SEQ, VOCAB,
                MOCK_TRAIN ? "\"entries\": [\"forward\", \"train_step\"], " : "",

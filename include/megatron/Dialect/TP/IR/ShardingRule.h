@@ -30,17 +30,23 @@ struct ShardingRule {
   using TensorDims = llvm::SmallVector<Dim, 4>;
 
   llvm::SmallVector<bool, 4> isReduction;
+  /// A reduction factor whose partial sums the op combines itself (the
+  /// vocabulary of the vocabulary-parallel cross-entropy): splitting it
+  /// leaves the results complete.
+  llvm::SmallVector<bool, 4> isAbsorbed;
   llvm::SmallVector<TensorDims, 3> operands;
   llvm::SmallVector<TensorDims, 1> results;
-  /// The op combines partial sums of its split reduction factors itself
-  /// (vocabulary-parallel cross-entropy), so its results are never partial.
-  bool absorbsReductions = false;
   /// The op turns partial operands into a complete result (tp.g).
   bool consumesPartial = false;
 
-  int64_t addFactor(bool reduction = false) {
+  int64_t addFactor(bool reduction = false, bool absorbed = false) {
     isReduction.push_back(reduction);
+    isAbsorbed.push_back(absorbed);
     return isReduction.size() - 1;
+  }
+  /// Whether splitting factor `index` leaves the results partial sums.
+  bool leavesPartial(int64_t index) const {
+    return isReduction[index] && !isAbsorbed[index];
   }
   /// One factor per dimension of a rank-`rank` tensor.
   TensorDims addFactors(int64_t rank) {

@@ -48,7 +48,9 @@ SmallVector<int64_t> getLocalShape(ArrayRef<int64_t> globalShape,
 /// insertion point: the local max, its all-reduce over `axis`, the local
 /// sums of exponentials and target logits, their all-reduces, and the loss.
 /// Without an axis (unsplit logits) the same pieces without all-reduces.
-/// `offset` is the first vocabulary row this rank holds.
+/// `offset` is the first vocabulary row this rank holds; `meanOver`, set
+/// where the tokens are split across ranks, the number of tokens of the
+/// whole batch, which the loss's mean divides by.
 struct CrossEntropyPieces {
   XentMaxOp max;
   XentSumExpOp sums;
@@ -56,7 +58,8 @@ struct CrossEntropyPieces {
 };
 CrossEntropyPieces buildCrossEntropyPieces(OpBuilder &b, CrossEntropyOp loss,
                                            Value offset, FlatSymbolRefAttr mesh,
-                                           std::optional<StringRef> axis);
+                                           std::optional<StringRef> axis,
+                                           IntegerAttr meanOver = {});
 
 /// A parameter of `function`: a float tensor argument whose role is
 /// "param" (stated, or by default).

@@ -503,7 +503,8 @@ def TP_XentGradOp : TP_Op<"xent_grad", [DeclareOpInterfaceMethods<TP_PrecisionOp
   let description = [{
     (softmax - onehot(target)) * loss_grad / tokens over this rank's real
     vocabulary columns, from the all-reduced max and sum of exponentials:
-    no communication.
+    no communication. `tokens` is `mean_over` where the loss has it (a
+    batch split over data-parallel ranks), this rank's tokens otherwise.
 
     `logits` holds the global vocabulary columns starting at `offset`;
     columns at or above `valid_vocab` are padding and get zero. `max` and
@@ -520,7 +521,8 @@ def TP_XentGradOp : TP_Op<"xent_grad", [DeclareOpInterfaceMethods<TP_PrecisionOp
   let arguments = (ins TP_FloatTensor:$logits, TP_FloatTensor:$max,
                        TP_FloatTensor:$sum_exp, TP_IndexTensor:$targets,
                        TP_Scalar:$loss_grad, Index:$offset,
-                       ConfinedAttr<I64Attr, [IntPositive]>:$valid_vocab);
+                       ConfinedAttr<I64Attr, [IntPositive]>:$valid_vocab,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$mean_over);
   let results = (outs TP_FloatTensor:$logits_grad);
   let assemblyFormat = [{
     $logits `,` $max `,` $sum_exp `,` $targets `,` $loss_grad `offset` $offset
@@ -658,6 +660,9 @@ def TP_XentLossOp : TP_Op<"xent_loss", [DeclareOpInterfaceMethods<TP_PrecisionOp
     The last piece of the vocabulary-parallel cross-entropy: from the
     all-reduced per-token `sum_exp`, `max` and `target_logit` (`[...]`, one
     type), the scalar mean over tokens of `log(sum_exp) + max - target_logit`.
+    With `mean_over`, the sum over this rank's tokens divided by that many
+    tokens instead: the rank's share of the mean over a batch split across
+    data-parallel ranks, which an all-reduce over them completes.
 
     Its gradient rule needs `sum_exp` to come from a `tp.xent_sum_exp`
     (directly or through an all-reduce) and builds a `tp.xent_grad` on that
@@ -672,7 +677,8 @@ def TP_XentLossOp : TP_Op<"xent_loss", [DeclareOpInterfaceMethods<TP_PrecisionOp
     ```
   }];
   let arguments = (ins TP_FloatTensor:$sum_exp, TP_FloatTensor:$max,
-                       TP_FloatTensor:$target_logit);
+                       TP_FloatTensor:$target_logit,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$mean_over);
   let results = (outs TP_Scalar:$loss);
   let assemblyFormat = [{
     $sum_exp `,` $max `,` $target_logit attr-dict `:` type($sum_exp) `->`
