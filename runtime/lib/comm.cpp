@@ -9,10 +9,11 @@ struct mrt_context {
 
 const mrt::MpiMesh &mrt::meshOf(const mrt_context *ctx) { return ctx->mesh; }
 
-extern "C" mrt_context *mrt_context_create(int64_t tp_size, char *err,
-                                           size_t errlen) {
+extern "C" mrt_context *mrt_context_create(int64_t tp_size,
+                                           double collective_timeout_s,
+                                           char *err, size_t errlen) {
   mrt::MpiMesh mesh;
-  if (!mrt::createMpiMesh(tp_size, mesh, err, errlen))
+  if (!mrt::createMpiMesh(tp_size, collective_timeout_s, mesh, err, errlen))
     return nullptr;
   return new mrt_context{mesh};
 }

@@ -1,9 +1,15 @@
 // MPI meshes shared by the CPU and CUDA runtimes (see mpi_mesh.h).
 #include "mpi_mesh.h"
 
+#include <atomic>
+#include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstdarg>
 #include <cstdio>
+#include <mutex>
+#include <thread>
+#include <unistd.h>
 
 namespace mrt {
 namespace {
@@ -39,7 +45,93 @@ void abortJob(int worldRank, const char *fmt, ...) {
   __builtin_unreachable();
 }
 
+/// A thread that ends the process when the collective in flight outlasts the
+/// timeout. The collectives stay MPI's blocking ones (a nonblocking one with
+/// a polling deadline would run Open MPI's slower libnbc algorithms): the
+/// caller marks entering and leaving, which costs two atomic stores. The
+/// thread cannot call MPI (the library initialises MPI_THREAD_FUNNELED), so
+/// it exits the process, and mpirun then ends every other rank, the stopped
+/// one included.
+class CollectiveWatch {
+public:
+  CollectiveWatch(int worldRank, double timeoutSeconds)
+      : worldRank(worldRank), timeout(timeoutSeconds),
+        thread([this] { run(); }) {}
+  ~CollectiveWatch() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stopping = true;
+    }
+    wake.notify_one();
+    thread.join();
+  }
+
+  void enter(const char *collective, int axis) {
+    what.store(collective, std::memory_order_relaxed);
+    overAxis.store(axis, std::memory_order_relaxed);
+    since.store(now(), std::memory_order_release);
+  }
+  void leave() { since.store(kIdle, std::memory_order_release); }
+
+private:
+  using Clock = std::chrono::steady_clock;
+  static constexpr int64_t kIdle = -1;
+  static int64_t now() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               Clock::now().time_since_epoch())
+        .count();
+  }
+
+  void run() {
+    // A tenth of the limit between looks: a hang is caught within 10%.
+    const auto period = std::chrono::duration<double>(timeout / 10.0);
+    std::unique_lock<std::mutex> lock(mutex);
+    while (!wake.wait_for(lock, period, [this] { return stopping; })) {
+      const int64_t start = since.load(std::memory_order_acquire);
+      if (start == kIdle || (now() - start) * 1e-9 <= timeout)
+        continue;
+      std::fprintf(stderr,
+                   "megatron-rt: rank %d: %s over %s did not finish within "
+                   "%g s: a rank of its group stopped answering or died "
+                   "(megatron-run --collective-timeout sets the limit)\n",
+                   worldRank, what.load(),
+                   overAxis.load() == MRT_AXIS_DP ? MGT_AXIS_NAME_DP
+                                                  : MGT_AXIS_NAME_TP,
+                   timeout);
+      std::fflush(stderr);
+      _exit(1);
+    }
+  }
+
+  const int worldRank;
+  const double timeout;
+  std::atomic<int64_t> since{kIdle};
+  std::atomic<const char *> what{""};
+  std::atomic<int> overAxis{MRT_AXIS_TP};
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool stopping = false;
+  std::thread thread; // last: starts once everything above is initialised
+};
+
 namespace {
+
+/// Marks a collective in flight for the mesh's watch, for its scope.
+class Watched {
+public:
+  Watched(const MpiMesh &mesh, const char *what, int axis)
+      : watch(mesh.watch.get()) {
+    if (watch)
+      watch->enter(what, axis);
+  }
+  ~Watched() {
+    if (watch)
+      watch->leave();
+  }
+
+private:
+  CollectiveWatch *watch;
+};
 
 void check(int worldRank, const char *what, int code) {
   if (code == MPI_SUCCESS)
@@ -140,7 +232,8 @@ MPI_Op checkedOp(const MpiMesh *ctx, int op) {
 
 } // namespace
 
-bool createMpiMesh(int64_t tpSize, MpiMesh &mesh, char *err, size_t errlen) {
+bool createMpiMesh(int64_t tpSize, double timeoutSeconds, MpiMesh &mesh,
+                   char *err, size_t errlen) {
   writeError(err, errlen, "%s", "");
   if (!ensureMpiInitialised(err, errlen))
     return false;
@@ -153,11 +246,15 @@ bool createMpiMesh(int64_t tpSize, MpiMesh &mesh, char *err, size_t errlen) {
     return false;
   }
   splitAxes(mesh);
+  if (timeoutSeconds > 0)
+    mesh.watch =
+        std::make_shared<CollectiveWatch>(mesh.worldRank, timeoutSeconds);
   ++liveContexts;
   return true;
 }
 
 void destroyMpiMesh(MpiMesh &mesh) {
+  mesh.watch.reset();
   for (MPI_Comm &comm : mesh.comm)
     MPI_Comm_free(&comm);
   --liveContexts;
@@ -167,6 +264,7 @@ void destroyMpiMesh(MpiMesh &mesh) {
 void mpiAllReduce(const MpiMesh &mesh, int axis, float *buf, int64_t n,
                   int op) {
   const char *what = "all_reduce";
+  Watched watched(mesh, what, axis);
   check(mesh.worldRank, what,
         MPI_Allreduce(MPI_IN_PLACE, buf, checkedCount(&mesh, n, what),
                       MPI_FLOAT, checkedOp(&mesh, op),
@@ -178,6 +276,7 @@ void mpiAllGather(const MpiMesh &mesh, int axis, const float *in, float *out,
   const char *what = "all_gather";
   int count = checkedCount(&mesh, nPerRank, what);
   int a = checkedAxis(&mesh, axis, what);
+  Watched watched(mesh, what, a);
   // MPI forbids aliased buffers; this rank's own slot is its in-place form.
   bool inPlace = in == out + static_cast<int64_t>(mesh.rank[a]) * nPerRank;
   check(mesh.worldRank, what,
@@ -188,6 +287,7 @@ void mpiAllGather(const MpiMesh &mesh, int axis, const float *in, float *out,
 void mpiReduceScatter(const MpiMesh &mesh, int axis, const float *in,
                       float *out, int64_t nPerRank) {
   const char *what = "reduce_scatter";
+  Watched watched(mesh, what, axis);
   check(mesh.worldRank, what,
         MPI_Reduce_scatter_block(in, out, checkedCount(&mesh, nPerRank, what),
                                  MPI_FLOAT, MPI_SUM,
@@ -197,6 +297,7 @@ void mpiReduceScatter(const MpiMesh &mesh, int axis, const float *in,
 void mpiBroadcast(const MpiMesh &mesh, int axis, void *buf, int64_t bytes,
                   int root) {
   const char *what = "broadcast";
+  Watched watched(mesh, what, axis);
   check(mesh.worldRank, what,
         MPI_Bcast(buf, checkedCount(&mesh, bytes, what), MPI_BYTE, root,
                   mesh.comm[checkedAxis(&mesh, axis, what)]));

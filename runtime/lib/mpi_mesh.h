@@ -11,19 +11,26 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace mrt {
+
+class CollectiveWatch;
 
 struct MpiMesh {
   int worldRank;
   int rank[2];
   int size[2];
   MPI_Comm comm[2]; // indexed by MRT_AXIS_DP / MRT_AXIS_TP
+  // Ends the job when a collective outlasts the timeout (null: no limit).
+  std::shared_ptr<CollectiveWatch> watch;
 };
 
-/// Initialises MPI if needed and splits the world into the mesh; on failure
+/// Initialises MPI if needed and splits the world into the mesh, whose
+/// collectives may take `timeoutSeconds` each (0: no limit); on failure
 /// writes the reason into err and returns false.
-bool createMpiMesh(int64_t tpSize, MpiMesh &mesh, char *err, size_t errlen);
+bool createMpiMesh(int64_t tpSize, double timeoutSeconds, MpiMesh &mesh,
+                   char *err, size_t errlen);
 
 /// Frees the communicators; finalises MPI when this library initialised it
 /// and no mesh is left.

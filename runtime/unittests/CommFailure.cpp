@@ -2,9 +2,12 @@
 //   tp-mismatch <tp>  context creation with the wrong tp_size
 //   rank-exit <tp>    rank 1 exits mid-run while rank 0 waits in an all-reduce
 //   mpi-error <tp>    a collective fails inside MPI (invalid broadcast root)
+//   rank-stops <tp>   rank 1 stops (SIGSTOP) while the others all-reduce over
+//                     dp (tp=1) or tp: the 2 s collective timeout ends the job
 // Each returns 0 only if the failure it provokes did not happen.
 #include "megatron_rt/comm.h"
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,9 +16,9 @@
 
 namespace {
 
-mrt_context *createOrExit(int64_t tp) {
+mrt_context *createOrExit(int64_t tp, double timeout) {
   char err[256];
-  mrt_context *ctx = mrt_context_create(tp, err, sizeof(err));
+  mrt_context *ctx = mrt_context_create(tp, timeout, err, sizeof(err));
   if (!ctx) {
     std::fprintf(stderr, "%s\n", err);
     std::exit(1);
@@ -34,6 +37,17 @@ void rankExitsDuringAllReduce(mrt_context *ctx) {
   mrt_all_reduce_f32(ctx, MRT_AXIS_TP, &value, 1, MRT_REDUCE_SUM);
 }
 
+// Nothing but the timeout can end rank 0's wait: rank 1 neither exits nor
+// answers, as a rank stuck in a kernel or a debugger.
+void rankStopsDuringAllReduce(mrt_context *ctx) {
+  const int axis = mrt_axis_size(ctx, MRT_AXIS_TP) > 1 ? MRT_AXIS_TP
+                                                       : MRT_AXIS_DP;
+  if (mrt_world_rank(ctx) == 1)
+    raise(SIGSTOP);
+  float value = 1.0f;
+  mrt_all_reduce_f32(ctx, axis, &value, 1, MRT_REDUCE_SUM);
+}
+
 void broadcastFromInvalidRoot(mrt_context *ctx) {
   char byte = 0;
   mrt_broadcast_bytes(ctx, MRT_AXIS_TP, &byte, 1, 1 << 20);
@@ -43,12 +57,16 @@ void broadcastFromInvalidRoot(mrt_context *ctx) {
 
 int main(int argc, char **argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: %s tp-mismatch|rank-exit|mpi-error <tp>\n",
+    std::fprintf(stderr,
+                 "usage: %s tp-mismatch|rank-exit|mpi-error|rank-stops <tp>\n",
                  argv[0]);
     return 2;
   }
-  mrt_context *ctx = createOrExit(std::atoll(argv[2]));
-  if (std::strcmp(argv[1], "rank-exit") == 0)
+  const bool stops = std::strcmp(argv[1], "rank-stops") == 0;
+  mrt_context *ctx = createOrExit(std::atoll(argv[2]), stops ? 2.0 : 0.0);
+  if (stops)
+    rankStopsDuringAllReduce(ctx);
+  else if (std::strcmp(argv[1], "rank-exit") == 0)
     rankExitsDuringAllReduce(ctx);
   else if (std::strcmp(argv[1], "mpi-error") == 0)
     broadcastFromInvalidRoot(ctx);

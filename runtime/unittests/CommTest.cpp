@@ -124,7 +124,8 @@ int main(int argc, char **argv) {
   }
   expectedDp = std::atoll(argv[2]);
   char err[256];
-  ctx = mrt_context_create(std::atoll(argv[1]), err, sizeof(err));
+  ctx = mrt_context_create(std::atoll(argv[1]), /*collective_timeout_s=*/0,
+                           err, sizeof(err));
   if (!ctx) {
     std::fprintf(stderr, "%s\n", err);
     return 1;

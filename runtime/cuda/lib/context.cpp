@@ -20,23 +20,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// Seconds a collective may stay unfinished before the job is ended: long
-/// enough for the first NCCL connection set-up, short enough that a dead
-/// peer does not hold the other GPUs for hours.
-double collectiveTimeoutSeconds() {
-  const char *value = std::getenv("MEGATRON_NCCL_TIMEOUT_S");
-  double seconds = value ? std::atof(value) : 0.0;
-  return seconds > 0.0 ? seconds : 300.0;
-}
-
 /// Watches the collectives in flight; a failed or timed-out one exits the
 /// process, so mpirun ends every other rank instead of leaving them blocked
 /// in the same collective.
 class Watchdog {
 public:
-  Watchdog(int worldRank, int device, ncclComm_t *comms, int count)
+  /// `timeout`: seconds a collective may stay unfinished (0: no limit).
+  Watchdog(int worldRank, int device, ncclComm_t *comms, int count,
+           double timeout)
       : worldRank(worldRank), device(device), comms(comms), count(count),
-        timeout(collectiveTimeoutSeconds()), thread([this] { run(); }) {}
+        timeout(timeout), thread([this] { run(); }) {}
 
   ~Watchdog() {
     stop = true;
@@ -89,9 +82,9 @@ private:
       if (state == cudaErrorNotReady) {
         double waited =
             std::chrono::duration<double>(Clock::now() - front.start).count();
-        if (waited > timeout)
+        if (timeout > 0 && waited > timeout)
           fail("NCCL %s did not finish within %s seconds (a peer rank died "
-               "or hangs; MEGATRON_NCCL_TIMEOUT_S sets the limit)",
+               "or hangs; megatron-run --collective-timeout sets the limit)",
                front.what, std::to_string(timeout).c_str());
         return;
       }
@@ -330,15 +323,17 @@ cudaStream_t mrt::cuda::computeStream() {
   return current->compute;
 }
 
-extern "C" mrt_context *mrt_context_create(int64_t tp_size, char *err,
-                                           size_t errlen) {
+extern "C" mrt_context *mrt_context_create(int64_t tp_size,
+                                           double collective_timeout_s,
+                                           char *err, size_t errlen) {
   if (current) {
     mrt::writeError(err, errlen,
                     "megatron-rt: this process already drives a GPU context");
     return nullptr;
   }
   auto *ctx = new mrt_context;
-  if (!mrt::createMpiMesh(tp_size, ctx->mesh, err, errlen)) {
+  if (!mrt::createMpiMesh(tp_size, collective_timeout_s, ctx->mesh, err,
+                          errlen)) {
     delete ctx;
     return nullptr;
   }
@@ -362,7 +357,8 @@ extern "C" mrt_context *mrt_context_create(int64_t tp_size, char *err,
   MRT_CUDA_CHECK(cudaEventCreateWithFlags(&ctx->commDone,
                                           cudaEventDisableTiming));
   createCommunicators(*ctx);
-  ctx->watchdog = new Watchdog(ctx->mesh.worldRank, ctx->device, ctx->nccl, 2);
+  ctx->watchdog = new Watchdog(ctx->mesh.worldRank, ctx->device, ctx->nccl, 2,
+                               collective_timeout_s);
   current = ctx;
   return ctx;
 }

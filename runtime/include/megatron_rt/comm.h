@@ -16,9 +16,13 @@ typedef struct mrt_context mrt_context;
 
 /* Initialises MPI if needed and builds the (dp, tp) mesh: the MPI world size
  * must be a multiple of tp_size, and dp is the quotient; world rank r is
- * (dp r / tp_size, tp r % tp_size). On failure returns NULL and writes a
- * NUL-terminated message into err[errlen]. */
-MRT_API mrt_context *mrt_context_create(int64_t tp_size, char *err,
+ * (dp r / tp_size, tp r % tp_size). A collective unfinished after
+ * collective_timeout_s seconds (0: no limit) ends the job with an error
+ * naming it: a rank that stopped answering would hold every other rank in it
+ * for ever. On failure returns NULL and writes a NUL-terminated message into
+ * err[errlen]. */
+MRT_API mrt_context *mrt_context_create(int64_t tp_size,
+                                        double collective_timeout_s, char *err,
                                         size_t errlen);
 
 /* Frees the communicators; finalises MPI when the library initialised it and

@@ -6,9 +6,11 @@ namespace mrun {
 
 std::unique_ptr<Mesh> Mesh::create(const RuntimeApi &rt,
                                    const std::string &library,
-                                   const Manifest &m, std::string &error) {
+                                   const Manifest &m, double collectiveTimeout,
+                                   std::string &error) {
   char why[512];
-  mrt_context *ctx = rt.contextCreate(m.tp, why, sizeof(why));
+  mrt_context *ctx =
+      rt.contextCreate(m.tp, collectiveTimeout, why, sizeof(why));
   if (!ctx) {
     error = meshFailure(library, m, why);
     return nullptr;

@@ -15,11 +15,14 @@ namespace mrun {
 class Mesh {
 public:
   // Creates the context for the manifest's dp x tp mesh (every rank sees
-  // the same world size, so it fails on all or none). On failure returns null and
-  // sets `error` to the message (naming `library`).
+  // the same world size, so it fails on all or none), whose collectives end
+  // the job after `collectiveTimeout` seconds (0: never). On failure returns
+  // null and sets `error` to the message (naming `library`).
   static std::unique_ptr<Mesh> create(const RuntimeApi &rt,
                                       const std::string &library,
-                                      const Manifest &m, std::string &error);
+                                      const Manifest &m,
+                                      double collectiveTimeout,
+                                      std::string &error);
   Mesh(const Mesh &) = delete;
   Mesh &operator=(const Mesh &) = delete;
   ~Mesh(); // destroys the context (MPI may be finalised)

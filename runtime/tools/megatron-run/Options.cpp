@@ -69,6 +69,10 @@ const char *const kUsage =
     "                     at that step (not with --init-from)\n"
     "  --dump-grads FILE  write the global gradients of the first step to FILE\n"
     "                     (STEP.so compiled with --export-grads)\n"
+    "  --collective-timeout S\n"
+    "                     end the job, naming the collective, when one takes\n"
+    "                     longer than S seconds: a rank that stopped answering\n"
+    "                     or died (default 600; 0: wait for ever)\n"
     "  --help             show this help\n"
     "\n"
     "Rank 0 prints \"step S loss X\" per step (training: \"step S loss X grad_norm\n"
@@ -209,6 +213,8 @@ Options parseOptions(const std::vector<std::string> &args) {
       o.valSteps = parseInt(arg, takeValue(), 1);
     } else if (arg == "--save") {
       o.save = fileName(arg, takeValue());
+    } else if (arg == "--collective-timeout") {
+      o.collectiveTimeout = parseDouble(arg, takeValue(), 0.0);
     } else if (arg == "--save-every") {
       o.saveEvery = parseInt(arg, takeValue(), 1);
     } else if (arg == "--save-dir") {

@@ -30,6 +30,8 @@ struct Options {
   // keeping the keepLast latest (0: all).
   int64_t saveEvery = 0, keepLast = 0;
   std::string saveDir;
+  // Seconds a collective may take before the job ends (0: no limit).
+  double collectiveTimeout = 600.0;
 };
 
 // The learning rate of step t (0-based; steps = --steps N, the schedule's

@@ -14,7 +14,7 @@
 namespace mrun {
 
 struct RuntimeApi {
-  mrt_context *(*contextCreate)(int64_t, char *, size_t) = nullptr;
+  mrt_context *(*contextCreate)(int64_t, double, char *, size_t) = nullptr;
   void (*contextDestroy)(mrt_context *) = nullptr;
   int64_t (*axisRank)(const mrt_context *, int) = nullptr;
   int64_t (*axisSize)(const mrt_context *, int) = nullptr;

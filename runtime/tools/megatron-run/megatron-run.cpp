@@ -40,7 +40,8 @@ int run(const Options &opt) {
   Buffers buffers(rt, step.manifest);
   std::string noMesh;
   const std::unique_ptr<Mesh> mesh =
-      Mesh::create(rt, opt.stepLibrary, step.manifest, noMesh);
+      Mesh::create(rt, opt.stepLibrary, step.manifest, opt.collectiveTimeout,
+                   noMesh);
   if (!mesh) {
     report(noMesh);
     return 1;

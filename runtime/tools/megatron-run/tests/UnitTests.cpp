@@ -765,7 +765,8 @@ TEST(Options, Training) {
        "--grad-clip", "1", "--lr-schedule", "cosine", "--warmup-steps", "2",
        "--min-lr", "1e-4", "--val-data", "v", "--val-every", "3",
        "--val-steps", "2", "--save", "o.st", "--resume", "r.st",
-       "--dump-grads", "g.st"});
+       "--dump-grads", "g.st", "--collective-timeout", "30"});
+  EXPECT_EQ(o.collectiveTimeout, 30.0);
   EXPECT_EQ(o.lr, 1e-3);
   EXPECT_EQ(o.beta1, 0.8);
   EXPECT_EQ(o.beta2, 0.95);
@@ -1093,6 +1094,7 @@ namespace {
 // in agree(); in an all-gather, rank r's buffer = this rank's + 1000 * r).
 struct FakeMesh {
   int64_t tpSize = 1, rank = 0;
+  double timeout = -1; // what the context was created with
   // The other ranks' agree() flags (their maximum): the lowest failing
   // rank's world - r, and 1 when some other rank did not fail.
   float othersFlags[2] = {0, 1};
@@ -1102,7 +1104,8 @@ struct FakeMesh {
 FakeMesh fake;
 char fakeContextStorage;
 
-mrt_context *fakeCreate(int64_t, char *err, size_t errlen) {
+mrt_context *fakeCreate(int64_t, double timeout, char *err, size_t errlen) {
+  fake.timeout = timeout;
   if (!fake.createError)
     return reinterpret_cast<mrt_context *>(&fakeContextStorage);
   std::snprintf(err, errlen, "%s", fake.createError);
@@ -1148,7 +1151,7 @@ RuntimeApi fakeRuntime(int64_t tpSize, int64_t rank) {
 
 std::unique_ptr<Mesh> fakeMeshOf(const RuntimeApi &rt, const Manifest &m) {
   std::string error;
-  std::unique_ptr<Mesh> mesh = Mesh::create(rt, "s.so", m, error);
+  std::unique_ptr<Mesh> mesh = Mesh::create(rt, "s.so", m, 600.0, error);
   EXPECT_TRUE(mesh) << error;
   return mesh;
 }
@@ -1289,7 +1292,8 @@ TEST(Mesh, CreationFailures) {
   fake.createError = "megatron-rt: tp_size 2 does not match the 3 MPI ranks";
   Manifest m = parseManifest(manifestWith(""));
   std::string error;
-  EXPECT_EQ(Mesh::create(rt, "s.so", m, error), nullptr);
+  EXPECT_EQ(Mesh::create(rt, "s.so", m, 12.5, error), nullptr);
+  EXPECT_EQ(fake.timeout, 12.5); // --collective-timeout reaches the runtime
   EXPECT_EQ(error, "s.so was compiled for tp=2: launch it as `mpirun -np 2 "
                    "megatron-run ...` (megatron-rt: tp_size 2 does not match "
                    "the 3 MPI ranks)");

@@ -42,7 +42,7 @@ MOCK_PARAMS = {
     "ln_f.weight": (4,), "ln_f.bias": (4,),
 }
 B, T, VOCAB, LAYERS = 2, 3, 10, 2
-MPI_ENV = ("MOCK_DUMP_DIR", "MOCK_BREAK_RANK", "MOCK_EXIT_RANK")
+MPI_ENV = ("MOCK_DUMP_DIR", "MOCK_BREAK_RANK", "MOCK_EXIT_RANK", "MOCK_STOP_RANK")
 
 
 def check(cond, what):
@@ -603,6 +603,22 @@ def case_rank_dies():
     expect_fail(command(2, ["--data", t, "--eval-only"], env),
                 r"mock_step: rank 1 exits in mgt_forward", env=env,
                 what="rank 1 exits inside mgt_forward")
+
+
+def case_rank_stops():
+    # A rank that stops answering (SIGSTOP in its second step) ends the job
+    # at the collective timeout, naming the collective; it never hangs.
+    t = token_file(np.arange(40) % VOCAB)
+    env = {"MOCK_STOP_RANK": "1"}
+    out = expect_fail(command(2, ["--data", t, "--steps", "5",
+                                  "--collective-timeout", "2"], env),
+                      r"megatron-rt: rank 0: all_reduce over tp did not finish "
+                      r"within 2 s: a rank of its group stopped answering",
+                      env=env, what="rank 1 stops in its second step", max_s=20)
+    check(len(train_printed(out)) == 1, "... after the first step")
+    expect_fail(command(1, ["--data", t, "--collective-timeout", "-1"]),
+                r"--collective-timeout: expected a number >= 0", code=2,
+                what="a negative timeout")
 
 
 def case_log_file():

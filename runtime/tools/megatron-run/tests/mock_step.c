@@ -48,11 +48,14 @@
  *                      h.0.ln_9.weight (a failure only that rank sees)
  *   MOCK_EXIT_RANK=r   world rank r exits with status 3 inside mgt_forward
  *                      and mgt_train_step
+ *   MOCK_STOP_RANK=r   world rank r stops (SIGSTOP) inside mgt_train_step,
+ *                      at its second call: alive, but never answering
  */
 #include "megatron_rt/comm.h"
 #include "megatron_rt/contract.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -468,6 +471,8 @@ MOCK_EXPORT void mgt_train_step(mrt_context *ctx, void **args,
     fprintf(stderr, "mock_step: rank %ld exits in mgt_train_step\n", rank);
     exit(3);
   }
+  if (mrt_world_rank(ctx) == envInt("MOCK_STOP_RANK") && calls == 1)
+    raise(SIGSTOP);
   FILE *dump = openDump(ctx, "train", calls++);
   const float loss = checksum(ctx, args, dump);
   const float *hp = (const float *)args[kHyper];
