@@ -24,7 +24,8 @@ def plot_step_times(path, out):
                      key=lambda c: [r["config"] for r in results].index(c))
     fig, axes = plt.subplots(1, len(configs), figsize=(4 * len(configs), 3.4))
     for ax, config in zip(axes if len(configs) > 1 else [axes], configs):
-        rows = sorted((r for r in results if r["config"] == config), key=lambda r: r["tp"])
+        rows = sorted((r for r in results if r["config"] == config and r.get("dp", 1) == 1),
+                      key=lambda r: r["tp"])
         tps = [r["tp"] for r in rows]
         ax.plot(tps, [r["ours"]["step_ms"] for r in rows], "o-", label="megatron-mlir")
         ax.plot(tps, [r["jax"]["step_ms"] for r in rows], "s--", label="JAX (jit, GSPMD)")

@@ -86,6 +86,12 @@ if "$C" "$WORK/tiny.mlir" 'builtin.module(megatron-pipeline{tp=2})' "$WORK/steps
 fi
 grep -q "error: the module has no 'tp.step': run tp-step-manifest" "$WORK/err.txt" ||
   { cat "$WORK/err.txt"; fail "embed-c's missing-manifest error"; }
+echo 'module attributes {tp.step = {target = "cpu"}} {}' > "$WORK/bad-step.mlir"
+if "$C" "$WORK/bad-step.mlir" 'builtin.module()' "$WORK/steps/bad.so" 2> "$WORK/err.txt"; then
+  fail "embed-c wrote a library from a tp.step without a manifest"
+fi
+grep -q "error: 'tp.step' has no valid 'manifest' field: it is what tp-step-manifest records" "$WORK/err.txt" ||
+  { cat "$WORK/err.txt"; fail "embed-c's malformed-manifest error"; }
 
 # The README's Embedding section: its commands as written, its snippets
 # from the examples.

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""GPT-2 training on CPU: our compiled tensor-parallel step (megatron-run
-under MPI) beside the same model in JAX (jit, fp32, GSPMD sharding), in the
-same run, at TP=1 and TP=2. Prints step time, tokens/s, peak memory and the
-ours/JAX ratios, and optionally writes them as JSON.
+"""GPT-2 training on CPU: our compiled parallel step (megatron-run under
+MPI) beside the same model in JAX (jit, fp32, GSPMD sharding), in the same
+run, at several data x tensor-parallel layouts (DxT: D data-parallel groups
+of T tensor-parallel ranks; default 1x1 and 1x2). Prints step time,
+tokens/s, peak memory and the ours/JAX ratios, and optionally writes them as
+JSON.
 
-  bench/cpu/train_compare.py [--configs tiny,cpu,124M] [--tp 1,2] [--steps 10]
-      [--threads T] [--json FILE] [--keep DIR] [--mpi-args ARGS] [--jax-xla-flags FLAGS]
+  bench/cpu/train_compare.py [--configs tiny,cpu,124M] [--layouts 1x1,1x2,2x1]
+      [--steps 10] [--threads T] [--json FILE] [--keep DIR] [--mpi-args ARGS]
+      [--jax-xla-flags FLAGS]
 
 Configurations (--configs, default all):
   tiny  2 layers,  4 heads,  64 wide, vocab 512,   T=32,  B=2
@@ -19,8 +22,8 @@ safetensors checkpoint, utils/gpt2_reference) and read the same random tokens
 constant learning rate. Their losses are printed side by side as a check that
 the two compute the same thing.
 
-ours:  gpt2-mlir (config flags) -> megatron-compile --tp=N --train ->
-       mpirun --oversubscribe --bind-to none -np N
+ours:  gpt2-mlir (config flags) -> megatron-compile --dp=D --tp=T --train ->
+       mpirun --oversubscribe --bind-to none -np D*T
          /usr/bin/time -a -o maxrss.txt -f "maxrss_kb %M" megatron-run step.so
          --init-from model.safetensors --data tokens.bin --steps S --lr 3e-4
          --log log.jsonl
@@ -32,8 +35,10 @@ JAX:   utils/gpt2_reference/gpt2_jax.py's model (layer_norm, gelu_tanh,
        (value_and_grad + AdamW, parameters and moments donated), in a
        subprocess per configuration:
        TP=1: one host device.
-       TP=N: XLA_FLAGS=--xla_force_host_platform_device_count=N, a Mesh with
-       axis "tp" and Megatron's shardings on the parameters (NamedSharding):
+       DxT: XLA_FLAGS=--xla_force_host_platform_device_count=D*T, a Mesh
+       (D, T) with axes "dp" and "tp", the batch of the tokens split over
+       "dp", and Megatron's shardings on the parameters over "tp"
+       (NamedSharding):
        c_attn weight/bias split by columns per q/k/v section (kept as
        [C,3,C] / [3,C], split on the last dim), c_fc weight/bias by columns,
        attn.c_proj and mlp.c_proj weights by rows, wte by vocabulary rows
@@ -53,7 +58,7 @@ JAX:   utils/gpt2_reference/gpt2_jax.py's model (layer_norm, gelu_tanh,
        JAX and creating the devices (before any parameter) is "base".
 
 Threads: the machine's cores (or --threads T) are the total budget. Ours: N
-ranks with OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = max(1, T // N) each, not
+= D*T ranks with OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = max(1, T // N) each, not
 bound to cores (--bind-to none; Open MPI would otherwise bind one rank to one
 core). JAX: one process whose XLA CPU thread pools size themselves from the
 process's CPU affinity; with T < cores both sides run under
@@ -100,20 +105,25 @@ MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 # --------------------------------------------------------------------------
 # ours
 # --------------------------------------------------------------------------
-def compile_ours(cfg, workdir, tp):
-    """megatron-compile --tp --train; returns (step.so, compile s, manifest,
-    tp-explain report)."""
+def tag(dp, tp):
+    return f"{dp}x{tp}"
+
+
+def compile_ours(cfg, workdir, dp, tp):
+    """megatron-compile --dp --tp --train; returns (step.so, compile s,
+    manifest, tp-explain report)."""
     mlir = os.path.join(workdir, "gpt2.mlir")
-    step = os.path.join(workdir, f"step-tp{tp}.so")
+    step = os.path.join(workdir, f"step-{tag(dp, tp)}.so")
+    layout = [f"--dp={dp}", f"--tp={tp}"]
     start = time.perf_counter()
-    subprocess.run([os.path.join(BIN, "megatron-compile"), mlir, f"--tp={tp}", "--train",
+    subprocess.run([os.path.join(BIN, "megatron-compile"), mlir, *layout, "--train",
                     "-o", step], check=True)
     seconds = time.perf_counter() - start
     manifest = json.loads(subprocess.run(
-        [os.path.join(BIN, "megatron-compile"), mlir, f"--tp={tp}", "--train",
+        [os.path.join(BIN, "megatron-compile"), mlir, *layout, "--train",
          "--emit=manifest", "-o", "-"], check=True, capture_output=True, text=True).stdout)
     report = json.loads(subprocess.run(
-        [os.path.join(BIN, "megatron-opt"), mlir, f"--megatron-pipeline=tp={tp}",
+        [os.path.join(BIN, "megatron-opt"), mlir, f"--megatron-pipeline=tp={tp} dp={dp}",
          "--tp-autodiff", "--tp-optimizer", "--tp-explain=json=-", "-o", "/dev/null"],
         check=True, capture_output=True, text=True).stdout)
     return step, seconds, manifest, report
@@ -125,17 +135,18 @@ def affinity_prefix(threads):
     return ["taskset", "-c", f"0-{threads - 1}"]
 
 
-def run_ours(step, tp, paths, args):
-    log = os.path.join(paths["dir"], f"log-tp{tp}.jsonl")
-    rss = os.path.join(paths["dir"], f"maxrss-tp{tp}.txt")
+def run_ours(step, dp, tp, paths, args):
+    ranks = dp * tp
+    log = os.path.join(paths["dir"], f"log-{tag(dp, tp)}.jsonl")
+    rss = os.path.join(paths["dir"], f"maxrss-{tag(dp, tp)}.txt")
     for old in (log, rss):
         if os.path.exists(old):
             os.remove(old)
-    per_rank = max(1, args.threads // tp)
+    per_rank = max(1, args.threads // ranks)
     env = dict(os.environ, **MPI_ENV, OMP_NUM_THREADS=str(per_rank),
                OPENBLAS_NUM_THREADS=str(per_rank))
     cmd = affinity_prefix(args.threads) + [
-        "mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(tp),
+        "mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(ranks),
         "-x", "OMP_NUM_THREADS", "-x", "OPENBLAS_NUM_THREADS"] + args.mpi_args.split() + [
         "/usr/bin/time", "-a", "-o", rss, "-f", "maxrss_kb %M",
         os.path.join(BIN, "megatron-run"), step, "--init-from", paths["model"],
@@ -148,8 +159,8 @@ def run_ours(step, tp, paths, args):
     with open(rss) as f:   # one line per rank, appended by each rank's /usr/bin/time
         text = f.read()
     peaks = [int(k) for k in re.findall(r"^maxrss_kb (\d+)$", text, re.M)]
-    if len(peaks) != tp:
-        raise RuntimeError(f"expected {tp} maxrss lines in {rss}, got:\n{text}")
+    if len(peaks) != ranks:
+        raise RuntimeError(f"expected {ranks} maxrss lines in {rss}, got:\n{text}")
     with open(log) as f:
         steps = [json.loads(line) for line in f if '"loss"' in line]
     ms = [s["ms"] for s in steps]
@@ -163,14 +174,15 @@ def run_ours(step, tp, paths, args):
 # --------------------------------------------------------------------------
 # JAX (the worker runs in its own process: XLA_FLAGS apply at start-up)
 # --------------------------------------------------------------------------
-def run_jax(cfg, tp, padded_vocab, paths, args):
-    spec = {"cfg": cfg, "tp": tp, "padded_vocab": padded_vocab, "steps": args.steps,
-            "model": paths["model"], "tokens": paths["tokens"]}
-    spec_path = os.path.join(paths["dir"], f"jax-tp{tp}.spec.json")
-    out_path = os.path.join(paths["dir"], f"jax-tp{tp}.out.json")
+def run_jax(cfg, dp, tp, padded_vocab, paths, args):
+    spec = {"cfg": cfg, "dp": dp, "tp": tp, "padded_vocab": padded_vocab,
+            "steps": args.steps, "model": paths["model"], "tokens": paths["tokens"]}
+    spec_path = os.path.join(paths["dir"], f"jax-{tag(dp, tp)}.spec.json")
+    out_path = os.path.join(paths["dir"], f"jax-{tag(dp, tp)}.out.json")
     with open(spec_path, "w") as f:
         json.dump(spec, f)
-    flags = [f"--xla_force_host_platform_device_count={tp}"] if tp > 1 else []
+    flags = ([f"--xla_force_host_platform_device_count={dp * tp}"]
+             if dp * tp > 1 else [])
     flags += args.jax_xla_flags.split()
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads),
                OPENBLAS_NUM_THREADS=str(args.threads), XLA_FLAGS=" ".join(flags),
@@ -206,11 +218,11 @@ def jax_worker(spec_path, out_path):
     import tokens_io
 
     layers, heads, embd, vocab, ctx, seq, batch = spec["cfg"]
-    tp, steps, vp = spec["tp"], spec["steps"], spec["padded_vocab"]
+    dp, tp, steps, vp = spec["dp"], spec["tp"], spec["steps"], spec["padded_vocab"]
     devices = jax.devices()
-    if len(devices) < tp:
-        raise SystemExit(f"{len(devices)} devices, need {tp}")
-    mesh = Mesh(np.array(devices[:tp]), ("tp",))
+    if len(devices) < dp * tp:
+        raise SystemExit(f"{len(devices)} devices, need {dp * tp}")
+    mesh = Mesh(np.array(devices[:dp * tp]).reshape(dp, tp), ("dp", "tp"))
     base_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
     def pspec(name):
@@ -244,6 +256,7 @@ def jax_worker(spec_path, out_path):
         del value
     del host
     replicated = NamedSharding(mesh, P())
+    rows = NamedSharding(mesh, P("dp", None))   # each dp group its rows of the batch
 
     def attention(q, k, v):
         B, T, C = q.shape
@@ -288,7 +301,7 @@ def jax_worker(spec_path, out_path):
         return newp, newm, newv, loss, norm
 
     state_sh = (shardings, shardings, shardings)
-    step = jax.jit(step_fn, in_shardings=state_sh + (replicated,) * 4,
+    step = jax.jit(step_fn, in_shardings=state_sh + (rows, rows, replicated, replicated),
                    out_shardings=state_sh + (replicated, replicated),
                    donate_argnums=(0, 1, 2))
     shapes = {n: a.shape for n, a in params.items()}
@@ -300,7 +313,7 @@ def jax_worker(spec_path, out_path):
     batches = []
     for s in range(steps):
         ids, tg = tokens_io.batch(tokens, s, batch, seq)
-        batches.append((jax.device_put(ids, replicated), jax.device_put(tg, replicated)))
+        batches.append((jax.device_put(ids, rows), jax.device_put(tg, rows)))
 
     def scalars(s):
         t = s + 1
@@ -311,7 +324,7 @@ def jax_worker(spec_path, out_path):
     compiled = step.lower(params, m, v, *batches[0], *scalars(0)).compile()
     compile_s = time.perf_counter() - start
     hlo = compiled.as_text()
-    with open(os.path.join(os.path.dirname(out_path), f"jax-tp{tp}.hlo.txt"), "w") as f:
+    with open(os.path.join(os.path.dirname(out_path), f"jax-{tag(dp, tp)}.hlo.txt"), "w") as f:
         f.write(hlo)
     collectives = {}
     for line in hlo.splitlines():
@@ -386,28 +399,30 @@ def run_config(name, args, workdir):
     layers, heads, embd, vocab, ctx, seq, batch = cfg
     paths = prepare(name, args, workdir)
     rows = []
-    for tp in args.tp:
-        if heads % tp:
-            print(f"{name}: TP={tp} does not divide {heads} heads, skipped", file=sys.stderr)
+    for dp, tp in args.layouts:
+        if heads % tp or batch % dp:
+            print(f"{name}: {tag(dp, tp)} does not divide {heads} heads and batch {batch}, "
+                  "skipped", file=sys.stderr)
             continue
-        step, compile_s, manifest, report = compile_ours(cfg, paths["dir"], tp)
+        step, compile_s, manifest, report = compile_ours(cfg, paths["dir"], dp, tp)
         wte = next(a for a in manifest["args"] if a["name"] == "wte.weight")
         padded = wte["global_shape"][0]
-        ours = run_ours(step, tp, paths, args)
+        ours = run_ours(step, dp, tp, paths, args)
         ours.update(compile_s=compile_s,
                     comm_elements_per_rank_per_step=report["comm_elements_per_rank_per_step"])
-        theirs = run_jax(cfg, tp, padded, paths, args)
+        theirs = run_jax(cfg, dp, tp, padded, paths, args)
         diffs = [abs(a - b) / max(abs(b), 1e-30)
                  for a, b in zip(ours["losses"], theirs["losses"])]
         norm_diffs = [abs(a - b) / max(abs(b), 1e-30)
                       for a, b in zip(ours["grad_norms"], theirs["grad_norms"])]
-        rows.append({"config": name, "tp": tp, "layers": layers, "heads": heads,
+        rows.append({"config": name, "dp": dp, "tp": tp, "layout": tag(dp, tp),
+                     "layers": layers, "heads": heads,
                      "embd": embd, "vocab": vocab, "padded_vocab": padded, "seq": seq,
                      "batch": batch, "tokens_per_step": batch * seq, "steps": args.steps,
                      "ours": ours, "jax": theirs,
                      "loss_max_rel_diff": max(diffs) if diffs else None,
                      "grad_norm_max_rel_diff": max(norm_diffs) if norm_diffs else None})
-        print(f"  done {name} TP={tp}: ours {ours['step_ms']:.1f} ms, "
+        print(f"  done {name} {tag(dp, tp)}: ours {ours['step_ms']:.1f} ms, "
               f"JAX {theirs['step_ms']:.1f} ms", file=sys.stderr, flush=True)
     return rows
 
@@ -419,13 +434,13 @@ def print_table(rows, args):
     print("  ours: megatron-run on N MPI ranks (peak per rank, max over ranks; total = sum)")
     print("  JAX:  one process with N host devices (peak = process total, compilation "
           "included; run = peak of the steps alone; base = after importing JAX)")
-    print(f"{'config':>6} {'TP':>2} | {'ours ms':>8} {'tok/s':>8} {'MiB/rank':>8} "
+    print(f"{'config':>6} {'DxT':>3} | {'ours ms':>8} {'tok/s':>8} {'MiB/rank':>8} "
           f"{'MiB tot':>8} | {'JAX ms':>8} {'tok/s':>8} {'MiB tot':>8} {'run':>7} {'base':>5} | "
           f"{'speed o/J':>9} {'mem o/J':>7} {'vs run':>6} | {'loss rel diff':>13}")
     for r in rows:
         o, j = r["ours"], r["jax"]
         tok = r["tokens_per_step"]
-        print(f"{r['config']:>6} {r['tp']:>2} | {o['step_ms']:8.1f} "
+        print(f"{r['config']:>6} {r['layout']:>3} | {o['step_ms']:8.1f} "
               f"{tok / o['step_ms'] * 1e3:8.0f} {max(o['peak_kib_per_rank']) / 1024:8.1f} "
               f"{o['peak_kib_total'] / 1024:8.1f} | {j['step_ms']:8.1f} "
               f"{tok / j['step_ms'] * 1e3:8.0f} {j['peak_kib_total'] / 1024:8.1f} "
@@ -437,10 +452,10 @@ def print_table(rows, args):
     print("  speed o/J = JAX ms / ours ms (> 1: ours faster); mem o/J = ours total / JAX total "
           "(< 1: ours smaller); vs run = ours total / JAX run peak")
     for r in rows:
-        if r["tp"] > 1:
+        if r["dp"] * r["tp"] > 1:
             kinds = ", ".join(f"{k} x{v['count']} ({v['elements']} el)"
                               for k, v in sorted(r["jax"]["hlo_collectives"].items()))
-            print(f"  {r['config']} TP={r['tp']}: ours {r['ours']['comm_elements_per_rank_per_step']}"
+            print(f"  {r['config']} {r['layout']}: ours {r['ours']['comm_elements_per_rank_per_step']}"
                   f" f32 elements/rank/step (tp-explain); JAX HLO: {kinds or 'none'}")
 
 
@@ -452,7 +467,9 @@ def main():
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--configs", default=",".join(CONFIGS),
                         help="comma-separated, from " + ", ".join(CONFIGS) + " (default all)")
-    parser.add_argument("--tp", default="1,2", help="TP sizes (default %(default)s)")
+    parser.add_argument("--layouts", default="1x1,1x2",
+                        help="DxT layouts: D data-parallel groups of T tensor-parallel "
+                             "ranks (default %(default)s)")
     parser.add_argument("--steps", type=int, default=10,
                         help=f"training steps; the first {WARMUP} are left out of the medians")
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
@@ -464,7 +481,12 @@ def main():
     parser.add_argument("--keep", help="keep checkpoints, IR, step.so, logs and JAX's compiled "
                                        "HLO (jax-tpN.hlo.txt) in this directory")
     args = parser.parse_args()
-    args.tp = [int(t) for t in args.tp.split(",") if t]
+    try:
+        args.layouts = [tuple(int(n) for n in t.split("x")) for t in args.layouts.split(",") if t]
+        if any(len(l) != 2 or min(l) < 1 for l in args.layouts):
+            raise ValueError
+    except ValueError:
+        parser.error(f"--layouts: expected DxT,... (e.g. 1x2,2x1), got {args.layouts!r}")
     names = [c for c in args.configs.split(",") if c]
     for c in names:
         if c not in CONFIGS:

@@ -27,18 +27,30 @@ int64_t numElements(Type type) {
   return cast<RankedTensorType>(type).getNumElements();
 }
 
+int64_t numBytes(Type type) {
+  auto tensor = cast<RankedTensorType>(type);
+  return tensor.getNumElements() *
+         ((tensor.getElementTypeBitWidth() + 7) / 8);
+}
+
 struct Gemm {
   std::string name;
   int64_t batch, m, n, k;
 };
 
 struct Report {
-  int64_t tp = 1;
+  int64_t tp = 1, dp = 1;
   int64_t paramsTotal = 0, paramsPerRank = 0;
+  /// Bytes this rank holds: the parameters as stored, their fp32 gradients,
+  /// the AdamW moments (once tp-optimizer added them).
+  int64_t paramBytes = 0, gradientBytes = 0, optimizerBytes = 0;
+  /// Bytes of the tensors this rank's collectives cover, per mesh axis.
+  std::map<std::string, int64_t> commBytesByAxis;
   int64_t forwardFlops = 0, backwardFlops = 0;
   int64_t fCount = 0, gCount = 0;
-  /// (kind, direction, elements) -> count
-  std::map<std::tuple<std::string, std::string, int64_t>, int64_t> collectives;
+  /// (kind, direction, elements, axis) -> count
+  std::map<std::tuple<std::string, std::string, int64_t, std::string>, int64_t>
+      collectives;
   std::map<int64_t, std::vector<Gemm>> layers;
   std::optional<Hardware> hardware;
   StepTime predicted;
@@ -53,11 +65,16 @@ struct Report {
 
 void countParameters(func::FuncOp function, Report &report) {
   for (BlockArgument arg : function.getArguments()) {
+    ArgumentRole role = getArgumentKind(function, arg.getArgNumber()).role;
+    if (role == ArgumentRole::AdamM || role == ArgumentRole::AdamV)
+      report.optimizerBytes += numBytes(arg.getType());
     auto name = function.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                       TPDialect::kNameAttrName);
     if (!name || !isParameter(function, arg.getArgNumber()))
       continue;
     int64_t local = numElements(arg.getType());
+    report.paramBytes += numBytes(arg.getType());
+    report.gradientBytes += local * 4;
     int64_t global = local;
     if (auto shape = function.getArgAttrOfType<DenseI64ArrayAttr>(
             arg.getArgNumber(), TPDialect::kGlobalShapeAttrName)) {
@@ -103,17 +120,22 @@ void countCommunication(Operation *op, Report &report) {
   auto collective = dyn_cast<CollectiveOpInterface>(op);
   if (!collective || getRingPasses(collective.getCollectiveKind()) == 0)
     return;
+  Type tensor = collective.getCollectiveTensor().getType();
+  std::string axis = collective.getCollectiveAxis().str();
   ++report.collectives[{stringifyCollectiveKind(collective.getCollectiveKind()).str(),
-                        getPhase(op).str(),
-                        numElements(collective.getCollectiveTensor().getType())}];
+                        getPhase(op).str(), numElements(tensor), axis}];
+  report.commBytesByAxis[axis] += numBytes(tensor);
 }
 
 Report analyze(ModuleOp module) {
   Report report;
-  for (auto mesh : module.getOps<MeshOp>())
+  for (auto mesh : module.getOps<MeshOp>()) {
     report.tp = mesh.getAxisSize(MGT_AXIS_NAME_TP).value_or(1);
+    report.dp = mesh.getAxisSize(MGT_AXIS_NAME_DP).value_or(1);
+  }
   for (auto function : module.getOps<func::FuncOp>()) {
-    if (function.isExternal())
+    // A kept forward entry repeats the training step's forward pass.
+    if (function.isExternal() || isForwardEntry(function))
       continue;
     countParameters(function, report);
     function.walk([&](Operation *op) {
@@ -128,8 +150,18 @@ void writeJson(raw_ostream &os, const Report &report) {
   llvm::json::OStream json(os, 2);
   json.object([&] {
     json.attribute("tp", report.tp);
+    json.attribute("dp", report.dp);
     json.attribute("params_total", report.paramsTotal);
     json.attribute("params_per_rank", report.paramsPerRank);
+    json.attributeObject("bytes_per_rank", [&] {
+      json.attribute("parameters", report.paramBytes);
+      json.attribute("gradients", report.gradientBytes);
+      json.attribute("optimizer", report.optimizerBytes);
+    });
+    json.attributeObject("comm_bytes_per_rank_per_step", [&] {
+      for (const auto &[axis, bytes] : report.commBytesByAxis)
+        json.attribute(axis, bytes);
+    });
     json.attributeObject("flops_per_rank_per_step", [&] {
       json.attribute("forward", report.forwardFlops);
       json.attribute("backward", report.backwardFlops);
@@ -146,6 +178,7 @@ void writeJson(raw_ostream &os, const Report &report) {
           json.attribute("direction", std::get<1>(key));
           json.attribute("elements", std::get<2>(key));
           json.attribute("count", count);
+          json.attribute("axis", std::get<3>(key));
         });
     });
     if (report.hardware)
@@ -176,17 +209,24 @@ void writeJson(raw_ostream &os, const Report &report) {
 }
 
 void writeText(raw_ostream &os, const Report &report) {
-  os << "tensor parallel: tp=" << report.tp << "\n"
+  os << "tensor parallel: tp=" << report.tp << ", data parallel: dp="
+     << report.dp << "\n"
      << "parameters: " << report.paramsTotal << " total, "
      << report.paramsPerRank << " per rank\n"
+     << "bytes per rank: " << report.paramBytes << " parameters, "
+     << report.gradientBytes << " gradients, " << report.optimizerBytes
+     << " optimizer state\n"
      << "FLOPs per rank per step: " << report.forwardFlops << " forward, "
      << report.backwardFlops << " backward\n"
      << "conjugates: " << report.fCount << " f, " << report.gCount << " g\n"
      << "communication per rank per step: " << report.commElements()
      << " elements\n";
   for (const auto &[key, count] : report.collectives)
-    os << "  " << std::get<0>(key) << " " << std::get<1>(key) << ": " << count
-       << " x " << std::get<2>(key) << " elements\n";
+    os << "  " << std::get<0>(key) << " " << std::get<1>(key) << " over "
+       << std::get<3>(key) << ": " << count << " x " << std::get<2>(key)
+       << " elements\n";
+  for (const auto &[axis, bytes] : report.commBytesByAxis)
+    os << "  bytes over " << axis << ": " << bytes << "\n";
   if (report.hardware)
     os << llvm::formatv("predicted step time on {0}: {1:f4} s ({2:f4} compute, "
                         "{3:f4} memory, {4:f4} communication)\n",

@@ -55,10 +55,45 @@ SmallVector<StringRef> resultAxes(Operation *op, MeshOp mesh) {
   return axes;
 }
 
+/// The f over `axis` of each function argument, shared by all its uses: its
+/// VJP then all-reduces the argument's whole gradient once, after tp-autodiff
+/// has summed the uses' cotangents, at the end of the backward pass (a tied
+/// embedding's two uses, a parameter's data-parallel reduction).
+/// Keyed by the argument and the axes, in order ("dp,tp"), of its f's.
+using ArgumentConjugates = DenseMap<std::pair<Value, StringAttr>, Value>;
+
+/// `value` through an f over each of `axes`: for a function argument one
+/// chain at the function's start that every use shares, else at `op`.
+Value conjugate(OpBuilder &b, Operation *op, Value value,
+                ArrayRef<StringRef> axes, FlatSymbolRefAttr mesh,
+                ShardingAttr sharding, ArgumentConjugates &shared) {
+  if (axes.empty())
+    return value;
+  auto arg = dyn_cast<BlockArgument>(value);
+  Value *cached = nullptr;
+  OpBuilder::InsertionGuard guard(b);
+  if (arg) {
+    cached = &shared[{arg, b.getStringAttr(llvm::join(axes, ","))}];
+    if (*cached)
+      return *cached;
+    b.setInsertionPointToStart(arg.getOwner());
+  }
+  for (StringRef axis : axes) {
+    LLVM_DEBUG(llvm::dbgs() << "f over " << axis << " for " << op->getName()
+                            << " at " << op->getLoc() << "\n");
+    value = FOp::create(b, arg ? arg.getLoc() : op->getLoc(), value, mesh,
+                        b.getStringAttr(axis));
+    setSharding(value, sharding);
+  }
+  if (cached)
+    *cached = value;
+  return value;
+}
+
 /// Gives operand `index` of `op` the layout the op's rule requires.
 void conjugateOperand(OpBuilder &b, Operation *op, unsigned index,
                       const ShardingRule &rule, const FactorShardings &factors,
-                      MeshOp mesh) {
+                      MeshOp mesh, ArgumentConjugates &shared) {
   auto meshRef = FlatSymbolRefAttr::get(mesh);
   Value value = op->getOperand(index);
   b.setInsertionPoint(op);
@@ -74,15 +109,11 @@ void conjugateOperand(OpBuilder &b, Operation *op, unsigned index,
     // A whole value entering an op whose results are split or partial over
     // an axis: its gradient will be partial over that axis, which f's
     // backward all-reduce completes.
-    for (StringRef axis : resultAxes(op, mesh)) {
-      if (required.usesAxis(axis))
-        continue;
-      LLVM_DEBUG(llvm::dbgs() << "f before " << op->getName() << " at "
-                              << op->getLoc() << "\n");
-      value = FOp::create(b, op->getLoc(), value, meshRef,
-                          b.getStringAttr(axis));
-      setSharding(value, actual);
-    }
+    SmallVector<StringRef> axes;
+    for (StringRef axis : resultAxes(op, mesh))
+      if (!required.usesAxis(axis))
+        axes.push_back(axis);
+    value = conjugate(b, op, value, axes, meshRef, actual, shared);
   }
   op->setOperand(index, value);
 }
@@ -122,6 +153,7 @@ struct InsertConjugatesPass
       return signalPassFailure();
     SymbolTableCollection symbols;
     OpBuilder b(&getContext());
+    ArgumentConjugates shared;
     SmallVector<ShardingRuleOpInterface> ops;
     module.walk([&](ShardingRuleOpInterface op) {
       // Conjugates and reshards are what this pass inserts.
@@ -143,7 +175,7 @@ struct InsertConjugatesPass
         if (ShardingAttr sharding = getSharding(value))
           factors.merge(dims, sharding, false, /*isResult=*/false);
       for (unsigned i = 0; i < op->getNumOperands(); ++i)
-        conjugateOperand(b, op, i, rule, factors, mesh);
+        conjugateOperand(b, op, i, rule, factors, mesh, shared);
       conjugateResults(b, op, rule, factors, mesh);
     }
     // Results leave the function whole.

@@ -341,10 +341,11 @@ def MixedPrecision : Pass<"tp-mixed-precision", "ModuleOp"> {
 def Explain : Pass<"tp-explain", "ModuleOp"> {
   let summary = "Report parameters, FLOPs and communication per rank";
   let description = [{
-    Reads a partitioned module and writes a JSON report: tp size,
-    params_total, params_per_rank, flops_per_rank_per_step, the
-    collectives by kind and direction with their element counts, and the
-    local GEMM shapes of each layer. `text=true` prints a summary to stdout.
+    Reads a partitioned module and writes a JSON report: tp and dp sizes,
+    params_total, params_per_rank, the bytes a rank holds for parameters,
+    gradients and optimizer state, flops_per_rank_per_step, the collectives
+    by kind, direction and axis with their element counts, the bytes each
+    mesh axis moves, and the local GEMM shapes of each layer. `text=true` prints a summary to stdout.
     With `hardware=`, it adds the step time the performance model predicts
     (include/megatron/Transforms/PerformanceModel.h). The module is left
     unchanged.
