@@ -8,7 +8,9 @@
 # every registration lives in one copy.
 function(add_megatron_library name)
   add_mlir_library(${name} DISABLE_INSTALL OBJECT ${ARGN})
-  # The static archive add_mlir_library makes beside the objects is unused.
+  # Nothing links the static archive add_mlir_library makes beside the
+  # objects; it is archived only where a component's LINK_LIBS name another
+  # (which orders their generated headers).
   set_target_properties(${name} PROPERTIES EXCLUDE_FROM_ALL ON)
   set_property(GLOBAL APPEND PROPERTY MEGATRON_COMPILER_COMPONENTS ${name})
 endfunction()
