@@ -22,6 +22,9 @@ std::optional<std::string> conflict(const CompileOptions &options) {
     return "export-logits is for the forward entry; drop train";
   if (options.exportGrads && !options.train)
     return "export-grads needs train";
+  if (options.exportLogits && options.dp > 1)
+    return "export-logits needs dp=1: megatron-run gathers the logits over tp "
+           "only";
   if (options.target == Target::CUDA && !isSupportedCUDAChip(options.arch))
     return "unsupported arch '" + options.arch.getValue() +
            "'; use sm_80 or sm_90";

@@ -163,12 +163,12 @@ runtimeLibrary(megatron::Target target, Location loc) {
   return std::make_pair(name, *directory);
 }
 
-/// `-rpath` for a step written to `output`: the runtime's directory relative
+/// The DT_RPATH for a step written to `output`: the runtime's directory relative
 /// to the step, so that a tree holding both can move. A step moved alone is
 /// still loaded by megatron-run, whose own DT_RPATH (the runtime beside it)
 /// the dynamic loader searches after the step's: hence DT_RPATH, which a
 /// DT_RUNPATH would switch off.
-std::string runtimeSearchPath(StringRef output, StringRef runtimeDirectory) {
+std::string relativeRuntimePath(StringRef output, StringRef runtimeDirectory) {
   llvm::SmallString<256> outputDirectory(output);
   llvm::sys::fs::make_absolute(outputDirectory);
   llvm::sys::path::remove_filename(outputDirectory);
@@ -188,7 +188,7 @@ std::string runtimeSearchPath(StringRef output, StringRef runtimeDirectory) {
     llvm::sys::path::append(relative, "..");
   for (; to != toEnd; ++to)
     llvm::sys::path::append(relative, *to);
-  return ("-Wl,--disable-new-dtags,-rpath,$ORIGIN/" + relative).str();
+  return ("$ORIGIN/" + relative).str();
 }
 
 /// Links the object into a shared object that needs the target's runtime.
@@ -202,12 +202,14 @@ LogicalResult linkSharedObject(StringRef object, StringRef output,
   if (!linker)
     return emitError(loc) << "no C compiler driver 'cc' on PATH to link '"
                           << output << "'";
-  std::string rpath = runtimeSearchPath(output, runtime->second);
+  std::string rpath = relativeRuntimePath(output, runtime->second);
   std::string searchPath = "-L" + runtime->second;
   std::string library = ("-l" + runtime->first).str();
+  // -Xlinker passes each word whole: a path may hold the commas -Wl, splits.
   llvm::SmallVector<StringRef> args = {
-      *linker, "-shared", "-o", output, object, searchPath, library, rpath,
-      "-lm"};
+      *linker,    "-shared",   "-o",       output,  object,
+      searchPath, library,     "-Xlinker", "--disable-new-dtags",
+      "-Xlinker", "-rpath",    "-Xlinker", rpath,   "-lm"};
   std::string message;
   if (llvm::sys::ExecuteAndWait(*linker, args, std::nullopt, {}, 0, 0,
                                 &message) != 0)

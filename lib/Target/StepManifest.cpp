@@ -159,12 +159,12 @@ constexpr StringLiteral kKindField = "kind";
 constexpr StringLiteral kFunctionField = "function";
 constexpr StringLiteral kArgumentsField = "arguments";
 
-/// Argument positions of `function` in the manifest of `step`, matched by
-/// tp.name. An unnamed argument maps nowhere here; buildStepManifest
-/// rejects it with a located error before any index is used.
-SmallVector<int32_t> manifestIndices(func::FuncOp function,
-                                     func::FuncOp step) {
-  llvm::StringMap<int32_t> position;
+/// Argument positions of `function` in the manifest of `step` (whose
+/// arguments buildStepManifest checked all have a tp.name), matched by
+/// tp.name and type; a located error for an argument the step has not.
+FailureOr<SmallVector<int32_t>> manifestIndices(func::FuncOp function,
+                                                func::FuncOp step) {
+  llvm::StringMap<unsigned> position;
   for (unsigned i = 0; i < step.getNumArguments(); ++i)
     if (auto name =
             step.getArgAttrOfType<StringAttr>(i, TPDialect::kNameAttrName))
@@ -173,7 +173,15 @@ SmallVector<int32_t> manifestIndices(func::FuncOp function,
   for (unsigned i = 0; i < function.getNumArguments(); ++i) {
     auto name =
         function.getArgAttrOfType<StringAttr>(i, TPDialect::kNameAttrName);
-    indices.push_back(name ? position.lookup(name.getValue()) : 0);
+    auto found = name ? position.find(name.getValue()) : position.end();
+    if (found == position.end() ||
+        step.getArgumentTypes()[found->second] !=
+            function.getArgumentTypes()[i])
+      return function.emitError("tp-step-manifest: argument #")
+             << i << " of the entry '@" << function.getName()
+             << "' is no argument of the step '@" << step.getName()
+             << "' (matched by tp.name and type)";
+    indices.push_back(found->second);
   }
   return indices;
 }
@@ -238,12 +246,19 @@ struct StepManifestPass
           function->getAttrOfType<StringAttr>(TPDialect::kEntryAttrName);
       entries.push_back({kind ? kind.str() : MGT_ENTRY_KIND_FORWARD,
                          function.getName().str(),
-                         manifestIndices(function, step)});
+                         {}});
     }
     FailureOr<std::string> manifest =
         buildStepManifest(module, step, entries, *where);
     if (failed(manifest))
       return signalPassFailure();
+    for (auto [entry, function] : llvm::zip(entries, *functions)) {
+      FailureOr<SmallVector<int32_t>> indices =
+          manifestIndices(function, step);
+      if (failed(indices))
+        return signalPassFailure();
+      entry.argIndices = std::move(*indices);
+    }
     Builder b(module.getContext());
     SmallVector<Attribute> entryAttrs;
     for (const StepEntry &entry : entries)

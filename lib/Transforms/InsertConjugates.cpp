@@ -105,10 +105,12 @@ void conjugateOperand(OpBuilder &b, Operation *op, unsigned index,
   if (!rule.consumesPartial && !sameLayout(actual, required, mesh)) {
     value = ReshardOp::create(b, op->getLoc(), value);
     setSharding(value, required);
-  } else if (isa<FloatType>(getElementTypeOrSelf(value.getType()))) {
+    actual = required;
+  }
+  if (isa<FloatType>(getElementTypeOrSelf(value.getType()))) {
     // A whole value entering an op whose results are split or partial over
-    // an axis: its gradient will be partial over that axis, which f's
-    // backward all-reduce completes.
+    // an axis (resharded to whole or not): its gradient will be partial over
+    // that axis, which f's backward all-reduce completes.
     SmallVector<StringRef> axes;
     for (StringRef axis : resultAxes(op, mesh))
       if (!required.usesAxis(axis))

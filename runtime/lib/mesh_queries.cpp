@@ -22,3 +22,8 @@ extern "C" float mrt_all_reduce_scalar_f32(mrt_context *ctx, int axis,
   mrt::mpiAllReduce(mrt::meshOf(ctx), axis, &value, 1, op);
   return value;
 }
+
+extern "C" void mrt_suspend_collective_timeout(mrt_context *ctx,
+                                               int suspended) {
+  mrt::suspendCollectiveTimeout(mrt::meshOf(ctx), suspended != 0);
+}

@@ -1,6 +1,7 @@
 // MPI meshes shared by the CPU and CUDA runtimes (see mpi_mesh.h).
 #include "mpi_mesh.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -72,6 +73,7 @@ public:
     since.store(now(), std::memory_order_release);
   }
   void leave() { since.store(kIdle, std::memory_order_release); }
+  void suspend(bool on) { suspended.store(on, std::memory_order_release); }
 
 private:
   using Clock = std::chrono::steady_clock;
@@ -83,12 +85,15 @@ private:
   }
 
   void run() {
-    // A tenth of the limit between looks: a hang is caught within 10%.
-    const auto period = std::chrono::duration<double>(timeout / 10.0);
+    // A tenth of the limit between looks (a hang is caught within 10%),
+    // between 1 ms and 1 s: never a busy loop, nor a lost second.
+    const auto period = std::chrono::milliseconds(static_cast<int64_t>(
+        std::clamp(timeout * 100.0, 1.0, 1000.0)));
     std::unique_lock<std::mutex> lock(mutex);
     while (!wake.wait_for(lock, period, [this] { return stopping; })) {
       const int64_t start = since.load(std::memory_order_acquire);
-      if (start == kIdle || (now() - start) * 1e-9 <= timeout)
+      if (start == kIdle || suspended.load(std::memory_order_acquire) ||
+          (now() - start) * 1e-9 <= timeout)
         continue;
       std::fprintf(stderr,
                    "megatron-rt: rank %d: %s over %s did not finish within "
@@ -108,6 +113,7 @@ private:
   std::atomic<int64_t> since{kIdle};
   std::atomic<const char *> what{""};
   std::atomic<int> overAxis{MRT_AXIS_TP};
+  std::atomic<bool> suspended{false};
   std::mutex mutex;
   std::condition_variable wake;
   bool stopping = false;
@@ -251,6 +257,11 @@ bool createMpiMesh(int64_t tpSize, double timeoutSeconds, MpiMesh &mesh,
         std::make_shared<CollectiveWatch>(mesh.worldRank, timeoutSeconds);
   ++liveContexts;
   return true;
+}
+
+void suspendCollectiveTimeout(const MpiMesh &mesh, bool suspended) {
+  if (mesh.watch)
+    mesh.watch->suspend(suspended);
 }
 
 void destroyMpiMesh(MpiMesh &mesh) {

@@ -32,6 +32,9 @@ struct MpiMesh {
 bool createMpiMesh(int64_t tpSize, double timeoutSeconds, MpiMesh &mesh,
                    char *err, size_t errlen);
 
+/// Lifts (or restores) the mesh's collective timeout.
+void suspendCollectiveTimeout(const MpiMesh &mesh, bool suspended);
+
 /// Frees the communicators; finalises MPI when this library initialised it
 /// and no mesh is left.
 void destroyMpiMesh(MpiMesh &mesh);

@@ -53,3 +53,23 @@ module {
     return
   }
 }
+
+// -----
+
+// An entry's arguments are the step's, found by name and type.
+func.func @step(%x: tensor<4x16xf32> {tp.name = "x", tp.role = "tokens"}, %w: tensor<16x8xf32> {tp.name = "w"},
+                %t: tensor<4xi32> {tp.name = "t", tp.role = "targets"}) -> tensor<f32>
+    attributes {tp.entry = "train_step"} {
+  %y = tp.matmul %x, %w : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+  %c0 = arith.constant 0 : index
+  %max = tp.xent_max %y offset %c0 valid_vocab = 8 : tensor<4x8xf32> -> tensor<4xf32>
+  %se, %tl = tp.xent_sum_exp %y, %max, %t offset %c0 valid_vocab = 8 : tensor<4x8xf32>, tensor<4xi32> -> tensor<4xf32>
+  %loss = tp.xent_loss %se, %max, %tl : tensor<4xf32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
+// expected-error @+1 {{tp-step-manifest: argument #0 of the entry '@step_forward' is no argument of the step '@step' (matched by tp.name and type)}}
+func.func @step_forward(%x: tensor<4x16xf32> {tp.name = "other"}) -> tensor<f32>
+    attributes {tp.entry = "forward"} {
+  %c = arith.constant dense<0.0> : tensor<f32>
+  return %c : tensor<f32>
+}

@@ -66,3 +66,4 @@ tp.mesh @mesh axes = ["dp" = 4, "tp" = 2]
 func.func @other_mesh(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   return %x : tensor<4x8xf32>
 }
+

@@ -25,6 +25,12 @@ MRT_API mrt_context *mrt_context_create(int64_t tp_size,
                                         double collective_timeout_s, char *err,
                                         size_t errlen);
 
+/* While `suspended` is non-zero, collectives on host buffers wait without
+ * the context's timeout: for the launcher's own agreements around slow I/O
+ * (every other rank waits while one writes a checkpoint for as long as the
+ * file system takes). */
+MRT_API void mrt_suspend_collective_timeout(mrt_context *ctx, int suspended);
+
 /* Frees the communicators; finalises MPI when the library initialised it and
  * this was its last context (MPI cannot be initialised again afterwards). */
 MRT_API void mrt_context_destroy(mrt_context *ctx);

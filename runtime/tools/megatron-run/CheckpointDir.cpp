@@ -17,16 +17,17 @@ const char *const kPrefix = "step-";
 const char *const kSuffix = ".safetensors";
 const int kDigits = 8;
 
-// The step a checkpoint's file name holds, or -1 for any other name: exactly
-// kPrefix, kDigits digits, kSuffix, what checkpointInDir writes.
+// The step a checkpoint's file name holds, or -1 for any other name:
+// kPrefix, kDigits or more digits (a step past 10^8 has more), kSuffix, what
+// checkpointInDir writes.
 int64_t stepOfName(const std::string &name) {
   const size_t prefix = std::strlen(kPrefix), suffix = std::strlen(kSuffix);
-  if (name.size() != prefix + kDigits + suffix ||
+  if (name.size() < prefix + kDigits + suffix || name.size() > prefix + 18 + suffix ||
       name.compare(0, prefix, kPrefix) != 0 ||
-      name.compare(prefix + kDigits, suffix, kSuffix) != 0)
+      name.compare(name.size() - suffix, suffix, kSuffix) != 0)
     return -1;
   int64_t step = 0;
-  for (size_t i = prefix; i < prefix + kDigits; ++i) {
+  for (size_t i = prefix; i < name.size() - suffix; ++i) {
     if (name[i] < '0' || name[i] > '9')
       return -1;
     step = step * 10 + (name[i] - '0');
@@ -70,6 +71,17 @@ std::string resumeFile(const std::string &path) {
                              " holds no checkpoint (step-<k>" + kSuffix +
                              ") to resume from");
   return checkpointInDir(path, steps.back());
+}
+
+void checkSaveDirectory(const std::string &dir, int64_t startStep) {
+  const std::vector<int64_t> steps = savedSteps(dir);
+  if (!steps.empty() && steps.back() > startStep)
+    throw std::runtime_error(
+        "checkpoint directory " + dir + " holds " +
+        checkpointInDir(dir, steps.back()) + ", beyond this run's start (step " +
+        std::to_string(startStep) +
+        "): another run's checkpoints; --resume " + dir +
+        " continues that run, or save elsewhere");
 }
 
 void keepLatest(const std::string &dir, int64_t keep) {

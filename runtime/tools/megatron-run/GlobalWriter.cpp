@@ -11,6 +11,7 @@ namespace mrun {
 bool GlobalWriter::open(const std::string &path,
                         const std::vector<SafetensorsWriter::Tensor> &tensors,
                         const std::map<std::string, std::string> &metadata) {
+  const Mesh::UnboundedWait creating(mesh_);
   if (mesh_.rank0()) {
     try {
       writer_ = std::make_unique<SafetensorsWriter>(path, tensors, metadata);
@@ -43,6 +44,7 @@ const float *GlobalWriter::gather(int arg) {
 }
 
 void GlobalWriter::write(int arg) {
+  const Mesh::UnboundedWait writing(mesh_);
   const Arg &a = m_.args[arg];
   buffers_.download(arg);
   // A split arg is gathered from every TP rank; the others are whole on
@@ -65,6 +67,7 @@ void GlobalWriter::write(int arg) {
 }
 
 bool GlobalWriter::commit() {
+  const Mesh::UnboundedWait syncing(mesh_);
   if (mesh_.rank0() && writer_) {
     try {
       writer_->commit();

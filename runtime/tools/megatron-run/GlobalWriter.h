@@ -17,7 +17,8 @@ namespace mrun {
 
 // Streams the gathered tensors into PATH atomically (PATH.tmp, then rename;
 // the .tmp is removed on failure). Every method is collective: all ranks
-// call them in the same order with the same arguments.
+// call them in the same order with the same arguments; none has the
+// collective deadline, since the others wait while rank 0 writes.
 class GlobalWriter {
 public:
   GlobalWriter(const Mesh &mesh, const Manifest &m, Buffers &buffers)
@@ -36,7 +37,10 @@ public:
   void write(int arg);
 
   // True on every rank iff no rank failed so far.
-  bool agreeOk() { return mesh_.agree(failure_); }
+  bool agreeOk() {
+    const Mesh::UnboundedWait waiting(mesh_);
+    return mesh_.agree(failure_);
+  }
 
   // Finishes the file (fsync, rename). True on every rank iff it was
   // written completely.

@@ -56,6 +56,17 @@ bool Mesh::agree(const std::string &failure) const {
   return false;
 }
 
+bool Mesh::sameOnEveryRank(int64_t value) const {
+  // Floats hold 24-bit integers exactly: the value in two halves, and their
+  // negations, whose maxima give the minima.
+  const float high = static_cast<float>(value >> 24),
+              low = static_cast<float>(value & 0xffffff);
+  float extremes[4] = {high, low, -high, -low};
+  rt_.allReduce(ctx_, MRT_AXIS_TP, extremes, 4, MRT_REDUCE_MAX);
+  rt_.allReduce(ctx_, MRT_AXIS_DP, extremes, 4, MRT_REDUCE_MAX);
+  return extremes[0] == -extremes[2] && extremes[1] == -extremes[3];
+}
+
 void Mesh::allGather(const float *in, float *out, int64_t n) const {
   rt_.allGather(ctx_, MRT_AXIS_TP, in, out, n);
 }

@@ -42,8 +42,28 @@ public:
   // that another rank will never join.
   bool agree(const std::string &failure) const;
 
+  // Collective: whether `value` (non-negative, below 2^48) is the same on
+  // every rank.
+  bool sameOnEveryRank(int64_t value) const;
+
   // out[tpSize * n] = every TP rank's in[n], in rank order (n fits an int).
   void allGather(const float *in, float *out, int64_t n) const;
+
+  // Collectives without the deadline while it lives: around megatron-run's
+  // own I/O (reading the weights, rank 0 writing a file), where the other
+  // ranks wait in an agreement for as long as the file system takes.
+  class UnboundedWait {
+  public:
+    explicit UnboundedWait(const Mesh &mesh) : mesh_(mesh) {
+      mesh_.rt_.suspendCollectiveTimeout(mesh_.ctx_, 1);
+    }
+    ~UnboundedWait() { mesh_.rt_.suspendCollectiveTimeout(mesh_.ctx_, 0); }
+    UnboundedWait(const UnboundedWait &) = delete;
+    UnboundedWait &operator=(const UnboundedWait &) = delete;
+
+  private:
+    const Mesh &mesh_;
+  };
 
 private:
   Mesh(const RuntimeApi &rt, mrt_context *ctx);

@@ -24,6 +24,9 @@ std::string loadRuntimeApi(void *lib, RuntimeApi &api) {
       {"mrt_world_rank", resolve(lib, "mrt_world_rank", api.worldRank)},
       {"mrt_all_reduce_f32", resolve(lib, "mrt_all_reduce_f32", api.allReduce)},
       {"mrt_all_gather_f32", resolve(lib, "mrt_all_gather_f32", api.allGather)},
+      {"mrt_suspend_collective_timeout",
+       resolve(lib, "mrt_suspend_collective_timeout",
+               api.suspendCollectiveTimeout)},
   };
   for (const Required &r : required)
     if (!r.found)

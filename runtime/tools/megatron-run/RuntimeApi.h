@@ -22,6 +22,7 @@ struct RuntimeApi {
   void (*allReduce)(mrt_context *, int, float *, int64_t, int) = nullptr;
   void (*allGather)(mrt_context *, int, const float *, float *,
                     int64_t) = nullptr;
+  void (*suspendCollectiveTimeout)(mrt_context *, int) = nullptr;
   // Device memory (megatron_rt/device_buffers.h): the CUDA runtime only.
   void *(*deviceAlloc)(int64_t) = nullptr;
   void (*deviceFree)(void *) = nullptr;

@@ -102,6 +102,7 @@ bool periodicSaveDue(const Options &opt, int64_t updates) {
 }
 
 bool savePeriodicCheckpoint(Session &s, int64_t updates) {
+  const Mesh::UnboundedWait saving(s.mesh);
   const std::string path = checkpointInDir(s.opt.saveDir, updates);
   if (!saveGlobal(s.mesh, s.m, s.buffers, path, checkpointTensors(s.m),
                   checkpointMetadata(s.opt, s.m, updates)))

@@ -71,6 +71,8 @@ int64_t loadState(Session &s) {
   const std::unique_ptr<Checkpoint> ckpt = openCheckpoint(s.opt, s.m);
   if (resumes(s.opt))
     s.startStep = resumeStep(ckpt->metadata(), ckpt->path(), s.opt.steps);
+  if (s.opt.saveEvery > 0)
+    checkSaveDirectory(s.opt.saveDir, s.startStep);
   const int64_t localParams = loadWeights(s, ckpt.get());
   s.data = openTokens(s.opt.data, s.m, s.opt.steps);
   if (!s.opt.evalOnly && !s.opt.valData.empty())
@@ -115,6 +117,7 @@ bool Session::loadBatch(const TokenFile &file, int64_t index) {
 }
 
 bool prepare(Session &s) {
+  const Mesh::UnboundedWait loading(s.mesh);
   std::string failure;
   int64_t localParams = 0;
   try {
@@ -123,6 +126,15 @@ bool prepare(Session &s) {
     failure = e.what();
   }
   if (!s.mesh.agree(failure))
+    return false;
+  // Every rank resolved --resume itself: a directory another process was
+  // writing into could give them different checkpoints.
+  if (!s.mesh.agree(s.mesh.sameOnEveryRank(s.startStep)
+                        ? ""
+                        : "the ranks resumed at different steps (this one at " +
+                              std::to_string(s.startStep) +
+                              "): --resume read different checkpoints; name "
+                              "one file"))
     return false;
   s.buffers.uploadAll();
   if (s.mesh.rank0())

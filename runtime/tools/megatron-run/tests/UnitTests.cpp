@@ -1095,6 +1095,8 @@ namespace {
 struct FakeMesh {
   int64_t tpSize = 1, rank = 0;
   double timeout = -1; // what the context was created with
+  // mrt_suspend_collective_timeout: how deep now, how many times in all.
+  int suspendedDepth = 0, suspensions = 0;
   // The other ranks' agree() flags (their maximum): the lowest failing
   // rank's world - r, and 1 when some other rank did not fail.
   float othersFlags[2] = {0, 1};
@@ -1121,9 +1123,15 @@ int64_t fakeAxisSize(const mrt_context *, int axis) {
 int64_t fakeWorldRank(const mrt_context *) { return fake.rank; }
 void fakeAllReduce(mrt_context *, int axis, float *buf, int64_t n, int op) {
   EXPECT_EQ(op, MRT_REDUCE_MAX);
-  if (axis == MRT_AXIS_TP) // the DP axis has this rank alone
+  // The other ranks answer agree()'s two flags; the DP axis has this rank
+  // alone.
+  if (axis == MRT_AXIS_TP && n == 2)
     for (int64_t k = 0; k < n; ++k)
       buf[k] = std::max(buf[k], fake.othersFlags[k]);
+}
+void fakeSuspend(mrt_context *, int suspended) {
+  fake.suspendedDepth += suspended ? 1 : -1;
+  fake.suspensions += suspended ? 1 : 0;
 }
 void fakeAllGather(mrt_context *, int axis, const float *in, float *out,
                    int64_t n) {
@@ -1146,6 +1154,7 @@ RuntimeApi fakeRuntime(int64_t tpSize, int64_t rank) {
   rt.worldRank = fakeWorldRank;
   rt.allReduce = fakeAllReduce;
   rt.allGather = fakeAllGather;
+  rt.suspendCollectiveTimeout = fakeSuspend;
   return rt;
 }
 
@@ -1497,6 +1506,10 @@ TEST(GlobalWriter, GathersSplitArgsFromEveryRank) {
   const std::string path = std::string(dir) + "/g.safetensors";
   ASSERT_TRUE(saveGlobal(*mesh, m, buffers, path, {{"w", 0}, {"b", 1}},
                          {{"step", "1"}}));
+  // While rank 0 writes, the others wait without the collective deadline,
+  // and it is back once the file is written.
+  EXPECT_GT(fake.suspensions, 0);
+  EXPECT_EQ(fake.suspendedDepth, 0);
   Checkpoint c(path, checkpointNamesFor(""));
   EXPECT_EQ(c.metadata().at("step"), "1");
   // w: rows 0..3 are this rank's, rows 4..6 rank 1's (the fake's: + 1000);

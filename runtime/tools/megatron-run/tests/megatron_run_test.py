@@ -924,6 +924,24 @@ def case_periodic_checkpoints():
             (["--save-every", "0", "--save-dir", d], r"--save-every: expected an integer >= 1")):
         expect_fail(command(1, ["--data", t] + args), pattern, code=2,
                     what=" ".join(args))
+    # Another run's later checkpoints in --save-dir, or no such directory:
+    # refused before the first step, not found at the first save.
+    other = os.path.join(TMP, "other")
+    os.mkdir(other)
+    with open(os.path.join(d, "step-00000009.safetensors"), "rb") as src, \
+         open(os.path.join(other, "step-00000100.safetensors"), "wb") as dst:
+        dst.write(src.read())
+    out = expect_fail(command(2, common + ["--steps", "4", "--save-every", "2",
+                                           "--save-dir", other]),
+                      r"checkpoint directory .*other holds .*step-00000100\.safetensors, "
+                      r"beyond this run's start \(step 0\): another run's checkpoints",
+                      code=1, what="--save-dir holding a later run's checkpoint")
+    check(train_printed(out) == [] and os.listdir(other) == ["step-00000100.safetensors"],
+          "... before any step, the other run's checkpoint untouched")
+    expect_fail(command(2, common + ["--steps", "4", "--save-every", "2",
+                                     "--save-dir", os.path.join(TMP, "nowhere")]),
+                r"checkpoint directory .*nowhere: cannot read: No such file", code=1,
+                what="a --save-dir that does not exist")
     empty = os.path.join(TMP, "empty")
     os.mkdir(empty)
     expect_fail(command(2, ["--data", t, "--steps", "2", "--resume", empty]),
