@@ -43,7 +43,8 @@ int run(const Options &opt) {
       Mesh::create(rt, opt.stepLibrary, step.manifest, opt.collectiveTimeout,
                    noMesh);
   if (!mesh) {
-    report(noMesh);
+    if (!noMesh.empty()) // one rank says what every rank met
+      report(noMesh);
     return 1;
   }
   Session s(opt, step, *mesh, buffers);
