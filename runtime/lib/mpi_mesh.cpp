@@ -248,9 +248,6 @@ bool createMpiMesh(int64_t tpSize, double timeoutSeconds, MpiMesh &mesh,
   mesh = MpiMesh{};
   MPI_Comm_rank(MPI_COMM_WORLD, &mesh.worldRank);
   if (!meshShape(worldSize, tpSize, mesh.size, err, errlen)) {
-    // Every rank sees the same world: rank 0 alone says so.
-    if (mesh.worldRank != 0)
-      writeError(err, errlen, "%s", "");
     finaliseMpiIfUnused();
     return false;
   }

@@ -20,9 +20,7 @@ typedef struct mrt_context mrt_context;
  * collective_timeout_s seconds (0: no limit) ends the job with an error
  * naming it: a rank that stopped answering would hold every other rank in it
  * for ever. On failure returns NULL and writes a NUL-terminated message into
- * err[errlen]; a failure every rank meets alike (a world that is no multiple
- * of tp_size) leaves it empty on all ranks but world rank 0, so that it is
- * said once. */
+ * err[errlen]. */
 MRT_API mrt_context *mrt_context_create(int64_t tp_size,
                                         double collective_timeout_s, char *err,
                                         size_t errlen);

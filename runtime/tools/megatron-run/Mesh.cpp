@@ -12,18 +12,14 @@ std::unique_ptr<Mesh> Mesh::create(const RuntimeApi &rt,
   mrt_context *ctx =
       rt.contextCreate(m.tp, collectiveTimeout, why, sizeof(why));
   if (!ctx) {
-    // Empty: another rank says it (the runtime's failures of the world).
-    error = why[0] ? meshFailure(library, m, why) : "";
+    error = meshFailure(library, m, why);
     return nullptr;
   }
   auto mesh = std::unique_ptr<Mesh>(new Mesh(rt, ctx));
   if (mesh->dpSize() != m.dp) {
-    // Every rank sees it: rank 0 says it.
-    error = mesh->rank0() ? meshFailure(library, m,
-                                        std::to_string(mesh->worldSize_) +
-                                            " ranks make dp=" +
-                                            std::to_string(mesh->dpSize()))
-                          : "";
+    error = meshFailure(library, m,
+                        std::to_string(mesh->worldSize_) + " ranks make dp=" +
+                            std::to_string(mesh->dpSize()));
     return nullptr;
   }
   return mesh;

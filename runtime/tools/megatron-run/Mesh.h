@@ -17,8 +17,7 @@ public:
   // Creates the context for the manifest's dp x tp mesh (every rank sees
   // the same world size, so it fails on all or none), whose collectives end
   // the job after `collectiveTimeout` seconds (0: never). On failure returns
-  // null and sets `error` to the message (naming `library`), or leaves it
-  // empty where another rank says the same.
+  // null and sets `error` to the message (naming `library`).
   static std::unique_ptr<Mesh> create(const RuntimeApi &rt,
                                       const std::string &library,
                                       const Manifest &m,

@@ -43,8 +43,7 @@ int run(const Options &opt) {
       Mesh::create(rt, opt.stepLibrary, step.manifest, opt.collectiveTimeout,
                    noMesh);
   if (!mesh) {
-    if (!noMesh.empty()) // one rank says what every rank met
-      report(noMesh);
+    report(noMesh);
     return 1;
   }
   Session s(opt, step, *mesh, buffers);
