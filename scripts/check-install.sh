@@ -86,12 +86,19 @@ if "$C" "$WORK/tiny.mlir" 'builtin.module(megatron-pipeline{tp=2})' "$WORK/steps
 fi
 grep -q "error: the module has no 'tp.step': run tp-step-manifest" "$WORK/err.txt" ||
   { cat "$WORK/err.txt"; fail "embed-c's missing-manifest error"; }
-echo 'module attributes {tp.step = {target = "cpu"}} {}' > "$WORK/bad-step.mlir"
-if "$C" "$WORK/bad-step.mlir" 'builtin.module()' "$WORK/steps/bad.so" 2> "$WORK/err.txt"; then
-  fail "embed-c wrote a library from a tp.step without a manifest"
-fi
-grep -q "error: 'tp.step' has no valid 'manifest' field: it is what tp-step-manifest records" "$WORK/err.txt" ||
-  { cat "$WORK/err.txt"; fail "embed-c's malformed-manifest error"; }
+# A tp.step that tp-step-manifest did not write: each flaw named.
+while IFS='|' read -r step expected; do
+  echo "module attributes {tp.step = {$step}} {}" > "$WORK/bad-step.mlir"
+  if "$C" "$WORK/bad-step.mlir" 'builtin.module()' "$WORK/steps/bad.so" 2> "$WORK/err.txt"; then
+    fail "embed-c wrote a library from tp.step {$step}"
+  fi
+  grep -qF "$expected" "$WORK/err.txt" || { cat "$WORK/err.txt"; fail "tp.step {$step}: no '$expected'"; }
+done <<'STEPS'
+target = "cpu"|error: 'tp.step' has no valid 'manifest' field: it is what tp-step-manifest records
+manifest = "{}", target = "tpu", entries = []|error: unknown target 'tpu' in 'tp.step'
+manifest = "{}", target = "cpu", entries = [1]|error: 'tp.step' entries must be dictionaries
+manifest = "{}", target = "cpu", entries = [{kind = "backward", function = "f", arguments = array<i32>}]|error: unknown entry kind 'backward'
+STEPS
 
 # The README's Embedding section: its commands as written, its snippets
 # from the examples.
