@@ -8,6 +8,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/LLVMIR/Transforms/OptimizeForNVVM.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
@@ -30,7 +31,12 @@ StringRef defaultCUDAToolkit() {
 }
 
 void addKernelStages(OpPassManager &pm, StringRef chip) {
-  // Tiling left affine.min/apply index arithmetic in the loop bodies.
+  // A kernel reads a view with a dynamic offset (a micro-batch's rows)
+  // through the view's base buffer: a bare-pointer kernel argument cannot
+  // carry the offset.
+  pm.addPass(memref::createFoldMemRefAliasOpsPass());
+  // Tiling, and that folding, left affine.min/apply index arithmetic in the
+  // loop bodies.
   pm.addPass(createLowerAffinePass());
   // Loop bounds become kernel constants instead of kernel arguments.
   pm.addPass(createGpuLaunchSinkIndexComputationsPass());

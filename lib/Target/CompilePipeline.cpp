@@ -22,9 +22,9 @@ std::optional<std::string> conflict(const CompileOptions &options) {
     return "export-logits is for the forward entry; drop train";
   if (options.exportGrads && !options.train)
     return "export-grads needs train";
-  if (options.exportLogits && options.dp > 1)
-    return "export-logits needs dp=1: megatron-run gathers the logits over tp "
-           "only";
+  if (options.exportLogits && (options.dp > 1 || options.microBatches > 1))
+    return "export-logits needs dp=1 and micro-batches=1: megatron-run "
+           "gathers the logits of one batch over tp only";
   if (options.target == Target::CUDA && !isSupportedCUDAChip(options.arch))
     return "unsupported arch '" + options.arch.getValue() +
            "'; use sm_80 or sm_90";
@@ -42,16 +42,17 @@ bool usesBF16(const CompileOptions &options) {
 }
 
 void addPartitionStages(OpPassManager &pm, const CompileOptions &options) {
-  PipelineOptions partition;
-  partition.tp = options.tp;
-  partition.dp = options.dp;
-  partition.exportLogits = options.exportLogits;
-  buildMegatronPipeline(pm, partition);
+  buildMegatronPipeline(pm, options.annotateOptions(), options.exportLogits);
   if (options.train) {
     pm.addPass(createKeepForward());
     pm.addPass(createAutodiff());
-    pm.addPass(createOptimizer(OptimizerOptions{options.exportGrads}));
   }
+  // After the backward pass, which is differentiated as if the micro-batches
+  // were ranks; before the optimizer, which runs once per step.
+  if (options.microBatches > 1)
+    pm.addPass(createMicroBatches());
+  if (options.train)
+    pm.addPass(createOptimizer(OptimizerOptions{options.exportGrads}));
   if (usesBF16(options))
     pm.addPass(createMixedPrecision());
 }

@@ -30,6 +30,8 @@ void megatron::addBufferizedRuntimeStages(OpPassManager &pm) {
 void megatron::addHostToLLVMStages(OpPassManager &pm) {
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(memref::createExpandStridedMetadataPass());
+  // The offsets of subviews (a micro-batch's rows) come out as affine.apply.
+  pm.addPass(createLowerAffinePass());
   FinalizeMemRefToLLVMConversionPassOptions memref;
   // Buffers come from the runtime's cache (megatron_rt/allocator.h), so each
   // step reuses the last one's memory.

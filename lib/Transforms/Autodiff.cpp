@@ -24,13 +24,6 @@ bool isNonDifferentiable(Operation *op) {
          isa<AxisIndexOp, XentMaxOp, XentSumExpOp>(op);
 }
 
-Value zerosLike(OpBuilder &b, Location loc, Type type) {
-  auto tensor = cast<RankedTensorType>(type);
-  return arith::ConstantOp::create(
-      b, loc, DenseElementsAttr::get(tensor, b.getFloatAttr(
-                                                 tensor.getElementType(), 0.0)));
-}
-
 class Differentiator {
 public:
   explicit Differentiator(func::FuncOp function)
@@ -105,7 +98,7 @@ private:
       if (!name || !isParameter(function, arg.getArgNumber()))
         continue;
       Value grad = grads.lookup(arg);
-      results.push_back(grad ? grad : zerosLike(b, ret.getLoc(), arg.getType()));
+      results.push_back(grad ? grad : buildZeros(b, ret.getLoc(), arg.getType()));
       names.push_back(name);
     }
     ret->setOperands(results);

@@ -22,6 +22,18 @@ namespace {
 constexpr StringLiteral kMeshName = "mesh";
 constexpr StringLiteral kAxis = MGT_AXIS_NAME_TP;
 constexpr StringLiteral kDataAxis = MGT_AXIS_NAME_DP;
+constexpr StringLiteral kMicroBatchAxis = megatron::kMicroBatchAxisName;
+/// A mesh axis that splits the batch, and the option that sizes it.
+struct BatchAxis {
+  StringRef name, option;
+  int64_t size;
+};
+/// The axes that split the batch, outermost first; only those of size > 1
+/// are created.
+std::array<BatchAxis, 2> batchAxes(int64_t dp, int64_t microBatches) {
+  return {BatchAxis{kDataAxis, "dp", dp},
+          BatchAxis{kMicroBatchAxis, "micro-batches", microBatches}};
+}
 /// Megatron pads the vocabulary to a multiple of this times the TP size.
 constexpr int64_t kVocabPadMultiple = 128;
 
@@ -41,8 +53,10 @@ std::optional<Linear> producingLinear(Value value) {
 
 class Annotator {
 public:
-  Annotator(func::FuncOp function, int64_t tp, int64_t dp)
-      : function(function), tp(tp), dp(dp), b(function.getContext()),
+  Annotator(func::FuncOp function, int64_t tp, int64_t dp,
+            int64_t microBatches)
+      : function(function), tp(tp), dp(dp), microBatches(microBatches),
+        b(function.getContext()),
         meshRef(FlatSymbolRefAttr::get(function.getContext(), kMeshName)) {}
 
   LogicalResult annotate() {
@@ -55,18 +69,19 @@ public:
     });
     if (result.wasInterrupted())
       return failure();
-    splitBatches();
+    if (failed(splitBatches()))
+      return failure();
     replicateTheRest();
     return verifyDivisibility();
   }
 
 private:
-  /// Split = {dim -> sections} over `axis`; the other dims stay whole.
+  /// Split = {dim -> sections} over `axes`; the other dims stay whole.
   ShardingAttr split(Value value, int64_t dim, int64_t sections = 1,
-                     StringRef axis = kAxis) {
+                     ArrayRef<StringRef> axes = {kAxis}) {
     auto type = cast<RankedTensorType>(value.getType());
     SmallVector<Attribute> dims(type.getRank(), b.getArrayAttr({}));
-    dims[dim] = b.getArrayAttr({b.getStringAttr(axis)});
+    dims[dim] = b.getStrArrayAttr(axes);
     SmallVector<int64_t> counts(type.getRank(), 1);
     counts[dim] = sections;
     return ShardingAttr::get(b.getContext(), meshRef, b.getArrayAttr(dims),
@@ -166,16 +181,29 @@ private:
   }
 
   /// Data parallelism: each dp rank takes its rows of the global batch, the
-  /// leading dimension of the tokens and the targets; tp-propagate carries
-  /// the split through every activation.
-  void splitBatches() {
-    if (dp == 1)
-      return;
+  /// leading dimension of the tokens and the targets, and each micro-batch
+  /// its rows of those; tp-propagate carries the split through every
+  /// activation.
+  LogicalResult splitBatches() {
+    SmallVector<StringRef> axes;
+    for (BatchAxis axis : batchAxes(dp, microBatches))
+      if (axis.size > 1)
+        axes.push_back(axis.name);
+    if (axes.empty())
+      return success();
     for (BlockArgument arg : function.getArguments()) {
       ArgumentRole role = getArgumentKind(function, arg.getArgNumber()).role;
-      if (role == ArgumentRole::Tokens || role == ArgumentRole::Targets)
-        annotateParameter(arg, split(arg, 0, 1, kDataAxis));
+      if (role != ArgumentRole::Tokens && role != ArgumentRole::Targets)
+        continue;
+      int64_t rows = cast<ShapedType>(arg.getType()).getDimSize(0);
+      if (rows % (dp * microBatches) != 0)
+        return emitError(arg.getLoc())
+               << "the batch of " << rows << " rows (" << stringifyArgumentRole(role)
+               << ") cannot be split into dp=" << dp << " x micro-batches="
+               << microBatches << " = " << dp * microBatches << " equal parts";
+      annotateParameter(arg, split(arg, 0, 1, axes));
     }
+    return success();
   }
 
   /// Layer norms, row-parallel biases and the position embedding: whole.
@@ -200,7 +228,7 @@ private:
   }
 
   func::FuncOp function;
-  int64_t tp, dp;
+  int64_t tp, dp, microBatches;
   OpBuilder b;
   FlatSymbolRefAttr meshRef;
   SmallVector<std::pair<Value, ShardingAttr>> annotated;
@@ -214,16 +242,17 @@ struct MegatronAnnotatePass
     ModuleOp module = getOperation();
     if (failed(verifyGlobalProgram(module, getArgument())))
       return signalPassFailure();
-    if (tp < 1 || dp < 1) {
-      module.emitError("tp and dp must be positive sizes, got tp=")
-          << tp.getValue() << " and dp=" << dp.getValue();
+    if (tp < 1 || dp < 1 || microBatches < 1) {
+      module.emitError("tp, dp and micro-batches must be positive, got tp=")
+          << tp.getValue() << ", dp=" << dp.getValue()
+          << " and micro-batches=" << microBatches.getValue();
       return signalPassFailure();
     }
     if (failed(createMesh(module)))
       return signalPassFailure();
     for (auto function : module.getOps<func::FuncOp>())
       if (!function.isExternal() &&
-          failed(Annotator(function, tp, dp).annotate()))
+          failed(Annotator(function, tp, dp, microBatches).annotate()))
         return signalPassFailure();
   }
 
@@ -237,21 +266,25 @@ struct MegatronAnnotatePass
         return existing.emitError("mesh @")
                << kMeshName << " exists with another \"" << kAxis
                << "\" size than tp=" << tp.getValue();
-      if (existing.getAxisSize(kDataAxis).value_or(1) != dp)
-        return existing.emitError("mesh @")
-               << kMeshName << " exists with another \"" << kDataAxis
-               << "\" size than dp=" << dp.getValue();
+      for (BatchAxis axis : batchAxes(dp, microBatches))
+        if (existing.getAxisSize(axis.name).value_or(1) != axis.size)
+          return existing.emitError("mesh @")
+                 << kMeshName << " exists with another \"" << axis.name
+                 << "\" size than " << axis.option << "=" << axis.size;
       return success();
     }
-    // A dp axis only where it splits: a tensor-parallel program's mesh is
+    // Axes only where they split: a tensor-parallel program's mesh is
     // ["tp" = N] alone. Rank r is (r / tp, r % tp): tp neighbours, as
     // Megatron keeps a tensor-parallel group inside a node.
-    SmallVector<StringRef> axes = {kAxis};
-    SmallVector<int64_t> sizes = {tp.getValue()};
-    if (dp > 1) {
-      axes.insert(axes.begin(), kDataAxis);
-      sizes.insert(sizes.begin(), dp.getValue());
-    }
+    SmallVector<StringRef> axes;
+    SmallVector<int64_t> sizes;
+    for (BatchAxis axis : batchAxes(dp, microBatches))
+      if (axis.size > 1) {
+        axes.push_back(axis.name);
+        sizes.push_back(axis.size);
+      }
+    axes.push_back(kAxis);
+    sizes.push_back(tp);
     OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
     MeshOp::create(b, module.getLoc(), kMeshName, b.getStrArrayAttr(axes),
                    b.getDenseI64ArrayAttr(sizes));

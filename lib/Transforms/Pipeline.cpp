@@ -7,12 +7,12 @@
 using namespace mlir;
 
 void megatron::buildMegatronPipeline(OpPassManager &pm,
-                                     const PipelineOptions &options) {
-  pm.addPass(
-      createMegatronAnnotate(MegatronAnnotateOptions{options.tp, options.dp}));
+                                     const MegatronAnnotateOptions &layout,
+                                     bool exportLogits) {
+  pm.addPass(createMegatronAnnotate(layout));
   pm.addPass(createPropagate());
   pm.addPass(createInsertConjugates());
-  if (options.exportLogits)
+  if (exportLogits)
     pm.addPass(createExportLogits());
   pm.addPass(createPartition());
 }
@@ -23,5 +23,8 @@ void megatron::registerPassesAndPipelines() {
       "megatron-pipeline",
       "Megatron-LM tensor parallelism: annotate, propagate, insert f/g, "
       "partition",
-      buildMegatronPipeline);
+      [](OpPassManager &pm, const PipelineOptions &options) {
+        buildMegatronPipeline(pm, options.annotateOptions(),
+                              options.exportLogits);
+      });
 }

@@ -49,9 +49,9 @@ struct PredictPass : public megatron::impl::PredictBase<PredictPass> {
         copy.getBody()->push_back(op.clone(mapping));
 
     OpPassManager pm(ModuleOp::getOperationName());
-    PipelineOptions options;
-    options.tp = tp;
-    buildMegatronPipeline(pm, options);
+    MegatronAnnotateOptions layout;
+    layout.tp = tp;
+    buildMegatronPipeline(pm, layout, /*exportLogits=*/false);
     if (train) {
       pm.addPass(createAutodiff());
       pm.addPass(createOptimizer());

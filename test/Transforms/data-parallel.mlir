@@ -52,9 +52,9 @@ func.func @lm(%wte: tensor<16x8xf32> {tp.name = "wte.weight"}, %ids: tensor<4x4x
 
 // -----
 
-// A batch that dp does not divide is refused where the tokens are used.
+// A batch that dp does not divide is refused at the tokens, with the numbers.
+// expected-error @+1 {{the batch of 3 rows (tokens) cannot be split into dp=2 x micro-batches=1 = 2 equal parts}}
 func.func @indivisible(%wte: tensor<16x8xf32>, %ids: tensor<3x4xi32> {tp.role = "tokens"}) -> tensor<3x4x8xf32> {
-  // expected-error @+1 {{'tp.embedding' op dimension 0 of size 3 cannot be split into 2 shards}}
   %x = tp.embedding %wte[%ids] : tensor<16x8xf32>, tensor<3x4xi32> -> tensor<3x4x8xf32>
   return %x : tensor<3x4x8xf32>
 }

@@ -1,6 +1,6 @@
 // RUN: megatron-opt %s -split-input-file -tp-megatron-annotate=tp=2 -verify-diagnostics | FileCheck %s
 // RUN: not megatron-opt %s -split-input-file -tp-megatron-annotate=tp=0 2>&1 | FileCheck %s --check-prefix=TP0
-// TP0: error: tp and dp must be positive sizes, got tp=0 and dp=1
+// TP0: error: tp, dp and micro-batches must be positive, got tp=0, dp=1 and micro-batches=1
 
 // One GPT-2 block: QKV and MLP-up split by columns (QKV per q/k/v section),
 // their consumers' GEMMs by rows, the embedding by vocabulary rows, the rest

@@ -39,6 +39,11 @@ static cl::opt<int64_t> dpSize(
     "dp", cl::desc("data-parallel size: each of dp x tp ranks (tp neighbours) "
                    "takes batch/dp rows"),
     cl::init(1), cl::cat(category));
+static cl::opt<int64_t> microBatches(
+    "micro-batches",
+    cl::desc("micro-batches per step: each dp rank runs its batch/dp rows in "
+             "this many parts and sums their gradients, reduced over dp once"),
+    cl::init(1), cl::cat(category));
 static cl::opt<megatron::Target> target(
     "target", cl::desc("where the step runs"), cl::init(megatron::Target::CPU),
     cl::values(clEnumValN(megatron::Target::CPU, "cpu",
@@ -130,6 +135,7 @@ static LogicalResult toolError(const Twine &message) {
 static void setCompileOptions(megatron::CompileOptions &options) {
   options.tp = tpSize;
   options.dp = dpSize;
+  options.microBatches = microBatches;
   options.target = target;
   options.precision = precision;
   options.train = train;

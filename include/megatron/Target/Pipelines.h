@@ -10,6 +10,7 @@
 #define MEGATRON_TARGET_PIPELINES_H
 
 #include "megatron/Target/StepLibrary.h"
+#include "megatron/Transforms/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
@@ -53,12 +54,7 @@ bool isSupportedCUDAChip(StringRef chip);
 
 /// Everything megatron-compile does between parsing a global tp program and
 /// writing its step library; megatron-compile's flags, one for one.
-struct CompileOptions : public PassPipelineOptions<CompileOptions> {
-  Option<int64_t> tp{*this, "tp", llvm::cl::desc("tensor-parallel size"),
-                     llvm::cl::init(1)};
-  Option<int64_t> dp{*this, "dp",
-                     llvm::cl::desc("data-parallel size (splits the batch)"),
-                     llvm::cl::init(1)};
+struct CompileOptions : public LayoutOptions<CompileOptions> {
   Option<Target> target{
       *this, "target", llvm::cl::desc("where the step runs"),
       llvm::cl::init(Target::CPU),
@@ -83,11 +79,6 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
   Option<bool> exportGrads{
       *this, "export-grads",
       llvm::cl::desc("with train, also write every gradient into an argument"),
-      llvm::cl::init(false)};
-  Option<bool> exportLogits{
-      *this, "export-logits",
-      llvm::cl::desc("the forward entry also writes the logits into a "
-                     "`logits` argument (forward only)"),
       llvm::cl::init(false)};
   Option<std::string> arch{
       *this, "arch", llvm::cl::desc("with target=cuda: sm_80 or sm_90"),

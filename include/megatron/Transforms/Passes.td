@@ -17,6 +17,12 @@ def MegatronAnnotate : Pass<"tp-megatron-annotate", "ModuleOp"> {
     replicated. A vocabulary that N does not divide is padded to a multiple
     of 128 * N, as Megatron does; the padded logits never reach the loss.
     Parameters that already carry a tp.sharding are left as the user set them.
+    With dp > 1 the mesh gains a leading "dp" axis and the batch (dimension
+    0) of the tokens and targets is split over it; with micro-batches K > 1
+    an "mb" axis of size K follows "dp" and splits each dp rank's rows again,
+    so the program is planned and differentiated as if the micro-batches
+    were ranks (tp-micro-batches then runs them one after another). A batch
+    that dp x K does not divide is an error naming the numbers.
     Apart from the padding, the body is left to tp-propagate and
     tp-insert-conjugates.
 
@@ -47,6 +53,9 @@ def MegatronAnnotate : Pass<"tp-megatron-annotate", "ModuleOp"> {
     Option<"dp", "dp", "int64_t", "1",
            "data-parallel size: the batch of the tokens and targets is split "
            "over a \"dp\" axis">,
+    Option<"microBatches", "micro-batches", "int64_t", "1",
+           "micro-batches per step: each dp rank's rows are split again over "
+           "an \"mb\" axis, which tp-micro-batches later runs as a loop">,
   ];
   let dependentDialects = ["::mlir::tp::TPDialect"];
 }
@@ -252,6 +261,56 @@ def Autodiff : Pass<"tp-autodiff", "ModuleOp"> {
     }
     ```
   }];
+}
+
+def MicroBatches : Pass<"tp-micro-batches", "ModuleOp"> {
+  let summary = "Run the micro-batches of an \"mb\" mesh axis as a loop: gradient accumulation";
+  let description = [{
+    Runs after tp-autodiff and before tp-optimizer, on a per-rank program
+    whose mesh has the "mb" axis tp-megatron-annotate adds for
+    `micro-batches` = K > 1. Planning, partition and autodiff treated the K
+    micro-batches as K ranks; this pass runs them one after another on
+    one rank. What depends on an argument split over "mb" (the tokens, the
+    targets) becomes the body of an `scf.for` over K, which reads rows
+    [k*b, (k+1)*b) of each such argument (the argument grows back to its K*b
+    rows and loses "mb" from its sharding). A sum over "mb" (the loss's g,
+    the gradients' all-reduce) becomes a value the loop carries and adds
+    to; f over "mb" is the identity. What reads those sums (the gradients'
+    all-reduce over "dp", which thus runs once per step) follows the loop,
+    and what depends on neither stays before it. The mesh loses the "mb"
+    axis. Any other collective over "mb", a rank index along it, or a
+    result of one micro-batch returned is an error at the op.
+
+    Example:
+
+    ```mlir
+    // Before (the gradient of one parameter, K = 2):
+    tp.mesh @mesh axes = ["mb" = 2, "tp" = 1]
+    func.func @step(%w: tensor<8x8xf32> {tp.name = "w"},
+                    %ids: tensor<2x4xi32> {tp.sharding = #tp.sharding<@mesh, [["mb"], []]>}) -> tensor<8x8xf32> {
+      %g = tp.embedding_grad ... %ids ...
+      %total = tp.all_reduce sum %g over @mesh["mb"] : tensor<8x8xf32>
+      return %total : tensor<8x8xf32>
+    }
+    // After:
+    tp.mesh @mesh axes = ["tp" = 1]
+    func.func @step(%w: tensor<8x8xf32> {tp.name = "w"},
+                    %ids: tensor<4x4xi32> {tp.sharding = #tp.sharding<@mesh, [[], []]>}) -> tensor<8x8xf32> {
+      %zero = arith.constant dense<0.0> : tensor<8x8xf32>
+      %total = scf.for %k = %c0 to %c2 step %c1 iter_args(%sum = %zero) -> (tensor<8x8xf32>) {
+        %rows = arith.muli %k, %c2 : index
+        %mine = tensor.extract_slice %ids[%rows, 0] [2, 4] [1, 1] : tensor<4x4xi32> to tensor<2x4xi32>
+        %g = tp.embedding_grad ... %mine ...
+        %next = tp.add %sum, %g : tensor<8x8xf32>
+        scf.yield %next : tensor<8x8xf32>
+      }
+      return %total : tensor<8x8xf32>
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::scf::SCFDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
 }
 
 def Optimizer : Pass<"tp-optimizer", "ModuleOp"> {

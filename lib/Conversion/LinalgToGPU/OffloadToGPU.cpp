@@ -170,38 +170,80 @@ kernelSymbols(gpu::LaunchOp launch, func::FuncOp function, unsigned index) {
 /// its entry and is waited for before it returns: every launch goes on the
 /// stream the chain's `gpu.wait async` obtains (the runtime hands out the
 /// rank's stream, where its own kernels run too), with no host
-/// synchronisation between launches.
-void chainLaunchesOnOneStream(func::FuncOp function) {
-  SmallVector<gpu::LaunchOp> launches;
-  function.walk([&](gpu::LaunchOp launch) { launches.push_back(launch); });
-  if (launches.empty())
-    return;
-  OpBuilder b(function.getContext());
-  auto tokenType = gpu::AsyncTokenType::get(function.getContext());
-  b.setInsertionPointToStart(&function.front());
-  Value token =
-      gpu::WaitOp::create(b, function.getLoc(), tokenType, ValueRange())
-          .getAsyncToken();
-  for (auto [index, launch] : llvm::enumerate(launches)) {
-    b.setInsertionPoint(launch);
+/// synchronisation between launches; the stream, not the tokens, orders
+/// them after one another and after the runtime's own kernels, also from
+/// one iteration of a loop (the micro-batch loop) to the next.
+class LaunchChain {
+public:
+  explicit LaunchChain(func::FuncOp function)
+      : function(function), rewriter(function.getContext()),
+        tokenType(gpu::AsyncTokenType::get(function.getContext())) {}
+
+  LogicalResult run() {
+    if (!hasLaunch(function))
+      return success();
+    rewriter.setInsertionPointToStart(&function.front());
+    Value token =
+        gpu::WaitOp::create(rewriter, function.getLoc(), tokenType, ValueRange())
+            .getAsyncToken();
+    FailureOr<Value> last = chain(function.front(), token);
+    if (failed(last))
+      return failure();
+    function.walk([&](func::ReturnOp ret) {
+      rewriter.setInsertionPoint(ret);
+      gpu::WaitOp::create(rewriter, ret.getLoc(), Type(), ValueRange{*last});
+    });
+    return success();
+  }
+
+private:
+  static bool hasLaunch(Operation *op) {
+    return op->walk([](gpu::LaunchOp) { return WalkResult::interrupt(); })
+        .wasInterrupted();
+  }
+
+  /// Chains the launches of `block` after `token`; the chain's last token.
+  FailureOr<Value> chain(Block &block, Value token) {
+    for (Operation &op : llvm::make_early_inc_range(block)) {
+      if (auto launch = dyn_cast<gpu::LaunchOp>(op)) {
+        token = chainLaunch(launch, token);
+        continue;
+      }
+      if (op.getNumRegions() == 0 || !hasLaunch(&op))
+        continue;
+      // Each iteration chains from the token before the loop: a token names
+      // the stream, and the one stream runs the iterations in order.
+      if (!isa<scf::ForOp>(op))
+        return op.emitOpError("holds kernels, which only a loop's body or "
+                              "the function's may");
+      if (failed(chain(*cast<scf::ForOp>(op).getBody(), token)))
+        return failure();
+    }
+    return token;
+  }
+
+  Value chainLaunch(gpu::LaunchOp launch, Value token) {
+    rewriter.setInsertionPoint(launch);
     gpu::KernelDim3 grid = launch.getGridSizeOperandValues(),
                     block = launch.getBlockSizeOperandValues();
-    auto [module, kernel] = kernelSymbols(launch, function, index);
+    auto [module, kernel] = kernelSymbols(launch, function, launchCount++);
     auto chained = gpu::LaunchOp::create(
-        b, launch.getLoc(), grid.x, grid.y, grid.z, block.x, block.y, block.z,
-        launch.getDynamicSharedMemorySize(), tokenType, ValueRange{token},
+        rewriter, launch.getLoc(), grid.x, grid.y, grid.z, block.x, block.y,
+        block.z, launch.getDynamicSharedMemorySize(), tokenType,
+        ValueRange{token},
         /*workgroupAttributions=*/{}, /*privateAttributions=*/{},
         /*clusterSizeX=*/nullptr, /*clusterSizeY=*/nullptr,
         /*clusterSizeZ=*/nullptr, module, kernel);
     chained.getBody().takeBody(launch.getBody());
-    launch.erase();
-    token = chained.getAsyncToken();
+    rewriter.eraseOp(launch);
+    return chained.getAsyncToken();
   }
-  function.walk([&](func::ReturnOp ret) {
-    b.setInsertionPoint(ret);
-    gpu::WaitOp::create(b, ret.getLoc(), Type(), ValueRange{token});
-  });
-}
+
+  func::FuncOp function;
+  IRRewriter rewriter;
+  Type tokenType;
+  unsigned launchCount = 0;
+};
 
 /// An argument the host code alone reads (the hyperparameters): the
 /// runtime keeps it in host memory.
@@ -260,9 +302,9 @@ struct OffloadToGPUPass
     if (failed(launchMappedLoops(module)))
       return signalPassFailure();
     for (func::FuncOp function : functions) {
-      if (failed(checkHostAccesses(function)))
+      if (failed(checkHostAccesses(function)) ||
+          failed(LaunchChain(function).run()))
         return signalPassFailure();
-      chainLaunchesOnOneStream(function);
     }
   }
 };

@@ -10,6 +10,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 
 using namespace mlir;
 using namespace mlir::megatron;
@@ -27,14 +28,27 @@ struct SumToRuntime : RuntimePattern<OpTy> {
                                 PatternRewriter &rewriter) const override {
     auto [x, y] = terms(op);
     CallBuilder c(rewriter, op.getLoc());
-    rewriter.replaceOp(
-        op, c.elementwise(op.getType(), {x, y},
-                          [](OpBuilder &nb, Location loc,
-                             ValueRange args) -> Value {
-                            return arith::AddFOp::create(nb, loc, args[0],
-                                                         args[1]);
-                          }));
+    auto add = [](OpBuilder &nb, Location loc, ValueRange args) -> Value {
+      return arith::AddFOp::create(nb, loc, args[0], args[1]);
+    };
+    rewriter.replaceOp(op, isLoopAccumulator(op, x)
+                               ? c.elementwise(op.getType(), {y}, add, x)
+                               : c.elementwise(op.getType(), {x, y}, add));
     return success();
+  }
+  /// Whether x is a value a loop carries and the sum what the loop carries
+  /// on (a micro-batch loop's gradient). One-shot bufferization keeps a
+  /// loop's carried buffer only if each iteration writes the one it was
+  /// given, so the sum accumulates into x's buffer.
+  static bool isLoopAccumulator(OpTy op, Value x) {
+    auto carried = dyn_cast<BlockArgument>(x);
+    auto loop = carried ? dyn_cast<scf::ForOp>(carried.getOwner()->getParentOp())
+                        : scf::ForOp();
+    if (!loop || !op->hasOneUse() || x.getType() != op.getType())
+      return false;
+    OpOperand &use = *op->getUses().begin();
+    return use.getOwner() == loop.getBody()->getTerminator() &&
+           loop.getRegionIterArgs()[use.getOperandNumber()] == carried;
   }
   static std::pair<Value, Value> terms(BiasAddOp op) {
     return {op.getInput(), op.getBias()};

@@ -143,7 +143,7 @@ Value CallBuilder::vocabStart(Value offset) {
 }
 
 Value CallBuilder::elementwise(RankedTensorType result, ValueRange inputs,
-                               ScalarBody body) {
+                               ScalarBody body, Value into) {
   int64_t rank = result.getRank();
   SmallVector<AffineMap> maps;
   for (Value value : inputs) {
@@ -154,8 +154,9 @@ Value CallBuilder::elementwise(RankedTensorType result, ValueRange inputs,
     maps.push_back(AffineMap::get(rank, 0, dims, b.getContext()));
   }
   maps.push_back(b.getMultiDimIdentityMap(rank));
-  Value init = tensor::EmptyOp::create(b, loc, result.getShape(),
-                                       result.getElementType());
+  Value init = into ? into
+                    : tensor::EmptyOp::create(b, loc, result.getShape(),
+                                              result.getElementType());
   SmallVector<utils::IteratorType> iterators(rank,
                                              utils::IteratorType::parallel);
   auto generic = linalg::GenericOp::create(
@@ -163,7 +164,12 @@ Value CallBuilder::elementwise(RankedTensorType result, ValueRange inputs,
       [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
         Type f32 = nested.getF32Type();
         SmallVector<Value> wide;
-        for (Value arg : args.drop_back())
+        // An accumulator's element comes first, as if it were an input.
+        SmallVector<Value> terms;
+        if (into)
+          terms.push_back(args.back());
+        llvm::append_range(terms, args.drop_back());
+        for (Value arg : terms)
           wide.push_back(cast<FloatType>(arg.getType()).getWidth() < 32
                              ? arith::ExtFOp::create(nested, nestedLoc, f32,
                                                      arg)

@@ -84,8 +84,11 @@ public:
   /// An elementwise linalg.generic over `result`'s shape; `inputs` are
   /// indexed by the trailing dimensions they have. `body` computes in fp32
   /// whatever the storage: bf16 operands are widened, the result rounded.
+  /// With `into` (a tensor of `result`'s type) the result accumulates into
+  /// its buffer: the body reads into's element first, then the inputs'.
+  /// Otherwise it fills a fresh buffer.
   Value elementwise(RankedTensorType result, ValueRange inputs,
-                    ScalarBody body);
+                    ScalarBody body, Value into = {});
 
   /// Reduces `input` along `dim` with `combine`, starting from `init`; the
   /// result keeps the dimension (size 1) so it broadcasts back.

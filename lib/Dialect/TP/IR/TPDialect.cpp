@@ -2,6 +2,7 @@
 #include "megatron/Dialect/TP/IR/TP.h"
 #include "megatron_rt/contract.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
@@ -310,6 +311,13 @@ StringRef tp::getPhase(Operation *op) {
   if (auto phase = op->getAttrOfType<StringAttr>(TPDialect::kPhaseAttrName))
     return phase.getValue();
   return "forward";
+}
+
+Value tp::buildZeros(OpBuilder &b, Location loc, Type type) {
+  auto tensor = cast<RankedTensorType>(type);
+  return arith::ConstantOp::create(
+      b, loc, DenseElementsAttr::get(
+                  tensor, b.getFloatAttr(tensor.getElementType(), 0.0)));
 }
 
 void tp::markPhase(Operation *first, Operation *end, StringRef phase) {

@@ -61,6 +61,10 @@ CrossEntropyPieces buildCrossEntropyPieces(OpBuilder &b, CrossEntropyOp loss,
                                            std::optional<StringRef> axis,
                                            IntegerAttr meanOver = {});
 
+/// A constant float tensor of `type` holding zeros: a gradient nothing
+/// reaches, an accumulator before its first term.
+Value buildZeros(OpBuilder &b, Location loc, Type type);
+
 /// A parameter of `function`: a float tensor argument whose role is
 /// "param" (stated, or by default).
 bool isParameter(FunctionOpInterface function, unsigned index);
