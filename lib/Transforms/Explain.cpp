@@ -102,7 +102,7 @@ bool isBackward(Operation *op) { return getPhase(op) == "backward"; }
 
 void countCompute(Operation *op, Report &report) {
   (isBackward(op) ? report.backwardFlops : report.forwardFlops) +=
-      countFlops(op);
+      executionsPerStep(op) * countFlops(op);
   if (auto matmul = dyn_cast<MatmulOp>(op)) {
     Gemm gemm = describeGemm(matmul);
     if (std::optional<int64_t> layer = getLayer(matmul.getLoc());
@@ -122,9 +122,10 @@ void countCommunication(Operation *op, Report &report) {
     return;
   Type tensor = collective.getCollectiveTensor().getType();
   std::string axis = collective.getCollectiveAxis().str();
-  ++report.collectives[{stringifyCollectiveKind(collective.getCollectiveKind()).str(),
-                        getPhase(op).str(), numElements(tensor), axis}];
-  report.commBytesByAxis[axis] += numBytes(tensor);
+  int64_t times = executionsPerStep(op);
+  report.collectives[{stringifyCollectiveKind(collective.getCollectiveKind()).str(),
+                      getPhase(op).str(), numElements(tensor), axis}] += times;
+  report.commBytesByAxis[axis] += times * numBytes(tensor);
 }
 
 Report analyze(ModuleOp module) {

@@ -3,6 +3,7 @@
 #include "megatron/Dialect/TP/IR/TP.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Interfaces/LoopLikeInterface.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -129,6 +130,15 @@ FailureOr<Hardware> megatron::lookupHardware(StringRef nameOrPath,
   return hardware;
 }
 
+int64_t megatron::executionsPerStep(Operation *op) {
+  int64_t count = 1;
+  for (auto loop = op->getParentOfType<LoopLikeOpInterface>(); loop;
+       loop = loop->getParentOfType<LoopLikeOpInterface>())
+    if (std::optional<APInt> trips = loop.getStaticTripCount())
+      count *= trips->getSExtValue();
+  return count;
+}
+
 StepTime megatron::predictStepTime(ModuleOp partitioned,
                                    const Hardware &hardware) {
   StepTime time;
@@ -140,12 +150,14 @@ StepTime megatron::predictStepTime(ModuleOp partitioned,
         (collective &&
          collective.getCollectiveKind() == CollectiveKind::identity))
       return;
+    double times = executionsPerStep(op);
     if (collective && getRingPasses(collective.getCollectiveKind()) > 0) {
-      time.communication += collectiveSeconds(collective, hardware);
+      time.communication += times * collectiveSeconds(collective, hardware);
     } else if (int64_t flops = countFlops(op)) {
-      time.compute += double(flops) / hardware.flopsPerSecond;
+      time.compute += times * double(flops) / hardware.flopsPerSecond;
     } else {
-      time.memory += trafficBytes(op, hardware) / hardware.bytesPerSecond;
+      time.memory +=
+          times * trafficBytes(op, hardware) / hardware.bytesPerSecond;
     }
   });
   return time;

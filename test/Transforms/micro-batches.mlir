@@ -5,8 +5,22 @@
 // sums over "mb" are carried (the loss as a scalar), and what reads them (the
 // dp reductions, the loss's included) runs once after the loop.
 // RUN: megatron-opt %s -split-input-file -megatron-pipeline="dp=2 micro-batches=2" -tp-autodiff -tp-micro-batches -verify-diagnostics | FileCheck %s
+// RUN: megatron-opt %s -megatron-pipeline="dp=2" -tp-autodiff -tp-optimizer -tp-explain=json=- -o /dev/null > %t.json
+// RUN: megatron-opt %s -megatron-pipeline="dp=2 micro-batches=2" -tp-autodiff -tp-micro-batches -tp-optimizer -tp-explain=json=- -o /dev/null >> %t.json
+// RUN: FileCheck %s --check-prefix=EXPLAIN < %t.json
 // RUN: not megatron-opt %s -split-input-file -megatron-pipeline="dp=2 micro-batches=3" 2>&1 | FileCheck %s --check-prefix=INDIVISIBLE
 // INDIVISIBLE: error: the batch of 8 rows (tokens) cannot be split into dp=2 x micro-batches=3 = 6 equal parts
+
+// A step costs what it did in one batch: the loop's ops count once per
+// micro-batch, and the dp traffic (the table's gradient, the loss) is the same.
+// EXPLAIN: "comm_bytes_per_rank_per_step": {
+// EXPLAIN-NEXT: "dp": [[DP:[0-9]+]]
+// EXPLAIN: "forward": [[FWD:[0-9]+]],
+// EXPLAIN-NEXT: "backward": [[BWD:[0-9]+]]
+// EXPLAIN: "comm_bytes_per_rank_per_step": {
+// EXPLAIN-NEXT: "dp": [[DP]]
+// EXPLAIN: "forward": [[FWD]],
+// EXPLAIN-NEXT: "backward": [[BWD]]
 
 // CHECK: tp.mesh @mesh axes = ["dp" = 2, "tp" = 1]
 // CHECK-LABEL: func.func @lm(

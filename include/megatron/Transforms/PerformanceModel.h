@@ -40,6 +40,10 @@ struct StepTime {
 
 StepTime predictStepTime(ModuleOp partitioned, const Hardware &hardware);
 
+/// How many times `op` runs per step: the product of the static trip counts
+/// of the loops around it (the micro-batch loop), 1 outside loops.
+int64_t executionsPerStep(Operation *op);
+
 /// FLOPs of a GEMM-like op (matmul, weight_grad, attention and its
 /// gradient); 0 for the others. The explain report counts with it too.
 int64_t countFlops(Operation *op);
