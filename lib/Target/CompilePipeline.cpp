@@ -22,6 +22,14 @@ std::optional<std::string> conflict(const CompileOptions &options) {
     return "export-logits is for the forward entry; drop train";
   if (options.exportGrads && !options.train)
     return "export-grads needs train";
+  if (options.zero != 0 && options.zero != 1)
+    return "unknown zero stage " + std::to_string(options.zero) +
+           "; use 0 or 1";
+  if (options.zero == 1 && !options.train)
+    return "zero=1 needs train: it splits the optimizer's state";
+  if (options.zero == 1 && options.exportGrads)
+    return "export-grads needs zero=0: with zero=1 each dp rank keeps only "
+           "its rows of a gradient";
   if (options.exportLogits && (options.dp > 1 || options.microBatches > 1))
     return "export-logits needs dp=1 and micro-batches=1: megatron-run "
            "gathers the logits of one batch over tp only";
@@ -52,7 +60,8 @@ void addPartitionStages(OpPassManager &pm, const CompileOptions &options) {
   if (options.microBatches > 1)
     pm.addPass(createMicroBatches());
   if (options.train)
-    pm.addPass(createOptimizer(OptimizerOptions{options.exportGrads}));
+    pm.addPass(
+        createOptimizer(OptimizerOptions{options.exportGrads, options.zero}));
   if (usesBF16(options))
     pm.addPass(createMixedPrecision());
 }

@@ -8,6 +8,8 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/Debug.h"
 
+#include <map>
+
 #define DEBUG_TYPE "tp-optimizer"
 
 namespace mlir::megatron {
@@ -24,26 +26,33 @@ struct Parameter {
   BlockArgument arg;
   StringAttr name;
   Value grad;
-  /// Mesh axes the parameter is split over (its gradient's squares are
+  /// Mesh axes the gradient AdamW reads is split over (its squares are
   /// all-reduced over them).
   SmallVector<StringRef> splitAxes;
+  /// ZeRO-1: the AdamW state holds this dp rank's rows (dimension 0) only.
+  bool stateSplitOverDp = false;
 };
+
+constexpr StringLiteral kDataAxis = MGT_AXIS_NAME_DP;
 
 class TrainStepBuilder {
 public:
-  TrainStepBuilder(func::FuncOp function, bool exportGrads)
-      : function(function), exportGrads(exportGrads),
+  TrainStepBuilder(func::FuncOp function, bool exportGrads, int64_t zero)
+      : function(function), exportGrads(exportGrads), zero(zero),
         b(function.getContext()) {}
 
   LogicalResult build() {
     auto ret = cast<func::ReturnOp>(function.front().getTerminator());
     if (failed(collectParameters(ret)))
       return failure();
+    if (zero == 1)
+      for (Parameter &param : params)
+        splitStateOverDp(param);
     Location loc = function.getLoc();
     SmallVector<std::pair<BlockArgument, BlockArgument>> state;
     for (Parameter &param : params)
-      state.push_back({addLike(param, MGT_ADAM_M_SUFFIX, ArgumentRole::AdamM),
-                       addLike(param, MGT_ADAM_V_SUFFIX, ArgumentRole::AdamV)});
+      state.push_back({addState(param, MGT_ADAM_M_SUFFIX, ArgumentRole::AdamM),
+                       addState(param, MGT_ADAM_V_SUFFIX, ArgumentRole::AdamV)});
     SmallVector<BlockArgument> gradOutputs;
     if (exportGrads)
       for (Parameter &param : params)
@@ -66,11 +75,30 @@ public:
       Location updateLoc = NameLoc::get(
           b.getStringAttr("adamw." + param.name.getValue()), loc);
       LLVM_DEBUG(llvm::dbgs() << "AdamW for " << param.name << "\n");
+      Value rows = param.stateSplitOverDp
+                       ? LocalSliceOp::create(b, updateLoc, param.grad.getType(),
+                                              param.arg, meshRef, b.getStringAttr(kDataAxis),
+                                              b.getI64IntegerAttr(0))
+                             .getResult()
+                       : Value(param.arg);
       auto adamw = AdamWOp::create(
-          b, updateLoc, param.arg, param.grad, moments.first, moments.second, hyper,
+          b, updateLoc, rows, param.grad, moments.first, moments.second, hyper,
           scale, /*decay=*/cast<RankedTensorType>(param.arg.getType()).getRank() == 2);
+      Value updated = adamw.getResult(0);
+      // The gathered rows are written back into the parameter, which the
+      // result updates in place.
+      if (param.stateSplitOverDp)
+        updated = bufferization::MaterializeInDestinationOp::create(
+                      b, updateLoc,
+                      AllGatherOp::create(b, updateLoc, param.arg.getType(),
+                                          updated, meshRef,
+                                          b.getStringAttr(kDataAxis),
+                                          b.getI64IntegerAttr(0)),
+                      param.arg)
+                      .getResult();
       for (auto [value, arg] :
-           llvm::zip(adamw.getResults(),
+           llvm::zip(std::array<Value, 3>{updated, adamw.getResult(1),
+                                          adamw.getResult(2)},
                      std::array<BlockArgument, 3>{param.arg, moments.first,
                                                   moments.second})) {
         updates.push_back({results.size(), arg});
@@ -157,43 +185,94 @@ private:
     return arg;
   }
 
+  /// AdamW state is laid out like the gradient it reads: the parameter's
+  /// layout, or with ZeRO-1 its dp rank's rows of it.
+  BlockArgument addState(const Parameter &param, StringRef suffix,
+                         ArgumentRole role) {
+    BlockArgument arg = addLike(param, suffix, role);
+    if (param.stateSplitOverDp) {
+      arg.setType(param.grad.getType());
+      setSharding(arg, withRowsOverDp(getSharding(param.arg)));
+    }
+    return arg;
+  }
+
+  ShardingAttr withRowsOverDp(ShardingAttr sharding) {
+    SmallVector<Attribute> dims(sharding.getDims().getValue());
+    SmallVector<StringRef> rows = sharding.getDimAxes(0);
+    rows.push_back(kDataAxis);
+    dims[0] = b.getStrArrayAttr(rows);
+    return ShardingAttr::get(b.getContext(), sharding.getMesh(),
+                             b.getArrayAttr(dims), sharding.getPartial(),
+                             sharding.getSections());
+  }
+
+  /// ZeRO-1: a gradient all-reduced over dp is reduce-scattered instead, so
+  /// that each dp rank updates its rows, when dp divides them and the rows
+  /// hold no sections (whose split the runtime's layout could not nest).
+  void splitStateOverDp(Parameter &param) {
+    auto reduce = param.grad.getDefiningOp<AllReduceOp>();
+    if (!reduce || reduce.getAxis() != kDataAxis ||
+        reduce.getKind() != ReductionKind::sum || !reduce->use_empty())
+      return;
+    SymbolTableCollection symbols;
+    auto mesh =
+        symbols.lookupNearestSymbolFrom<MeshOp>(function, reduce.getMeshAttr());
+    ShardingAttr sharding = getSharding(param.arg);
+    auto type = cast<RankedTensorType>(param.grad.getType());
+    int64_t dp = mesh ? mesh.getAxisSize(kDataAxis).value_or(1) : 1;
+    if (dp == 1 || !sharding || type.getRank() == 0 ||
+        sharding.getDimSections(0) != 1 || type.getDimSize(0) % dp != 0)
+      return;
+    SmallVector<int64_t> shape(type.getShape());
+    shape[0] /= dp;
+    b.setInsertionPoint(reduce);
+    param.grad = ReduceScatterOp::create(
+        b, reduce.getLoc(), type.clone(shape), reduce.getInput(),
+        ReductionKindAttr::get(b.getContext(), ReductionKind::sum),
+        reduce.getMeshAttr(), b.getStringAttr(kDataAxis), b.getI64IntegerAttr(0));
+    param.grad.getDefiningOp()->setDiscardableAttrs(
+        reduce->getDiscardableAttrDictionary());
+    meshRef = reduce.getMeshAttr();
+    reduce.erase();
+    param.splitAxes.push_back(kDataAxis);
+    param.stateSplitOverDp = true;
+  }
+
   Value f32(Location loc, double value) {
     return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(value));
   }
 
-  /// One tp.sum_squares per group: the runtime reads each group's total
-  /// back once.
-  Value sumOfSquares(Location loc, ValueRange grads) {
-    if (grads.empty())
-      return f32(loc, 0.0);
-    return SumSquaresOp::create(b, loc, grads);
+  /// Each parameter counts once: the squares of the gradients split over
+  /// the same axes are summed on each rank and all-reduced over those axes;
+  /// a replicated gradient's are the same on every rank.
+  Value globalNorm(Location loc) {
+    std::map<SmallVector<StringRef>, SmallVector<Value>> groups;
+    for (Parameter &param : params) {
+      SmallVector<StringRef> axes = param.splitAxes;
+      llvm::sort(axes);
+      axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+      groups[axes].push_back(param.grad);
+    }
+    Value total;
+    for (auto &[axes, grads] : groups) {
+      // One tp.sum_squares per group: the runtime reads its total back once.
+      Value squares = SumSquaresOp::create(b, loc, grads);
+      for (StringRef axis : axes)
+        squares = allReduceScalar(loc, squares, axis);
+      total = total ? arith::AddFOp::create(b, loc, total, squares) : squares;
+    }
+    return math::SqrtOp::create(b, loc, total ? total : f32(loc, 0.0));
   }
 
-  /// Each parameter counts once: a sharded gradient's squares are summed
-  /// across its ranks, a replicated one's are the same on every rank.
-  Value globalNorm(Location loc) {
-    SmallVector<Value> shardedGrads, replicatedGrads;
-    SmallVector<StringRef> axes;
-    for (Parameter &param : params) {
-      (param.splitAxes.empty() ? replicatedGrads : shardedGrads)
-          .push_back(param.grad);
-      for (StringRef axis : param.splitAxes)
-        if (!llvm::is_contained(axes, axis))
-          axes.push_back(axis);
-    }
-    Value sharded = sumOfSquares(loc, shardedGrads),
-          replicated = sumOfSquares(loc, replicatedGrads);
-    for (StringRef axis : axes) {
-      auto vector = RankedTensorType::get({1}, b.getF32Type());
-      Value packed = tensor::FromElementsOp::create(b, loc, vector, sharded);
-      Value reduced = AllReduceOp::create(
-          b, loc, packed, ReductionKindAttr::get(b.getContext(), ReductionKind::sum),
-          meshRef, b.getStringAttr(axis));
-      Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-      sharded = tensor::ExtractOp::create(b, loc, reduced, zero);
-    }
-    return math::SqrtOp::create(b, loc,
-                                arith::AddFOp::create(b, loc, sharded, replicated));
+  Value allReduceScalar(Location loc, Value scalar, StringRef axis) {
+    auto vector = RankedTensorType::get({1}, b.getF32Type());
+    Value packed = tensor::FromElementsOp::create(b, loc, vector, scalar);
+    Value reduced = AllReduceOp::create(
+        b, loc, packed, ReductionKindAttr::get(b.getContext(), ReductionKind::sum),
+        meshRef, b.getStringAttr(axis));
+    Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+    return tensor::ExtractOp::create(b, loc, reduced, zero);
   }
 
   /// clip_grad_norm_: min(1, clip / (norm + 1e-6)) when clip > 0, else 1.
@@ -210,6 +289,7 @@ private:
 
   func::FuncOp function;
   bool exportGrads;
+  int64_t zero;
   OpBuilder b;
   SmallVector<Parameter> params;
   FlatSymbolRefAttr meshRef;
@@ -220,7 +300,7 @@ struct OptimizerPass : public megatron::impl::OptimizerBase<OptimizerPass> {
   void runOnOperation() override {
     for (auto function : getOperation().getOps<func::FuncOp>())
       if (!function.isExternal() && !isForwardEntry(function) &&
-          failed(TrainStepBuilder(function, exportGrads).build()))
+          failed(TrainStepBuilder(function, exportGrads, zero).build()))
         return signalPassFailure();
   }
 };

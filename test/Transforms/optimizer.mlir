@@ -2,8 +2,9 @@
 // RUN: megatron-opt %s -split-input-file -tp-optimizer=export-grads=true -verify-diagnostics | FileCheck %s --check-prefix=GRADS
 
 // One sharded weight and one replicated bias: AdamW state sharded like each
-// parameter, the sharded squares all-reduced before the replicated ones are
-// added, decay on the 2-D weight only, updates written over their argument.
+// parameter, the sharded squares all-reduced over tp and added to the
+// replicated ones, decay on the 2-D weight only, updates written over their
+// argument.
 
 // CHECK-LABEL: func.func @step(
 // CHECK-SAME: %[[W:[a-z0-9]+]]: tensor<8x4xf32> {tp.global_shape = array<i64: 8, 8>, tp.name = "w", tp.sharding = #tp.sharding<@m, {{\[\[}}], ["tp"]]>}
@@ -14,12 +15,12 @@
 // CHECK-SAME: %[[BV:[a-z0-9]+]]: tensor<8xf32> {tp.name = "b.exp_avg_sq", tp.param = "b", tp.role = "adam_v"}
 // CHECK-SAME: %[[H:[a-z0-9]+]]: tensor<8xf32> {tp.name = "hyperparameters", tp.role = "hyperparameters"})
 // CHECK-SAME: -> (tensor<f32>, tensor<f32>, tensor<8x4xf32> {tp.updates = 0 : i64}, tensor<8x4xf32> {tp.updates = 2 : i64}, tensor<8x4xf32> {tp.updates = 3 : i64}, tensor<8xf32> {tp.updates = 1 : i64}, tensor<8xf32> {tp.updates = 4 : i64}, tensor<8xf32> {tp.updates = 5 : i64})
-// CHECK: %[[SHARDED:.*]] = tp.sum_squares %{{[a-z0-9]+}} {tp.phase = "optimizer"} : tensor<8x4xf32>
-// CHECK: %[[REPL:.*]] = tp.sum_squares %{{[a-z0-9]+}} {tp.phase = "optimizer"} : tensor<8xf32>
+// CHECK: %[[REPL:.*]] = tp.sum_squares %[[B]] {tp.phase = "optimizer"} : tensor<8xf32>
+// CHECK: %[[SHARDED:.*]] = tp.sum_squares %[[W]] {tp.phase = "optimizer"} : tensor<8x4xf32>
 // CHECK: %[[PACK:.*]] = tensor.from_elements %[[SHARDED]] {tp.phase = "optimizer"} : tensor<1xf32>
 // CHECK: %[[SUM:.*]] = tp.all_reduce sum %[[PACK]] over @m["tp"]
 // CHECK: %[[ALL:.*]] = tensor.extract %[[SUM]]
-// CHECK: %[[TOTAL:.*]] = arith.addf %[[ALL]], %[[REPL]]
+// CHECK: %[[TOTAL:.*]] = arith.addf %[[REPL]], %[[ALL]]
 // CHECK: %[[NORM:.*]] = math.sqrt %[[TOTAL]]
 // CHECK: %[[SCALE:.*]] = arith.select
 // CHECK: tp.adamw %[[W]], %{{.*}}, %[[WM]], %[[WV]], %[[H]], %[[SCALE]] {decay, tp.phase = "optimizer"}
@@ -37,15 +38,16 @@ func.func @step(%w: tensor<8x4xf32> {tp.global_shape = array<i64: 8, 8>, tp.name
 
 // -----
 
-// Each group of gradients is one tp.sum_squares, in parameter order: the
-// runtime reads a group's total back once, not once per gradient.
+// Each group of gradients (replicated ones first, then by the axes that split
+// them) is one tp.sum_squares, in parameter order: the runtime reads a
+// group's total back once, not once per gradient.
 
 // CHECK-LABEL: func.func @grouped_norm(
 // CHECK-SAME: %[[W:[a-z0-9]+]]: tensor<8x4xf32>
 // CHECK-SAME: %[[B:[a-z0-9]+]]: tensor<8xf32>
 // CHECK-SAME: %[[G:[a-z0-9]+]]: tensor<8xf32>
-// CHECK: tp.sum_squares %{{[a-z0-9]+}} {tp.phase = "optimizer"} : tensor<8x4xf32>
-// CHECK: tp.sum_squares %{{[a-z0-9]+}}, %{{[a-z0-9]+}} {tp.phase = "optimizer"} : tensor<8xf32>, tensor<8xf32>
+// CHECK: tp.sum_squares %[[B]], %[[G]] {tp.phase = "optimizer"} : tensor<8xf32>, tensor<8xf32>
+// CHECK: tp.sum_squares %[[W]] {tp.phase = "optimizer"} : tensor<8x4xf32>
 // CHECK-NOT: tp.sum_squares
 tp.mesh @m axes = ["tp" = 2]
 func.func @grouped_norm(%w: tensor<8x4xf32> {tp.global_shape = array<i64: 8, 8>, tp.name = "w", tp.sharding = #tp.sharding<@m, [[], ["tp"]]>},

@@ -68,6 +68,12 @@ static cl::opt<bool> train("train",
                            cl::desc("emit the training step (backward pass "
                                     "and AdamW) beside the forward entry"),
                            cl::cat(category));
+static cl::opt<int64_t> zeroStage(
+    "zero",
+    cl::desc("with --train, ZeRO stage: 1 splits the AdamW state over dp (each "
+             "dp rank updates its rows, then all-gathers them), 0 keeps it "
+             "whole"),
+    cl::init(0), cl::cat(category));
 static cl::opt<bool> exportGrads(
     "export-grads",
     cl::desc("with --train, also write every gradient into an argument"),
@@ -140,6 +146,7 @@ static void setCompileOptions(megatron::CompileOptions &options) {
   options.precision = precision;
   options.train = train;
   options.exportGrads = exportGrads;
+  options.zero = zeroStage;
   options.exportLogits = exportLogits;
   options.arch = arch;
   if (emit == Emit::PTX)

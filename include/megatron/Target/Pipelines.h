@@ -76,6 +76,12 @@ struct CompileOptions : public LayoutOptions<CompileOptions> {
                      llvm::cl::desc("build the training step (backward pass "
                                     "and AdamW) beside the forward entry"),
                      llvm::cl::init(false)};
+  Option<int64_t> zero{
+      *this, "zero",
+      llvm::cl::desc("with train, ZeRO stage: 0 keeps the AdamW state whole "
+                     "on every dp rank, 1 splits it over dp (the distributed "
+                     "optimizer)"),
+      llvm::cl::init(0)};
   Option<bool> exportGrads{
       *this, "export-grads",
       llvm::cl::desc("with train, also write every gradient into an argument"),

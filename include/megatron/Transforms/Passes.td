@@ -331,6 +331,16 @@ def Optimizer : Pass<"tp-optimizer", "ModuleOp"> {
     gradient is also written into a `<name>.grad` argument. The ops it adds
     carry `tp.phase = "optimizer"`.
 
+    With `zero=1` (ZeRO-1, Megatron's distributed optimizer) the AdamW
+    state of a parameter is split over "dp" along dimension 0 (within its
+    tp split there, if any) when dp divides it and it has no sections: the
+    gradient's all-reduce over dp becomes a reduce-scatter, each rank updates
+    its rows of the parameter (`tp.local_slice`) with its rows of the
+    state, and the updated rows are all-gathered over dp. The state
+    arguments are then a 1/dp share; the others stay whole. The norm sums
+    the squares of each group of gradients split over the same axes once,
+    all-reduced over those axes, so no gradient counts twice.
+
     Example:
 
     ```mlir
@@ -354,6 +364,9 @@ def Optimizer : Pass<"tp-optimizer", "ModuleOp"> {
   let options = [
     Option<"exportGrads", "export-grads", "bool", "false",
            "also write every gradient into a <name>.grad argument">,
+    Option<"zero", "zero", "int64_t", "0",
+           "ZeRO stage: 0 keeps the AdamW state whole on every dp rank, 1 "
+           "splits it over dp">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::bufferization::BufferizationDialect",

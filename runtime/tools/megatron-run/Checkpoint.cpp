@@ -166,7 +166,7 @@ void Checkpoint::checkAgainst(const Manifest &manifest, bool optimizer) const {
   for (const Arg &a : manifest.args) {
     if (a.role == MGT_ROLE_PARAM)
       params[a.name] = &a;
-    else if (optimizer && (a.role == MGT_ROLE_ADAM_M || a.role == MGT_ROLE_ADAM_V))
+    else if (optimizer && a.isAdamState())
       params[optimizerName(a.param, a.role)] = &a;
   }
   for (const auto &[name, arg] : params) {

@@ -22,42 +22,56 @@ bool GlobalWriter::open(const std::string &path,
   return mesh_.agree(failure_);
 }
 
-const float *GlobalWriter::gather(int arg) {
-  const int64_t n = m_.args[arg].localElements();
-  const int64_t tp = mesh_.tpSize();
-  const float *local = buffers_.host<float>(arg);
-  gathered_.resize(static_cast<size_t>(tp * n));
+void GlobalWriter::gather(int axis, const float *local, int64_t n,
+                          std::vector<float> &out) {
+  const int64_t ranks = mesh_.axisSize(axis);
+  out.resize(static_cast<size_t>(ranks * n));
   const int64_t piece = int64_t(1) << 26; // counts must fit in an int
   for (int64_t off = 0; off < n; off += piece) {
     const int64_t c = std::min(piece, n - off);
     if (c == n) {
-      mesh_.allGather(local, gathered_.data(), n);
+      mesh_.allGather(axis, local, out.data(), n);
       break;
     }
-    chunk_.resize(static_cast<size_t>(tp * c));
-    mesh_.allGather(local + off, chunk_.data(), c);
-    for (int64_t r = 0; r < tp; ++r)
-      std::memcpy(gathered_.data() + r * n + off, chunk_.data() + r * c,
+    chunk_.resize(static_cast<size_t>(ranks * c));
+    mesh_.allGather(axis, local + off, chunk_.data(), c);
+    for (int64_t r = 0; r < ranks; ++r)
+      std::memcpy(out.data() + r * n + off, chunk_.data() + r * c,
                   c * sizeof(float));
   }
-  return gathered_.data();
 }
 
 void GlobalWriter::write(int arg) {
   const Mesh::UnboundedWait writing(mesh_);
   const Arg &a = m_.args[arg];
   buffers_.download(arg);
-  // A split arg is gathered from every TP rank; the others are whole on
+  // A split arg is gathered over its axes, tp then dp, so that rank
+  // (d, t)'s elements start at (d * tp' + t) * n; the others are whole on
   // every rank.
-  const int64_t ranks = a.splits.empty() ? 1 : mesh_.tpSize();
-  const float *all = ranks > 1 ? gather(arg) : buffers_.host<float>(arg);
+  auto splitOver = [&](const char *axis) {
+    return std::any_of(a.splits.begin(), a.splits.end(),
+                       [&](const Split &sp) { return sp.axis == axis; });
+  };
+  const int64_t n = a.localElements();
+  const int64_t tp = splitOver(MGT_AXIS_NAME_TP) ? mesh_.tpSize() : 1;
+  const int64_t dp = splitOver(MGT_AXIS_NAME_DP) ? mesh_.dpSize() : 1;
+  const float *all = buffers_.host<float>(arg);
+  if (tp > 1) {
+    gather(MRT_AXIS_TP, all, n, overTp_);
+    all = overTp_.data();
+  }
+  if (dp > 1) {
+    gather(MRT_AXIS_DP, all, tp * n, overDp_);
+    all = overDp_.data();
+  }
   if (!mesh_.rank0() || !writer_)
     return;
-  const int64_t n = a.localElements();
   const int64_t count = numElements(a.checkpointShape);
   full_.assign(static_cast<size_t>(count), 0.0f);
-  for (int64_t r = 0; r < ranks; ++r)
-    unsliceTensor(a.slice(mesh_.tpSize(), r), all + r * n, full_.data());
+  for (int64_t d = 0; d < dp; ++d)
+    for (int64_t t = 0; t < tp; ++t)
+      unsliceTensor(a.slice(mesh_.tpSize(), t, mesh_.dpSize(), d),
+                    all + (d * tp + t) * n, full_.data());
   try {
     writer_->write(full_.data(), count);
   } catch (const std::exception &e) {

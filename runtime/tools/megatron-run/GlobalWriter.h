@@ -30,9 +30,9 @@ public:
             const std::vector<SafetensorsWriter::Tensor> &tensors,
             const std::map<std::string, std::string> &metadata);
 
-  // Gathers arg `arg` (its local buffers, all-gathered over TP for split
-  // args) and writes it on rank 0, un-sliced with padding dropped, as the
-  // next tensor of the file. A failure on rank 0 drops the file but the
+  // Gathers arg `arg` (its local buffers, all-gathered over the axes that
+  // split it) and writes it on rank 0, un-sliced with padding dropped, as
+  // the next tensor of the file. A failure on rank 0 drops the file but the
   // gathering goes on; it is reported by agreeOk() / commit().
   void write(int arg);
 
@@ -47,16 +47,17 @@ public:
   bool commit();
 
 private:
-  // Every TP rank's buffer of `arg`, all-gathered: rank r's local elements
-  // start at r * localElements.
-  const float *gather(int arg);
+  // Every rank's `n` elements at `local` along `axis`, all-gathered into
+  // `out`: rank r's start at r * n.
+  void gather(int axis, const float *local, int64_t n,
+              std::vector<float> &out);
 
   const Mesh &mesh_;
   const Manifest &m_;
   Buffers &buffers_;
   std::unique_ptr<SafetensorsWriter> writer_; // rank 0 only
   std::string failure_;
-  std::vector<float> gathered_, chunk_, full_;
+  std::vector<float> overTp_, overDp_, chunk_, full_;
 };
 
 struct SavedTensor {

@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -21,6 +22,10 @@ std::string shapeString(const std::vector<int64_t> &shape) {
 
 int64_t Arg::localElements() const { return numElements(localShape); }
 
+bool Arg::isAdamState() const {
+  return role == MGT_ROLE_ADAM_M || role == MGT_ROLE_ADAM_V;
+}
+
 TensorSlice Arg::slice(int64_t tpSize, int64_t tpRank, int64_t dpSize,
                        int64_t dpRank) const {
   TensorSlice s;
@@ -28,10 +33,16 @@ TensorSlice Arg::slice(int64_t tpSize, int64_t tpRank, int64_t dpSize,
   s.checkpointShape = checkpointShape;
   for (int64_t g : globalShape)
     s.dims.push_back({Interval{0, 0, g}});
+  // A dimension split twice is split by the second axis within the first.
+  std::vector<bool> split(globalShape.size(), false);
   for (const Split &sp : splits) {
     const bool dp = sp.axis == MGT_AXIS_NAME_DP;
-    s.dims[sp.dim] = sliceDim(globalShape[sp.dim], dp ? dpSize : tpSize,
-                              sp.sections, dp ? dpRank : tpRank);
+    const int64_t parts = dp ? dpSize : tpSize, rank = dp ? dpRank : tpRank;
+    s.dims[sp.dim] =
+        split[sp.dim]
+            ? nestSlice(s.dims[sp.dim], parts, rank)
+            : sliceDim(globalShape[sp.dim], parts, sp.sections, rank);
+    split[sp.dim] = true;
   }
   return s;
 }
@@ -168,17 +179,21 @@ Arg parseArg(const json &j, size_t index, int64_t dp, int64_t tp) {
       sp.axis = getString(s, MGT_FIELD_SPLIT_AXIS, where + " split");
       if (sp.axis != MGT_AXIS_NAME_TP && sp.axis != MGT_AXIS_NAME_DP)
         fail(where + ": unsupported split axis \"" + sp.axis + "\"");
-      if (sp.axis == MGT_AXIS_NAME_DP &&
-          (dim != 0 || (a.role != MGT_ROLE_TOKENS &&
-                        a.role != MGT_ROLE_TARGETS)))
-        fail(where + ": only the tokens' and targets' batch (dim 0) is split "
-                     "over \"" MGT_AXIS_NAME_DP "\"");
+      const bool batch = dim == 0 && (a.role == MGT_ROLE_TOKENS ||
+                                      a.role == MGT_ROLE_TARGETS);
+      if (sp.axis == MGT_AXIS_NAME_DP && !batch && !a.isAdamState())
+        fail(where + ": only the tokens' and targets' batch (dim 0) and "
+                     "AdamW state (ZeRO-1) are split over \"" MGT_AXIS_NAME_DP
+                     "\"");
       sp.sections = s.contains(MGT_FIELD_SPLIT_SECTIONS)
                         ? getInt(s, MGT_FIELD_SPLIT_SECTIONS, where)
                         : 1;
+      // A second split of a dim nests inside the first: over the other
+      // axis, without sections.
       for (const Split &o : a.splits)
-        if (o.dim == sp.dim)
-          fail(where + ": dim " + std::to_string(dim) + " split twice");
+        if (o.dim == sp.dim && (o.axis == sp.axis || sp.sections != 1))
+          fail(where + ": dim " + std::to_string(dim) + " split twice over \"" +
+               sp.axis + "\"" + (o.axis == sp.axis ? "" : " with sections"));
       a.splits.push_back(sp);
     }
   }
@@ -323,9 +338,19 @@ Manifest parseManifest(const std::string &text) {
           return false;
       return true;
     };
-    if (a.globalShape != p.globalShape || a.localShape != p.localShape ||
-        a.checkpointShape != p.checkpointShape ||
-        !sameSplits(a.splits, p.splits))
+    // AdamW state may also be split over dp (ZeRO-1), its local shape then
+    // a share of the parameter's.
+    std::vector<Split> splits = a.splits;
+    if (a.isAdamState())
+      splits.erase(std::remove_if(splits.begin(), splits.end(),
+                                  [](const Split &sp) {
+                                    return sp.axis == MGT_AXIS_NAME_DP;
+                                  }),
+                   splits.end());
+    const bool zero = splits.size() != a.splits.size();
+    if (a.globalShape != p.globalShape ||
+        (!zero && a.localShape != p.localShape) ||
+        a.checkpointShape != p.checkpointShape || !sameSplits(splits, p.splits))
       fail(where + ": shapes or split differ from those of parameter \"" +
            p.name + "\"");
     int &slot = a.role == MGT_ROLE_ADAM_M   ? p.adamM

@@ -47,8 +47,11 @@ struct Arg {
 
   int64_t localElements() const;
   size_t elementBytes() const { return 4; }
+  // An AdamW moment (role adam_m or adam_v).
+  bool isAdamState() const;
   // This rank's view of the tensor: tpRank along axis "tp" of size tpSize,
-  // dpRank along "dp" (the tokens' and targets' batch) of size dpSize.
+  // dpRank along "dp" (the tokens' and targets' batch, ZeRO-1's AdamW
+  // state) of size dpSize.
   TensorSlice slice(int64_t tpSize, int64_t tpRank, int64_t dpSize = 1,
                     int64_t dpRank = 0) const;
 };

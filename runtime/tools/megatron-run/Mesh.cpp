@@ -67,8 +67,8 @@ bool Mesh::sameOnEveryRank(int64_t value) const {
   return extremes[0] == -extremes[2] && extremes[1] == -extremes[3];
 }
 
-void Mesh::allGather(const float *in, float *out, int64_t n) const {
-  rt_.allGather(ctx_, MRT_AXIS_TP, in, out, n);
+void Mesh::allGather(int axis, const float *in, float *out, int64_t n) const {
+  rt_.allGather(ctx_, axis, in, out, n);
 }
 
 std::string meshFailure(const std::string &library, const Manifest &m,

@@ -46,8 +46,12 @@ public:
   // every rank.
   bool sameOnEveryRank(int64_t value) const;
 
-  // out[tpSize * n] = every TP rank's in[n], in rank order (n fits an int).
-  void allGather(const float *in, float *out, int64_t n) const;
+  // out[size * n] = every rank's in[n] along `axis` (MRT_AXIS_TP or
+  // MRT_AXIS_DP), in rank order (n fits an int).
+  void allGather(int axis, const float *in, float *out, int64_t n) const;
+  int64_t axisSize(int axis) const {
+    return axis == MRT_AXIS_DP ? dpSize_ : tpSize_;
+  }
 
   // Collectives without the deadline while it lives: around megatron-run's
   // own I/O (reading the weights, rank 0 writing a file), where the other

@@ -28,10 +28,6 @@ std::unique_ptr<Checkpoint> openCheckpoint(const Options &opt,
   return ckpt;
 }
 
-bool isAdamState(const Arg &a) {
-  return a.role == MGT_ROLE_ADAM_M || a.role == MGT_ROLE_ADAM_V;
-}
-
 // Fills this rank's parameter slices from `ckpt`, or without one from the
 // model's init rules, and when resuming the AdamW state too (everything else
 // stays zero). Returns the number of parameter elements on this rank.
@@ -47,9 +43,11 @@ int64_t loadWeights(Session &s, const Checkpoint *ckpt) {
       else
         initParam(a, slice, s.opt.seed, out);
       localParams += a.localElements();
-    } else if (isAdamState(a) && resumes(s.opt)) {
+    } else if (a.isAdamState() && resumes(s.opt)) {
       ckpt->readSlice(Checkpoint::optimizerName(a.param, a.role),
-                      a.slice(s.mesh.tpSize(), s.mesh.tpRank()), out);
+                      a.slice(s.mesh.tpSize(), s.mesh.tpRank(),
+                              s.mesh.dpSize(), s.mesh.dpRank()),
+                      out);
     }
   }
   return localParams;

@@ -33,6 +33,27 @@ std::vector<Interval> sliceDim(int64_t global, int64_t parts, int64_t sections,
   return out;
 }
 
+std::vector<Interval> nestSlice(const std::vector<Interval> &outer,
+                                int64_t parts, int64_t rank) {
+  int64_t length = 0;
+  for (const Interval &iv : outer)
+    length += iv.length;
+  if (parts < 1 || rank < 0 || rank >= parts || length % parts != 0)
+    throw std::invalid_argument(
+        "invalid nested split: " + std::to_string(length) + " elements, " +
+        std::to_string(parts) + " ranks, rank " + std::to_string(rank));
+  const int64_t chunk = length / parts, begin = rank * chunk,
+                end = begin + chunk;
+  std::vector<Interval> out;
+  for (const Interval &iv : outer) {
+    const int64_t from = std::max(begin, iv.local),
+                  to = std::min(end, iv.local + iv.length);
+    if (from < to)
+      out.push_back({from - begin, iv.global + (from - iv.local), to - from});
+  }
+  return out;
+}
+
 int64_t localToGlobal(int64_t local, int64_t global, int64_t parts,
                       int64_t sections, int64_t rank) {
   for (const Interval &iv : sliceDim(global, parts, sections, rank))

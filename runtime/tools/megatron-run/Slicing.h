@@ -33,6 +33,14 @@ struct Interval {
 std::vector<Interval> sliceDim(int64_t global, int64_t parts, int64_t sections,
                                int64_t rank);
 
+// Rank `rank`'s share of a dimension already split into `outer` (a split
+// nested inside another, such as ZeRO-1's dp rows of a tp slice): the local
+// range [rank*L/N, (rank+1)*L/N) of the L elements `outer` holds, as
+// intervals in local order. Throws std::invalid_argument unless N >= 1,
+// 0 <= rank < N and N divides L.
+std::vector<Interval> nestSlice(const std::vector<Interval> &outer,
+                                int64_t parts, int64_t rank);
+
 // The global index of local index `local` (same preconditions).
 int64_t localToGlobal(int64_t local, int64_t global, int64_t parts,
                       int64_t sections, int64_t rank);

@@ -102,6 +102,19 @@ TEST(Slicing, RejectsIndivisible) {
   EXPECT_THROW(sliceDim(12, 0, 1, 0), std::invalid_argument);
 }
 
+// ZeRO-1's dp rows of a tp slice: a contiguous share of the local
+// dimension, across the sections it holds.
+TEST(Slicing, NestsASplitInsideAnother) {
+  EXPECT_EQ(nestSlice(sliceDim(8, 2, 1, 1), 2, 1),
+            (std::vector<Interval>{{0, 6, 2}}));
+  // Sections [0, 4), [4, 8), [8, 12) over 2 ranks: rank 0 holds global
+  // 0-1, 4-5, 8-9 (6 local); its second half is global 5, 8, 9.
+  EXPECT_EQ(nestSlice(sliceDim(12, 2, 3, 0), 2, 1),
+            (std::vector<Interval>{{0, 5, 1}, {1, 8, 2}}));
+  EXPECT_THROW(nestSlice(sliceDim(8, 2, 1, 0), 3, 0), std::invalid_argument);
+  EXPECT_THROW(nestSlice(sliceDim(8, 2, 1, 0), 2, 2), std::invalid_argument);
+}
+
 // forEachRun against an element-by-element enumeration.
 void checkRuns(const TensorSlice &s) {
   const std::vector<int64_t> local = s.localShape();
@@ -400,8 +413,8 @@ TEST(Manifest, RejectsInconsistentShapes) {
                 R"({"name":"w","role":"param","dtype":"f32",
                     "global_shape":[8],"local_shape":[4],
                     "split":[{"dim":0,"axis":"dp","sections":1}]})"))
-                .find("only the tokens' and targets' batch (dim 0) is split "
-                      "over \"dp\""),
+                .find("only the tokens' and targets' batch (dim 0) and AdamW "
+                      "state (ZeRO-1) are split over \"dp\""),
             std::string::npos);
   EXPECT_NE(manifestError(
                 "{\"format\":\"megatron-step\",\"version\":1,\"tp\":1,"
@@ -493,6 +506,30 @@ TEST(Manifest, TrainArgs) {
   Manifest g = parseManifest(trainManifest(kTrainArgsWithGrads));
   EXPECT_TRUE(g.hasGrads());
   EXPECT_EQ(g.args[0].grad, 7);
+}
+
+// ZeRO-1: AdamW state split over dp within the parameter's tp split.
+TEST(Manifest, AcceptsAdamStateSplitOverDp) {
+  const std::string zero = replaceFirst(
+      kTrainArgs, R"("name":"w.exp_avg","role":"adam_m","dtype":"f32","param":"w",
+   "global_shape":[8,4],"local_shape":[4,4],"checkpoint_shape":[7,4],
+   "split":[{"dim":0,"axis":"tp","sections":1}]})",
+      R"("name":"w.exp_avg","role":"adam_m","dtype":"f32","param":"w",
+   "global_shape":[8,4],"local_shape":[4,4],"checkpoint_shape":[7,4],
+   "split":[{"dim":0,"axis":"tp","sections":1},{"dim":0,"axis":"dp"}]})");
+  Manifest m = parseManifest(trainManifest(zero));
+  const Arg &state = m.args[m.args[0].adamM];
+  ASSERT_EQ(state.splits.size(), 2u);
+  // tp rank 1 holds rows 4-7, of which dp rank 1 of 2 takes rows 6-7.
+  EXPECT_EQ(state.slice(2, 1, 2, 1).dims[0],
+            (std::vector<Interval>{{0, 6, 2}}));
+  EXPECT_EQ(state.slice(2, 1, 2, 1).localShape(),
+            (std::vector<int64_t>{2, 4}));
+  EXPECT_NE(manifestError(trainManifest(replaceFirst(
+                zero, R"({"dim":0,"axis":"dp"})",
+                R"({"dim":0,"axis":"dp","sections":2})")))
+                .find("dim 0 split twice over \"dp\" with sections"),
+            std::string::npos);
 }
 
 TEST(Manifest, TrainArgErrors) {
