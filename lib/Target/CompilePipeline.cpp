@@ -22,6 +22,9 @@ std::optional<std::string> conflict(const CompileOptions &options) {
     return "export-logits is for the forward entry; drop train";
   if (options.exportGrads && !options.train)
     return "export-grads needs train";
+  if (options.bucketBytes < 0)
+    return "bucket-bytes must not be negative, got " +
+           std::to_string(options.bucketBytes);
   if (options.zero != 0 && options.zero != 1)
     return "unknown zero stage " + std::to_string(options.zero) +
            "; use 0 or 1";
@@ -59,9 +62,13 @@ void addPartitionStages(OpPassManager &pm, const CompileOptions &options) {
   // were ranks; before the optimizer, which runs once per step.
   if (options.microBatches > 1)
     pm.addPass(createMicroBatches());
-  if (options.train)
+  if (options.train) {
     pm.addPass(
         createOptimizer(OptimizerOptions{options.exportGrads, options.zero}));
+    if (options.bucketBytes > 0)
+      pm.addPass(createBucketReductions(
+          BucketReductionsOptions{options.bucketBytes}));
+  }
   if (usesBF16(options))
     pm.addPass(createMixedPrecision());
 }

@@ -120,12 +120,16 @@ void countCommunication(Operation *op, Report &report) {
   auto collective = dyn_cast<CollectiveOpInterface>(op);
   if (!collective || getRingPasses(collective.getCollectiveKind()) == 0)
     return;
-  Type tensor = collective.getCollectiveTensor().getType();
+  int64_t elements = 0, bytes = 0;
+  for (Value tensor : collective.getCollectiveTensors()) {
+    elements += numElements(tensor.getType());
+    bytes += numBytes(tensor.getType());
+  }
   std::string axis = collective.getCollectiveAxis().str();
   int64_t times = executionsPerStep(op);
   report.collectives[{stringifyCollectiveKind(collective.getCollectiveKind()).str(),
-                      getPhase(op).str(), numElements(tensor), axis}] += times;
-  report.commBytesByAxis[axis] += times * numBytes(tensor);
+                      getPhase(op).str(), elements, axis}] += times;
+  report.commBytesByAxis[axis] += times * bytes;
 }
 
 Report analyze(ModuleOp module) {

@@ -50,9 +50,11 @@ double collectiveSeconds(CollectiveOpInterface op, const Hardware &hw) {
   double passes = getRingPasses(op.getCollectiveKind());
   if (ranks <= 1)
     return 0.0;
-  double bytes =
-      double(numElements(op.getCollectiveTensor().getType())) *
-      hw.activationBytes;
+  // A bucket pays the latency once for all its tensors.
+  int64_t elements = 0;
+  for (Value tensor : op.getCollectiveTensors())
+    elements += numElements(tensor.getType());
+  double bytes = double(elements) * hw.activationBytes;
   return passes * (ranks - 1) * hw.latencySeconds +
          passes * (ranks - 1) / double(ranks) * bytes / hw.linkBytesPerSecond;
 }

@@ -282,6 +282,40 @@ void mpiAllReduce(const MpiMesh &mesh, int axis, float *buf, int64_t n,
                       mesh.comm[checkedAxis(&mesh, axis, what)]));
 }
 
+void mpiBucketBegin(const MpiMesh &mesh, MpiBucket &bucket, int axis) {
+  const char *what = "bucket_begin";
+  if (bucket.axis >= 0)
+    abortJob(mesh.worldRank, "%s: a bucket is already open", what);
+  bucket.axis = checkedAxis(&mesh, axis, what);
+  bucket.requests.clear();
+}
+
+void mpiBucketAllReduce(const MpiMesh &mesh, MpiBucket &bucket, float *buf,
+                        int64_t n) {
+  const char *what = "bucket_all_reduce";
+  if (bucket.axis < 0)
+    abortJob(mesh.worldRank, "%s: no bucket is open", what);
+  bucket.requests.emplace_back();
+  check(mesh.worldRank, what,
+        MPI_Iallreduce(MPI_IN_PLACE, buf, checkedCount(&mesh, n, what),
+                       MPI_FLOAT, MPI_SUM, mesh.comm[bucket.axis],
+                       &bucket.requests.back()));
+}
+
+void mpiBucketEnd(const MpiMesh &mesh, MpiBucket &bucket) {
+  const char *what = "bucket_end";
+  if (bucket.axis < 0)
+    abortJob(mesh.worldRank, "%s: no bucket is open", what);
+  {
+    Watched watched(mesh, "all_reduce bucket", bucket.axis);
+    check(mesh.worldRank, what,
+          MPI_Waitall(static_cast<int>(bucket.requests.size()),
+                      bucket.requests.data(), MPI_STATUSES_IGNORE));
+  }
+  bucket.axis = -1;
+  bucket.requests.clear();
+}
+
 void mpiAllGather(const MpiMesh &mesh, int axis, const float *in, float *out,
                   int64_t nPerRank) {
   const char *what = "all_gather";

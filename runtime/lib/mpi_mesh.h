@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace mrt {
 
@@ -58,6 +59,17 @@ void mpiReduceScatter(const MpiMesh &mesh, int axis, const float *in,
                       float *out, int64_t nPerRank);
 void mpiBroadcast(const MpiMesh &mesh, int axis, void *buf, int64_t bytes,
                   int root);
+
+/// comm.h's bucket of sums: nonblocking all-reduces started as they are
+/// added, waited for (under the collective timeout) at the end.
+struct MpiBucket {
+  int axis = -1; // -1: no bucket open
+  std::vector<MPI_Request> requests;
+};
+void mpiBucketBegin(const MpiMesh &mesh, MpiBucket &bucket, int axis);
+void mpiBucketAllReduce(const MpiMesh &mesh, MpiBucket &bucket, float *buf,
+                        int64_t n);
+void mpiBucketEnd(const MpiMesh &mesh, MpiBucket &bucket);
 
 } // namespace mrt
 

@@ -4,6 +4,8 @@
 //   mpi-error <tp>    a collective fails inside MPI (invalid broadcast root)
 //   rank-stops <tp>   rank 1 stops (SIGSTOP) while the others all-reduce over
 //                     dp (tp=1) or tp: the 2 s collective timeout ends the job
+//   bucket-stops <tp> the same while the others wait for a bucket of sums
+//   bucket-unopened <tp>  a sum added to a bucket that was never opened
 // Each returns 0 only if the failure it provokes did not happen.
 #include "megatron_rt/comm.h"
 
@@ -48,6 +50,23 @@ void rankStopsDuringAllReduce(mrt_context *ctx) {
   mrt_all_reduce_f32(ctx, axis, &value, 1, MRT_REDUCE_SUM);
 }
 
+void rankStopsDuringBucket(mrt_context *ctx) {
+  const int axis = mrt_axis_size(ctx, MRT_AXIS_TP) > 1 ? MRT_AXIS_TP
+                                                       : MRT_AXIS_DP;
+  if (mrt_world_rank(ctx) == 1)
+    raise(SIGSTOP);
+  float a = 1.0f, b = 2.0f;
+  mrt_bucket_begin(ctx, axis);
+  mrt_bucket_all_reduce_f32(ctx, &a, 1);
+  mrt_bucket_all_reduce_f32(ctx, &b, 1);
+  mrt_bucket_end(ctx);
+}
+
+void sumIntoUnopenedBucket(mrt_context *ctx) {
+  float value = 1.0f;
+  mrt_bucket_all_reduce_f32(ctx, &value, 1);
+}
+
 void broadcastFromInvalidRoot(mrt_context *ctx) {
   char byte = 0;
   mrt_broadcast_bytes(ctx, MRT_AXIS_TP, &byte, 1, 1 << 20);
@@ -58,14 +77,21 @@ void broadcastFromInvalidRoot(mrt_context *ctx) {
 int main(int argc, char **argv) {
   if (argc != 3) {
     std::fprintf(stderr,
-                 "usage: %s tp-mismatch|rank-exit|mpi-error|rank-stops <tp>\n",
+                 "usage: %s tp-mismatch|rank-exit|mpi-error|rank-stops|"
+                 "bucket-stops|bucket-unopened <tp>\n",
                  argv[0]);
     return 2;
   }
-  const bool stops = std::strcmp(argv[1], "rank-stops") == 0;
-  mrt_context *ctx = createOrExit(std::atoll(argv[2]), stops ? 2.0 : 0.0);
+  const bool stops = std::strcmp(argv[1], "rank-stops") == 0,
+             bucketStops = std::strcmp(argv[1], "bucket-stops") == 0;
+  mrt_context *ctx =
+      createOrExit(std::atoll(argv[2]), stops || bucketStops ? 2.0 : 0.0);
   if (stops)
     rankStopsDuringAllReduce(ctx);
+  else if (bucketStops)
+    rankStopsDuringBucket(ctx);
+  else if (std::strcmp(argv[1], "bucket-unopened") == 0)
+    sumIntoUnopenedBucket(ctx);
   else if (std::strcmp(argv[1], "rank-exit") == 0)
     rankExitsDuringAllReduce(ctx);
   else if (std::strcmp(argv[1], "mpi-error") == 0)

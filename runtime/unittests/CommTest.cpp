@@ -60,6 +60,23 @@ TEST(CommTest, AllReduceOverDataParallelAxisSumsOneTensorParallelRank) {
                                      float(tpRank()) * dp}));
 }
 
+// A bucket sums each of its buffers as its own all-reduce would, over the
+// axis it was opened on; buckets follow one another.
+TEST(CommTest, BucketSumsEachBufferOverItsAxis) {
+  for (int axis : {MRT_AXIS_TP, MRT_AXIS_DP}) {
+    const int64_t rank = mrt_axis_rank(ctx, axis),
+                  size = mrt_axis_size(ctx, axis);
+    std::vector<float> a(1037, 1.0f + rank), b = {2.0f * rank, 3.0f};
+    mrt_bucket_begin(ctx, axis);
+    mrt_bucket_all_reduce_f32(ctx, a.data(), int64_t(a.size()));
+    mrt_bucket_all_reduce_f32(ctx, b.data(), int64_t(b.size()));
+    mrt_bucket_end(ctx);
+    const float ranks = float(size), rankSum = size * (size - 1) / 2.0f;
+    EXPECT_EQ(a, std::vector<float>(1037, ranks + rankSum)) << axis;
+    EXPECT_EQ(b, (std::vector<float>{2.0f * rankSum, 3.0f * ranks})) << axis;
+  }
+}
+
 std::vector<float> rankPattern(int64_t rank, int64_t n) {
   std::vector<float> v(n);
   for (int64_t i = 0; i < n; ++i)

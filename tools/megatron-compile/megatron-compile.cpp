@@ -74,6 +74,11 @@ static cl::opt<int64_t> zeroStage(
              "dp rank updates its rows, then all-gathers them), 0 keeps it "
              "whole"),
     cl::init(0), cl::cat(category));
+static cl::opt<int64_t> bucketBytes(
+    "bucket-bytes",
+    cl::desc("with --train, the most bytes of gradients one data-parallel "
+             "all-reduce bucket sums (0: one all-reduce per gradient)"),
+    cl::init(40000000), cl::cat(category));
 static cl::opt<bool> exportGrads(
     "export-grads",
     cl::desc("with --train, also write every gradient into an argument"),
@@ -147,6 +152,7 @@ static void setCompileOptions(megatron::CompileOptions &options) {
   options.train = train;
   options.exportGrads = exportGrads;
   options.zero = zeroStage;
+  options.bucketBytes = bucketBytes;
   options.exportLogits = exportLogits;
   options.arch = arch;
   if (emit == Emit::PTX)

@@ -82,6 +82,12 @@ struct CompileOptions : public LayoutOptions<CompileOptions> {
                      "on every dp rank, 1 splits it over dp (the distributed "
                      "optimizer)"),
       llvm::cl::init(0)};
+  Option<int64_t> bucketBytes{
+      *this, "bucket-bytes",
+      llvm::cl::desc("with train, the most bytes of gradients one "
+                     "data-parallel all-reduce bucket sums (0: one "
+                     "all-reduce per gradient)"),
+      llvm::cl::init(40000000)};
   Option<bool> exportGrads{
       *this, "export-grads",
       llvm::cl::desc("with train, also write every gradient into an argument"),

@@ -313,6 +313,36 @@ def MicroBatches : Pass<"tp-micro-batches", "ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def BucketReductions : Pass<"tp-bucket-reductions", "ModuleOp"> {
+  let summary = "Group the gradients' sums over dp into buckets of a given size";
+  let description = [{
+    Runs after tp-optimizer. Every parameter's gradient is all-reduced over
+    "dp" once, after the backward pass; issued one by one, a step pays a
+    collective's latency per parameter. Consecutive `tp.all_reduce sum` ops
+    over "dp" of fp32 gradients (`tp.phase = "backward"`) become
+    `tp.all_reduce_bucket` ops of at most `bucket-bytes` bytes each (40 MB
+    by default, the order of Megatron-LM's buckets), in program order. A
+    bucket ends before the first op that reads one of its sums, and a
+    gradient larger than the limit is a bucket of its own (a plain
+    all-reduce). With ZeRO-1 the reduce-scattered gradients are not
+    bucketed; the others are.
+
+    Example:
+
+    ```mlir
+    // Before:
+    %dw = tp.all_reduce sum %w_grad over @mesh["dp"] {tp.phase = "backward"} : tensor<64x256xf32>
+    %db = tp.all_reduce sum %b_grad over @mesh["dp"] {tp.phase = "backward"} : tensor<256xf32>
+    // After -tp-bucket-reductions:
+    %dw, %db = tp.all_reduce_bucket sum %w_grad, %b_grad over @mesh["dp"] {tp.phase = "backward"} : tensor<64x256xf32>, tensor<256xf32>
+    ```
+  }];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", "40000000",
+           "the most bytes of gradients one bucket sums">,
+  ];
+}
+
 def Optimizer : Pass<"tp-optimizer", "ModuleOp"> {
   let summary = "Append AdamW with TP-aware global-norm clipping: the train step";
   let description = [{

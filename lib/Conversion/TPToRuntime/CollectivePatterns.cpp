@@ -19,6 +19,17 @@ int64_t runtimeReduction(ReductionKind kind) {
   return kind == ReductionKind::sum ? MRT_REDUCE_SUM : MRT_REDUCE_MAX;
 }
 
+/// A fresh buffer holding `value`, which a collective then reduces in place.
+CallBuilder::Output copyOf(CallBuilder &c, Value value) {
+  auto type = cast<RankedTensorType>(value.getType());
+  Value source = bufferization::ToBufferOp::create(
+      c.b, c.loc, MemRefType::get(type.getShape(), type.getElementType()),
+      value, /*read_only=*/true);
+  CallBuilder::Output result = c.output(type);
+  memref::CopyOp::create(c.b, c.loc, source, result.buffer);
+  return result;
+}
+
 /// Sums (or maxes) a copy of `value` across the ranks of `axis`.
 LogicalResult allReduce(PatternRewriter &rewriter, Operation *op, Value value,
                         StringRef axis, int64_t reduction) {
@@ -39,12 +50,7 @@ LogicalResult allReduce(PatternRewriter &rewriter, Operation *op, Value value,
     rewriter.replaceOpWithNewOp<tensor::FromElementsOp>(op, type, reduced);
     return success();
   }
-  Value source = bufferization::ToBufferOp::create(
-      rewriter, op->getLoc(),
-      MemRefType::get(type.getShape(), type.getElementType()), value,
-      /*read_only=*/true);
-  CallBuilder::Output result = c.output(type);
-  memref::CopyOp::create(rewriter, op->getLoc(), source, result.buffer);
+  CallBuilder::Output result = copyOf(c, value);
   c.call(kernel("mrt_all_reduce", value),
          {ctx, c.i32(*runtime), result.view, c.i64(numElements(value)),
           c.i32(reduction)});
@@ -70,10 +76,39 @@ struct AllReduceToRuntime
       : OpInterfaceRewritePattern(context) {}
   LogicalResult matchAndRewrite(CollectiveOpInterface op,
                                 PatternRewriter &rewriter) const override {
-    if (op.getCollectiveKind() != CollectiveKind::all_reduce)
+    // A bucket has its own lowering.
+    if (op.getCollectiveKind() != CollectiveKind::all_reduce ||
+        op->getNumOperands() != 1)
       return failure();
     return allReduce(rewriter, op, op->getOperand(0), op.getCollectiveAxis(),
                      runtimeReduction(op.getCollectiveReduction()));
+  }
+};
+
+/// One bucket of the runtime: its sums queued between begin and end, each on
+/// a copy of its tensor.
+struct AllReduceBucketToRuntime : RuntimePattern<AllReduceBucketOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(AllReduceBucketOp op,
+                                PatternRewriter &rewriter) const override {
+    FailureOr<int64_t> runtime = runtimeAxis(op, op.getAxis());
+    if (failed(runtime))
+      return failure();
+    CallBuilder c(rewriter, op.getLoc());
+    Value ctx = CallBuilder::context(op);
+    SmallVector<CallBuilder::Output> copies;
+    for (Value input : op.getInputs())
+      copies.push_back(copyOf(c, input));
+    c.call("mrt_bucket_begin", {ctx, c.i32(*runtime)});
+    for (auto [input, copy] : llvm::zip(op.getInputs(), copies))
+      c.call("mrt_bucket_all_reduce_f32",
+             {ctx, copy.view, c.i64(numElements(input))});
+    c.call("mrt_bucket_end", {ctx});
+    SmallVector<Value> results;
+    for (const CallBuilder::Output &copy : copies)
+      results.push_back(c.tensor(copy));
+    rewriter.replaceOp(op, results);
+    return success();
   }
 };
 
@@ -174,7 +209,8 @@ struct ReduceScatterToRuntime : RuntimePattern<ReduceScatterOp> {
 
 void megatron::populateCollectiveToRuntimePatterns(
     RewritePatternSet &patterns, const RuntimeTargetInfo &target) {
-  patterns.add<FToRuntime, AllReduceToRuntime, AxisIndexToRuntime,
-               LocalSliceToRuntime, AllGatherToRuntime, ReduceScatterToRuntime>(
+  patterns.add<FToRuntime, AllReduceToRuntime, AllReduceBucketToRuntime,
+               AxisIndexToRuntime, LocalSliceToRuntime, AllGatherToRuntime,
+               ReduceScatterToRuntime>(
       patterns.getContext(), target);
 }

@@ -127,6 +127,7 @@ struct mrt_context {
   cudaEvent_t computeReady = nullptr, commDone = nullptr;
   ncclComm_t nccl[2] = {nullptr, nullptr}; // indexed by MRT_AXIS_DP / _TP
   Watchdog *watchdog = nullptr;
+  int bucketAxis = -1; // the open bucket's axis; -1: none
 };
 
 namespace {
@@ -388,6 +389,42 @@ extern "C" void mrt_all_reduce_f32(mrt_context *ctx, int axis, float *buf,
 extern "C" void mrt_all_reduce_bf16(mrt_context *ctx, int axis, mrt_bf16 *buf,
                                     int64_t n, int op) {
   allReduce(ctx, axis, buf, n, op, ncclBfloat16);
+}
+
+// A bucket is one NCCL group on the communication stream, ordered after
+// the compute stream's work like any collective.
+extern "C" void mrt_bucket_begin(mrt_context *ctx, int axis) {
+  const char *what = "bucket_begin";
+  if (ctx->bucketAxis >= 0)
+    mrt::abortJob(ctx->mesh.worldRank, "%s: a bucket is already open", what);
+  ctx->bucketAxis = mrt::checkedAxis(&ctx->mesh, axis, what);
+  MRT_CUDA_CHECK(cudaEventRecord(ctx->computeReady, ctx->compute));
+  MRT_CUDA_CHECK(cudaStreamWaitEvent(ctx->comm, ctx->computeReady, 0));
+  checkNccl(*ctx, what, ncclGroupStart());
+}
+
+extern "C" void mrt_bucket_all_reduce_f32(mrt_context *ctx, float *buf,
+                                          int64_t n) {
+  const char *what = "bucket_all_reduce";
+  if (ctx->bucketAxis < 0)
+    mrt::abortJob(ctx->mesh.worldRank, "%s: no bucket is open", what);
+  if (!onDevice(*ctx, what, buf, buf, ncclFloat32))
+    mrt::abortJob(ctx->mesh.worldRank,
+                  "%s: a bucket's buffers must be in device memory", what);
+  checkNccl(*ctx, what,
+            ncclAllReduce(buf, buf, static_cast<size_t>(n), ncclFloat32,
+                          ncclSum, ctx->nccl[ctx->bucketAxis], ctx->comm));
+}
+
+extern "C" void mrt_bucket_end(mrt_context *ctx) {
+  const char *what = "bucket_end";
+  if (ctx->bucketAxis < 0)
+    mrt::abortJob(ctx->mesh.worldRank, "%s: no bucket is open", what);
+  checkNccl(*ctx, what, ncclGroupEnd());
+  ctx->watchdog->track("all_reduce bucket", ctx->comm);
+  MRT_CUDA_CHECK(cudaEventRecord(ctx->commDone, ctx->comm));
+  MRT_CUDA_CHECK(cudaStreamWaitEvent(ctx->compute, ctx->commDone, 0));
+  ctx->bucketAxis = -1;
 }
 
 extern "C" void mrt_all_gather_f32(mrt_context *ctx, int axis, const float *in,

@@ -72,6 +72,17 @@ MRT_API void mrt_reduce_scatter_bf16(mrt_context *ctx, int axis,
                                      const mrt_bf16 *in, mrt_bf16 *out,
                                      int64_t n_per_rank);
 
+/* A bucket of sums over one axis, issued together and waited for once (the
+ * data-parallel gradient reduction): mrt_bucket_begin opens it, each
+ * mrt_bucket_all_reduce_f32 adds buf[n] (summed in place; untouched until
+ * the end), mrt_bucket_end returns once every sum is done. The CPU runtime
+ * starts nonblocking MPI all-reduces and waits for them at the end, the CUDA
+ * runtime issues the bucket as one NCCL group. One bucket at a time. */
+MRT_API void mrt_bucket_begin(mrt_context *ctx, int axis);
+MRT_API void mrt_bucket_all_reduce_f32(mrt_context *ctx, float *buf,
+                                       int64_t n);
+MRT_API void mrt_bucket_end(mrt_context *ctx);
+
 /* Copies root's buf[bytes] to every rank of the axis (root: rank in axis). */
 MRT_API void mrt_broadcast_bytes(mrt_context *ctx, int axis, void *buf,
                                  int64_t bytes, int root);

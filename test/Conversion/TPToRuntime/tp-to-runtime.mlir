@@ -395,3 +395,20 @@ func.func @bf16_adamw(%p: tensor<8xbf16>, %h: tensor<8xf32>, %s: f32)
   %np, %nm, %nv = tp.adamw %p, %p, %p, %p, %h, %s : tensor<8xbf16>, tensor<8xf32>
   return %np, %nm, %nv : tensor<8xbf16>, tensor<8xbf16>, tensor<8xbf16>
 }
+
+// -----
+
+// A bucket: each sum on a copy of its tensor, queued between begin and end.
+// CHECK-LABEL: func.func private @bucket(
+// CHECK-SAME: %[[CTX:.*]]: !llvm.ptr,
+// CHECK: memref.copy
+// CHECK: memref.copy
+// CHECK: call @mrt_bucket_begin(%[[CTX]], %{{.*}}) : (!llvm.ptr, i32) -> ()
+// CHECK: call @mrt_bucket_all_reduce_f32(%[[CTX]], %{{.*}}, %{{.*}}) : (!llvm.ptr, memref<?xf32>, i64) -> ()
+// CHECK: call @mrt_bucket_all_reduce_f32(%[[CTX]], %{{.*}}, %{{.*}}) : (!llvm.ptr, memref<?xf32>, i64) -> ()
+// CHECK: call @mrt_bucket_end(%[[CTX]]) : (!llvm.ptr) -> ()
+tp.mesh @mesh axes = ["dp" = 2]
+func.func @bucket(%a: tensor<4x8xf32>, %b: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>) {
+  %r:2 = tp.all_reduce_bucket sum %a, %b over @mesh["dp"] : tensor<4x8xf32>, tensor<8xf32>
+  return %r#0, %r#1 : tensor<4x8xf32>, tensor<8xf32>
+}

@@ -584,3 +584,30 @@ func.func @entry_kind() attributes {tp.entry = "backward"} {
 // expected-error @+1 {{'tp.step' must be a dictionary on a module}}
 module attributes {tp.step = "manifest"} {
 }
+
+// -----
+
+tp.mesh @m axes = ["dp" = 2]
+func.func @empty_bucket() {
+  // expected-error @+1 {{'tp.all_reduce_bucket' op needs at least one tensor}}
+  "tp.all_reduce_bucket"() <{axis = "dp", mesh = @m}> : () -> ()
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["dp" = 2]
+func.func @bf16_bucket(%x: tensor<4xbf16>) {
+  // expected-error @+1 {{'tp.all_reduce_bucket' op operand #0 must be variadic of statically shaped tensor of 32-bit float values}}
+  %r = tp.all_reduce_bucket sum %x over @m["dp"] : tensor<4xbf16>
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["tp" = 2]
+func.func @bucket_axis(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'tp.all_reduce_bucket' op mesh @m has no axis "dp"}}
+  %r = tp.all_reduce_bucket sum %x over @m["dp"] : tensor<4xf32>
+  return
+}

@@ -48,8 +48,10 @@ func.func @collectives(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %g = tp.g %f over @m["tp"] {tp.sharding = #tp.sharding<@m, [[], []]>} : tensor<4x8xf32>
   // CHECK: tp.all_reduce max %{{.*}} over @m["tp"] : tensor<4x8xf32>
   %m = tp.all_reduce max %g over @m["tp"] : tensor<4x8xf32>
+  // CHECK: tp.all_reduce_bucket sum %{{.*}}, %{{.*}} over @m["dp"] : tensor<4x8xf32>, tensor<4x8xf32>
+  %b:2 = tp.all_reduce_bucket sum %m, %g over @m["dp"] : tensor<4x8xf32>, tensor<4x8xf32>
   // CHECK: tp.all_gather %{{.*}} over @m["tp"] dim = 1 : tensor<4x8xf32> -> tensor<4x32xf32>
-  %ag = tp.all_gather %m over @m["tp"] dim = 1 : tensor<4x8xf32> -> tensor<4x32xf32>
+  %ag = tp.all_gather %b#0 over @m["tp"] dim = 1 : tensor<4x8xf32> -> tensor<4x32xf32>
   // CHECK: tp.reduce_scatter sum %{{.*}} over @m["tp"] dim = 1 : tensor<4x32xf32> -> tensor<4x8xf32>
   %rs = tp.reduce_scatter sum %ag over @m["tp"] dim = 1 : tensor<4x32xf32> -> tensor<4x8xf32>
   // CHECK: tp.local_slice %{{.*}} over @m["tp"] dim = 0 : tensor<4x8xf32> -> tensor<1x8xf32>

@@ -357,6 +357,25 @@ AllReduceOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 }
 
 LogicalResult
+AllReduceBucketOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyMeshAxis(*this, symbolTable);
+}
+
+LogicalResult AllReduceBucketOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one tensor");
+  return success();
+}
+
+/// Each result has its input's type.
+LogicalResult AllReduceBucketOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location>, ValueRange operands, DictionaryAttr,
+    OpaqueProperties, RegionRange, SmallVectorImpl<Type> &results) {
+  llvm::append_range(results, operands.getTypes());
+  return success();
+}
+
+LogicalResult
 AllGatherOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   FailureOr<int64_t> size = verifyMeshAxis(*this, symbolTable);
   if (failed(size))

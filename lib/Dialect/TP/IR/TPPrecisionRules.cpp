@@ -74,6 +74,11 @@ PrecisionRule ReshardOp::getPrecisionRule() { return follow(*this); }
 PrecisionRule FOp::getPrecisionRule() { return follow(*this); }
 PrecisionRule GOp::getPrecisionRule() { return follow(*this); }
 PrecisionRule AllReduceOp::getPrecisionRule() { return follow(*this); }
+
+/// Gradients, the only tensors it sums, stay fp32.
+PrecisionRule AllReduceBucketOp::getPrecisionRule() {
+  return PrecisionRule::uniform(*this, Precision::Full);
+}
 PrecisionRule AllGatherOp::getPrecisionRule() { return follow(*this); }
 PrecisionRule ReduceScatterOp::getPrecisionRule() { return follow(*this); }
 PrecisionRule LocalSliceOp::getPrecisionRule() { return follow(*this); }

@@ -96,6 +96,7 @@ class TP_Op<string mnemonic, list<Trait> traits = []>
 // Every value the transformer ops compute is a statically shaped float
 // tensor: local shapes must be known to plan per-rank memory and GEMMs.
 def TP_FloatTensor : StaticShapeTensorOf<[AnyFloat]>;
+def TP_F32Tensor : StaticShapeTensorOf<[F32]>;
 def TP_IndexTensor : StaticShapeTensorOf<[AnySignlessInteger]>;
 def TP_Scalar : 0DTensorOf<[AnyFloat]>;
 

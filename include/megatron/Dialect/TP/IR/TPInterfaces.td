@@ -88,8 +88,8 @@ def TP_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
     Ops that move data between the ranks of one mesh axis. The performance
     model, the explain report and the lowering read what a collective does
     and over which axis from here, so a new collective states it once: its
-    kind, and the tensor it covers (the whole tensor it reduces or
-    assembles; a ring moves (N-1)/N of it per pass, `getRingPasses` of the
+    kind, and the tensors it covers (the whole tensors it reduces or
+    assembles; a ring moves (N-1)/N of them per pass, `getRingPasses` of the
     kind say how many passes).
   }];
   let methods = [
@@ -101,9 +101,10 @@ def TP_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
       [{ return $_op.getAxis(); }]>,
     InterfaceMethod<"What the collective does.",
       "::mlir::tp::CollectiveKind", "getCollectiveKind">,
-    InterfaceMethod<[{The whole tensor the collective reduces or assembles
-      (its input for a reduce-scatter, its result otherwise).}],
-      "::mlir::Value", "getCollectiveTensor">,
+    InterfaceMethod<[{The whole tensors the collective reduces or assembles
+      (its input for a reduce-scatter, its result otherwise; a bucket's
+      every result), which it moves in one go.}],
+      "::llvm::SmallVector<::mlir::Value, 1>", "getCollectiveTensors">,
     InterfaceMethod<"How a reducing collective combines the ranks' values.",
       "::mlir::tp::ReductionKind", "getCollectiveReduction", (ins), [{}],
       [{ return ::mlir::tp::ReductionKind::sum; }]>,

@@ -779,7 +779,9 @@ class TP_CollectiveOp<string mnemonic, string kind, string tensor,
     ::mlir::tp::CollectiveKind getCollectiveKind() {
       return ::mlir::tp::CollectiveKind::}] # kind # [{;
     }
-    ::mlir::Value getCollectiveTensor() { return }] # tensor # [{(); }
+    ::llvm::SmallVector<::mlir::Value, 1> getCollectiveTensors() {
+      return {}] # tensor # [{()};
+    }
   }] # extraCollectiveDeclaration;
 }
 
@@ -851,6 +853,44 @@ def TP_AllReduceOp : TP_CollectiveOp<"all_reduce", "all_reduce", "getResult", [S
   }];
   let extraCollectiveDeclaration = [{
     ::mlir::tp::ReductionKind getCollectiveReduction() { return getKind(); }
+  }];
+}
+
+def TP_AllReduceBucketOp : TP_Op<"all_reduce_bucket", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>,
+    TP_CollectiveOpInterface,
+    DeclareOpInterfaceMethods<TP_PrecisionOpInterface>]> {
+  let summary = "Sums several fp32 tensors across the ranks of a mesh axis at once";
+  let description = [{
+    The data-parallel gradient reduction in buckets: each result is the sum
+    of its input over the ranks of `axis`, as `tp.all_reduce sum` gives,
+    but the reductions are issued together and waited for once (one NCCL
+    group; nonblocking MPI collectives), so a step pays the latency of a
+    collective per bucket rather than per gradient. tp-bucket-reductions
+    forms the buckets after tp-optimizer, which is why the op has no
+    gradient rule. Inputs are fp32 (gradients stay fp32 in every precision).
+
+    Example:
+
+    ```mlir
+    %dw, %db = tp.all_reduce_bucket sum %w_grad, %b_grad over @mesh["dp"] : tensor<64x256xf32>, tensor<256xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<TP_F32Tensor>:$inputs, FlatSymbolRefAttr:$mesh,
+                       StrAttr:$axis);
+  let results = (outs Variadic<TP_F32Tensor>:$results);
+  let assemblyFormat = [{
+    `sum` $inputs `over` $mesh `[` $axis `]` attr-dict `:` type($inputs)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::tp::CollectiveKind getCollectiveKind() {
+      return ::mlir::tp::CollectiveKind::all_reduce;
+    }
+    ::llvm::SmallVector<::mlir::Value, 1> getCollectiveTensors() {
+      return ::llvm::SmallVector<::mlir::Value, 1>(getResults());
+    }
   }];
 }
 

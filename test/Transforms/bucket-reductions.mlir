@@ -1,0 +1,32 @@
+// The gradients' sums over dp, grouped in program order into buckets of at
+// most bucket-bytes (here 560: the 512-byte table and a 32-byte vector fill
+// one, the next two vectors the second); a bucket ends before an op that reads
+// one of its sums (the last vector is alone); other sums (over tp, or in the
+// forward pass) stay apart.
+// RUN: megatron-opt %s -split-input-file -tp-bucket-reductions=bucket-bytes=560 -verify-diagnostics | FileCheck %s
+// RUN: not megatron-opt %s -tp-bucket-reductions=bucket-bytes=0 2>&1 | FileCheck %s --check-prefix=ZERO
+// ZERO: error: bucket-bytes must be positive, got 0
+
+tp.mesh @mesh axes = ["dp" = 2, "tp" = 2]
+// CHECK-LABEL: func.func @grads(
+// CHECK-SAME: %[[T:[a-z0-9]+]]: tensor<16x8xf32>, %[[A:[a-z0-9]+]]: tensor<8xf32>, %[[B:[a-z0-9]+]]: tensor<8xf32>, %[[C:[a-z0-9]+]]: tensor<8xf32>, %[[D:[a-z0-9]+]]: tensor<8xf32>, %[[L:[a-z0-9]+]]: tensor<f32>
+// CHECK: %[[LOSS:.*]] = tp.g %[[L]] over @mesh["dp"]
+// CHECK: %[[TP:.*]] = tp.all_reduce sum %[[A]] over @mesh["tp"]
+// CHECK: %[[DT:.*]]:2 = tp.all_reduce_bucket sum %[[T]], %[[A]] over @mesh["dp"] {tp.phase = "backward"} : tensor<16x8xf32>, tensor<8xf32>
+// CHECK: %[[REST:.*]]:2 = tp.all_reduce_bucket sum %[[B]], %[[C]] over @mesh["dp"] {tp.phase = "backward"} : tensor<8xf32>, tensor<8xf32>
+// CHECK: %[[USE:.*]] = tp.add %[[REST]]#1, %[[TP]]
+// CHECK: %[[LAST:.*]] = tp.all_reduce sum %[[D]] over @mesh["dp"] {tp.phase = "backward"} : tensor<8xf32>
+// CHECK: return %[[LOSS]], %[[DT]]#0, %[[DT]]#1, %[[REST]]#0, %[[USE]], %[[LAST]]
+func.func @grads(%t: tensor<16x8xf32>, %a: tensor<8xf32>, %b: tensor<8xf32>, %c: tensor<8xf32>,
+                 %d: tensor<8xf32>, %l: tensor<f32>)
+    -> (tensor<f32>, tensor<16x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  %loss = tp.g %l over @mesh["dp"] : tensor<f32>
+  %over_tp = tp.all_reduce sum %a over @mesh["tp"] {tp.phase = "backward"} : tensor<8xf32>
+  %dt = tp.all_reduce sum %t over @mesh["dp"] {tp.phase = "backward"} : tensor<16x8xf32>
+  %da = tp.all_reduce sum %a over @mesh["dp"] {tp.phase = "backward"} : tensor<8xf32>
+  %db = tp.all_reduce sum %b over @mesh["dp"] {tp.phase = "backward"} : tensor<8xf32>
+  %dc = tp.all_reduce sum %c over @mesh["dp"] {tp.phase = "backward"} : tensor<8xf32>
+  %use = tp.add %dc, %over_tp : tensor<8xf32>
+  %dd = tp.all_reduce sum %d over @mesh["dp"] {tp.phase = "backward"} : tensor<8xf32>
+  return %loss, %dt, %da, %db, %use, %dd : tensor<f32>, tensor<16x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
+}
