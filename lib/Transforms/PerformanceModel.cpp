@@ -25,28 +25,61 @@ int64_t attentionFlops(RankedTensorType out) {
   return 4 * shape[0] * shape[1] * shape[1] * shape[2];
 }
 
-/// Public specifications; the ring latency is an assumption of 2 us a step.
+/// Public specifications; the ring latency is an assumption of 2 us a step
+/// inside a node and 5 us between nodes.
 const Hardware kPresets[] = {
     // V100 SXM3 in a DGX-2: fp16 tensor-core peak, HBM2, NVSwitch at six
-    // NVLink2 links of 25 GB/s per direction.
-    {"v100-dgx2", 125e12, 900e9, 150e9, 2e-6, 2},
+    // NVLink2 links of 25 GB/s per direction; 16 GPUs and eight 100 Gb/s
+    // InfiniBand adapters a node.
+    {"v100-dgx2", 125e12, 900e9, 150e9, 2e-6, 2, 16, 100e9, 5e-6},
     // H100 / H200 SXM: dense bf16 peak, HBM3 / HBM3e, NVLink4 450 GB/s per
-    // direction.
-    {"h100-sxm", 989e12, 3.35e12, 450e9, 2e-6, 2},
-    {"h200-sxm", 989e12, 4.8e12, 450e9, 2e-6, 2},
+    // direction; 8 GPUs and eight 400 Gb/s adapters a node (DGX H100/H200).
+    {"h100-sxm", 989e12, 3.35e12, 450e9, 2e-6, 2, 8, 400e9, 5e-6},
+    {"h200-sxm", 989e12, 4.8e12, 450e9, 2e-6, 2, 8, 400e9, 5e-6},
 };
 
-/// Ranks in the collective's mesh axis.
-int64_t axisSize(CollectiveOpInterface op) {
+/// Where the ranks of a collective's group sit. Rank r of a mesh (the last
+/// axis fastest) is in node r / gpusPerNode, so a group of an axis whose
+/// inner axes hold `stride` ranks has min(n, gpusPerNode / stride) members
+/// in a node.
+struct Placement {
+  int64_t ranks = 1, perNode = 1;
+  bool spansNodes = false;
+};
+
+Placement placementOf(CollectiveOpInterface op, const Hardware &hw) {
   auto mesh =
       SymbolTable::lookupNearestSymbolFrom<MeshOp>(op, op.getCollectiveMesh());
-  return mesh ? mesh.getAxisSize(op.getCollectiveAxis()).value_or(1) : 1;
+  if (!mesh)
+    return {};
+  Placement placement;
+  int64_t stride = 1;
+  bool inner = false;
+  for (auto [name, size] :
+       llvm::zip(mesh.getAxisNames().getAsValueRange<StringAttr>(),
+                 mesh.getAxisSizes())) {
+    if (inner)
+      stride *= size;
+    if (name == op.getCollectiveAxis()) {
+      placement.ranks = size;
+      inner = true;
+    }
+  }
+  if (hw.gpusPerNode <= 0) {
+    placement.perNode = placement.ranks;
+    return placement;
+  }
+  placement.perNode =
+      std::max<int64_t>(1, std::min(placement.ranks, hw.gpusPerNode / stride));
+  placement.spansNodes = placement.ranks > placement.perNode;
+  return placement;
 }
 
 /// Ring algorithms (nccl-tests' bus bandwidth definitions): each pass takes
-/// N-1 steps and moves (N-1)/N of the tensor over every link.
+/// N-1 steps and moves (N-1)/N of the tensors over every link.
 double collectiveSeconds(CollectiveOpInterface op, const Hardware &hw) {
-  int64_t ranks = axisSize(op);
+  Placement placement = placementOf(op, hw);
+  int64_t ranks = placement.ranks;
   double passes = getRingPasses(op.getCollectiveKind());
   if (ranks <= 1)
     return 0.0;
@@ -55,8 +88,14 @@ double collectiveSeconds(CollectiveOpInterface op, const Hardware &hw) {
   for (Value tensor : op.getCollectiveTensors())
     elements += numElements(tensor.getType());
   double bytes = double(elements) * hw.activationBytes;
-  return passes * (ranks - 1) * hw.latencySeconds +
-         passes * (ranks - 1) / double(ranks) * bytes / hw.linkBytesPerSecond;
+  double bandwidth = hw.linkBytesPerSecond, latency = hw.latencySeconds;
+  if (placement.spansNodes) {
+    bandwidth = hw.nodeBytesPerSecond * double(placement.perNode) /
+                double(hw.gpusPerNode);
+    latency = hw.nodeLatencySeconds;
+  }
+  return passes * (ranks - 1) * latency +
+         passes * (ranks - 1) / double(ranks) * bytes / bandwidth;
 }
 
 /// Bytes an op reads and writes once.
@@ -127,6 +166,17 @@ FailureOr<Hardware> megatron::lookupHardware(StringRef nameOrPath,
     return failure();
   }
   hardware.activationBytes = static_cast<int64_t>(bytes);
+  // A cluster of nodes: all three fields, or none (one node).
+  double gpus = 0;
+  bool cluster = number("gpus_per_node", gpus);
+  if (cluster != number("node_bytes_per_second", hardware.nodeBytesPerSecond) ||
+      cluster != number("node_latency_seconds", hardware.nodeLatencySeconds)) {
+    error = "'" + nameOrPath.str() +
+            "' describes nodes with positive gpus_per_node, "
+            "node_bytes_per_second and node_latency_seconds, all three or none";
+    return failure();
+  }
+  hardware.gpusPerNode = static_cast<int64_t>(gpus);
   std::optional<StringRef> name = object->getString("name");
   hardware.name = name ? name->str() : nameOrPath.str();
   return hardware;

@@ -29,15 +29,20 @@ struct PredictPass : public megatron::impl::PredictBase<PredictPass> {
     }
     llvm::outs() << llvm::formatv("predicted {0} step on {1}\n",
                                   train ? "training" : "forward", found->name)
-                 << llvm::formatv("{0,4} {1,10} {2,10} {3,10} {4,10} {5,14}\n",
-                                  "tp", "step s", "compute", "memory", "comm",
-                                  "TFLOP/s/rank");
-    for (int64_t tp : tpSizes)
-      predict(tp, *found);
+                 << llvm::formatv(
+                        "{0,4} {1,4} {2,10} {3,10} {4,10} {5,10} {6,14}\n",
+                        "tp", "dp", "step s", "compute", "memory", "comm",
+                        "TFLOP/s/rank");
+    SmallVector<int64_t> dps(dpSizes.begin(), dpSizes.end());
+    if (dps.empty())
+      dps.push_back(1);
+    for (int64_t dp : dps)
+      for (int64_t tp : tpSizes)
+        predict(tp, dp, *found);
   }
 
-  /// Partitions a copy of the program for `tp` and prints one row.
-  void predict(int64_t tp, const Hardware &hw) {
+  /// Partitions a copy of the program for `tp` x `dp` and prints one row.
+  void predict(int64_t tp, int64_t dp, const Hardware &hw) {
     ModuleOp module = getOperation();
     // A copy nested in the module, so the pipeline may run on it.
     OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
@@ -51,10 +56,12 @@ struct PredictPass : public megatron::impl::PredictBase<PredictPass> {
     OpPassManager pm(ModuleOp::getOperationName());
     MegatronAnnotateOptions layout;
     layout.tp = tp;
+    layout.dp = dp;
     buildMegatronPipeline(pm, layout, /*exportLogits=*/false);
     if (train) {
       pm.addPass(createAutodiff());
       pm.addPass(createOptimizer());
+      pm.addPass(createBucketReductions());
     }
     std::string reason;
     LogicalResult result = success();
@@ -68,14 +75,15 @@ struct PredictPass : public megatron::impl::PredictBase<PredictPass> {
       result = runPipeline(pm, copy);
     }
     if (failed(result)) {
-      llvm::outs() << llvm::formatv("{0,4} not possible: {1}\n", tp, reason);
+      llvm::outs() << llvm::formatv("{0,4} {1,4} not possible: {2}\n", tp, dp,
+                                    reason);
     } else {
       StepTime time = predictStepTime(copy, hw);
       int64_t flops = 0;
       copy.walk([&](Operation *op) { flops += countFlops(op); });
       llvm::outs() << llvm::formatv(
-          "{0,4} {1,10:f4} {2,10:f4} {3,10:f4} {4,10:f4} {5,14:f1}\n", tp,
-          time.total(), time.compute, time.memory, time.communication,
+          "{0,4} {1,4} {2,10:f4} {3,10:f4} {4,10:f4} {5,10:f4} {6,14:f1}\n", tp,
+          dp, time.total(), time.compute, time.memory, time.communication,
           flops / time.total() / 1e12);
     }
     copy.erase();

@@ -491,11 +491,14 @@ def Explain : Pass<"tp-explain", "ModuleOp"> {
 def Predict : Pass<"tp-predict", "ModuleOp"> {
   let summary = "Predict the step time of a global program at several TP sizes";
   let description = [{
-    For each TP size, runs the Megatron pipeline (and with `train`, the
-    backward pass and optimizer) on a copy of the global program and prints
-    the performance model's prediction on `hardware`: step time, its compute,
-    memory and communication parts, and the FLOP rate per rank. A size the
-    model cannot be split into is reported with the reason. The program
+    For each data-parallel and tensor-parallel size, runs the Megatron
+    pipeline (and with `train`, the backward pass, optimizer and gradient
+    buckets) on a copy of the global program and prints the performance
+    model's prediction on `hardware`: step time, its compute, memory and
+    communication parts, and the FLOP rate per rank. Ranks are placed in
+    nodes as megatron-run numbers them (tp neighbours): a collective whose
+    group spans nodes uses its share of the node's network adapters. A size
+    the model cannot be split into is reported with the reason. The program
     itself is left unchanged.
 
     Example:
@@ -514,14 +517,17 @@ def Predict : Pass<"tp-predict", "ModuleOp"> {
 
     ```
     predicted training step on h100-sxm
-      tp     step s    compute     memory       comm   TFLOP/s/rank
-       1     0.0000     0.0000     0.0000     0.0000           43.3
-       2     0.0001     0.0000     0.0000     0.0001            0.5
-       3 not possible: tensor-parallel size 3 does not divide the 4 attention heads
+      tp   dp     step s    compute     memory       comm   TFLOP/s/rank
+       1    1     0.0000     0.0000     0.0000     0.0000           43.3
+       2    1     0.0001     0.0000     0.0000     0.0001            0.5
+       3    1 not possible: tensor-parallel size 3 does not divide the 4 attention heads
     ```
   }];
   let options = [
     ListOption<"tpSizes", "tp", "int64_t", "tensor-parallel sizes to predict">,
+    ListOption<"dpSizes", "dp", "int64_t",
+               "data-parallel sizes to predict (1 when not given); the "
+               "program's batch is the global one, split over dp">,
     Option<"hardware", "hardware", "std::string", "\"h100-sxm\"",
            "v100-dgx2, h100-sxm, h200-sxm or a hardware JSON file">,
     Option<"train", "train", "bool", "true",

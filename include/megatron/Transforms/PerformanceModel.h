@@ -4,8 +4,12 @@
 // attention cost their FLOPs at the device's peak rate, every other op the
 // bytes it reads and writes at its memory bandwidth, and collectives the
 // ring algorithm's steps as nccl-tests defines them (an all-reduce of S bytes
-// over N ranks: 2(N-1) latencies and 2(N-1)/N * S bytes over the link). Ops
-// run one after another: no overlap of communication with compute.
+// over N ranks: 2(N-1) latencies and 2(N-1)/N * S bytes over the link). A
+// group of ranks inside one node rings over the node's links; a group that
+// spans nodes rings over the network, with the share of its node's adapters
+// that its members in the node have (every group of the axis reduces at
+// once). Ops run one after another: no overlap of communication with
+// compute.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEGATRON_TRANSFORMS_PERFORMANCEMODEL_H
@@ -21,12 +25,20 @@ struct Hardware {
   std::string name;
   double flopsPerSecond;
   double bytesPerSecond;
-  /// Per-rank bandwidth of the links a ring collective uses, one direction.
+  /// Per-rank bandwidth of the links a ring collective uses inside a node,
+  /// one direction.
   double linkBytesPerSecond;
-  /// Latency of one step of a ring collective.
+  /// Latency of one step of a ring collective inside a node.
   double latencySeconds;
   /// Bytes per activation element (2 for bf16/fp16 training, 4 for fp32).
   int64_t activationBytes;
+  /// Ranks per node (rank r in node r / gpusPerNode); 0: one node holds
+  /// every rank.
+  int64_t gpusPerNode = 0;
+  /// A node's bandwidth to the other nodes (all its network adapters, one
+  /// direction), which its ranks share, and the latency of a ring step
+  /// between nodes.
+  double nodeBytesPerSecond = 0, nodeLatencySeconds = 0;
 };
 
 /// A preset from public specifications (v100-dgx2, h100-sxm, h200-sxm) or a

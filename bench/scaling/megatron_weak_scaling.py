@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Megatron-LM's weak scaling (Shoeybi et al. 2019, Figure 5) predicted by
+tp-predict: the four GPT-2 configurations of the paper's Table 1 (1.2B on 1
+GPU to 8.3B on 8-way model parallelism, batch 8 per model-parallel group,
+sequence 1024, vocabulary 50257 padded as Megatron pads it), model parallel
+alone and with 64-way data parallelism (64 to 512 GPUs), on the DGX-2H
+cluster of bench/scaling/dgx2h.json. Efficiency is each layout's predicted
+TFLOP/s per GPU over the one-GPU baseline's, as the paper defines it; the
+table sets it beside the paper's figures (from its text and Figure 5).
+
+  bench/scaling/megatron_weak_scaling.py [--build build] [--hardware FILE]
+      [--calibrate] [--json FILE]
+
+--calibrate prints the baseline's predicted TFLOP/s per GPU, which the
+hardware file's flops_per_second was chosen to bring to the paper's 39.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+# (parameters, hidden, heads, layers, model-parallel size): Table 1.
+CONFIGS = [("1.2B", 1536, 16, 40, 1), ("2.5B", 1920, 20, 54, 2),
+           ("4.2B", 2304, 24, 64, 4), ("8.3B", 3072, 32, 72, 8)]
+# Weak-scaling efficiency read from the paper: model+data parallel at 64,
+# 128, 256 and 512 GPUs (text of section 5.1); model parallel alone at 8
+# GPUs (77%, text); the others off Figure 5 are not quoted.
+PAPER_MP_DP = {1: 96, 2: 83, 4: 79, 8: 74}
+PAPER_MP = {1: 100, 8: 77}
+BATCH_PER_GROUP, SEQ, VOCAB, DP = 8, 1024, 50257, 64
+
+ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)"
+                 r"\s+([0-9.]+)\s+([0-9.]+)\s*$")
+
+
+def predict(build, hardware, hidden, heads, layers, tp, dp, work):
+    """(step seconds, TFLOP/s per GPU) tp-predict gives for one layout."""
+    ir = os.path.join(work, f"gpt2-{hidden}-{dp}.mlir")
+    if not os.path.exists(ir):
+        subprocess.run([os.path.join(build, "bin", "gpt2-mlir"),
+                        f"--layers={layers}", f"--heads={heads}",
+                        f"--embd={hidden}", f"--vocab={VOCAB}",
+                        f"--ctx={SEQ}", f"--seq={SEQ}",
+                        f"--batch={BATCH_PER_GROUP * dp}", "-o", ir],
+                       check=True)
+    out = subprocess.run(
+        [os.path.join(build, "bin", "megatron-opt"), ir,
+         f"--tp-predict=tp={tp} dp={dp} hardware={hardware}", "-o",
+         os.devnull], check=True, capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        m = ROW.match(line)
+        if m and int(m.group(1)) == tp and int(m.group(2)) == dp:
+            return float(m.group(3)), float(m.group(7))
+    sys.exit(f"no prediction for tp={tp} dp={dp}:\n{out}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--hardware", default=os.path.join(HERE, "dgx2h.json"))
+    parser.add_argument("--calibrate", action="store_true")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as work:
+        _, base = predict(args.build, args.hardware, *CONFIGS[0][1:4], 1, 1,
+                          work)
+        if args.calibrate:
+            print(f"baseline (1.2B, 1 GPU): {base:.1f} TFLOP/s per GPU "
+                  "predicted; the paper measured 39")
+            return
+        rows = []
+        for name, hidden, heads, layers, mp in CONFIGS:
+            for dp in (1, DP):
+                seconds, rate = predict(args.build, args.hardware, hidden,
+                                        heads, layers, mp, dp, work)
+                paper = (PAPER_MP_DP if dp > 1 else PAPER_MP).get(mp)
+                rows.append({"model": name, "tp": mp, "dp": dp,
+                             "gpus": mp * dp, "step_s": seconds,
+                             "tflops_per_gpu": rate,
+                             "efficiency": 100 * rate / base,
+                             "paper": paper})
+    print(f"weak scaling on {os.path.basename(args.hardware)} "
+          f"(baseline {base:.1f} TFLOP/s per GPU)")
+    print(f"{'model':>6} {'tp':>3} {'dp':>3} {'GPUs':>5} {'step s':>8} "
+          f"{'TFLOP/s':>8} {'eff %':>6} {'paper %':>8} {'diff':>5}")
+    for r in rows:
+        paper = "-" if r["paper"] is None else str(r["paper"])
+        diff = ("-" if r["paper"] is None
+                else f"{r['efficiency'] - r['paper']:+.0f}")
+        print(f"{r['model']:>6} {r['tp']:>3} {r['dp']:>3} {r['gpus']:>5} "
+              f"{r['step_s']:>8.3f} {r['tflops_per_gpu']:>8.1f} "
+              f"{r['efficiency']:>6.0f} {paper:>8} {diff:>5}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"baseline_tflops_per_gpu": base, "rows": rows}, f,
+                      indent=2)
+
+
+if __name__ == "__main__":
+    main()
