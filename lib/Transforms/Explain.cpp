@@ -42,8 +42,10 @@ struct Report {
   int64_t tp = 1, dp = 1;
   int64_t paramsTotal = 0, paramsPerRank = 0;
   /// Bytes this rank holds: the parameters as stored, their fp32 gradients,
-  /// the AdamW moments (once tp-optimizer added them).
-  int64_t paramBytes = 0, gradientBytes = 0, optimizerBytes = 0;
+  /// the AdamW moments (once tp-optimizer added them), the activations the
+  /// backward pass reads (one micro-batch's).
+  int64_t paramBytes = 0, gradientBytes = 0, optimizerBytes = 0,
+          activationBytes = 0;
   /// Bytes of the tensors this rank's collectives cover, per mesh axis.
   std::map<std::string, int64_t> commBytesByAxis;
   int64_t forwardFlops = 0, backwardFlops = 0;
@@ -100,6 +102,19 @@ Gemm describeGemm(MatmulOp matmul) {
 
 bool isBackward(Operation *op) { return getPhase(op) == "backward"; }
 
+/// A forward value the backward pass reads stays alive between them; in a
+/// micro-batch loop, one micro-batch's at a time. Constants, f (the
+/// parameter itself) and a loop's carried sums are not activations.
+void countActivations(Operation *op, Report &report) {
+  if (getPhase(op) != "forward" || op->hasTrait<OpTrait::ConstantLike>() ||
+      isa<FOp>(op) || op->getNumRegions() > 0)
+    return;
+  for (Value result : op->getResults())
+    if (isa<RankedTensorType>(result.getType()) &&
+        llvm::any_of(result.getUsers(), isBackward))
+      report.activationBytes += numBytes(result.getType());
+}
+
 void countCompute(Operation *op, Report &report) {
   (isBackward(op) ? report.backwardFlops : report.forwardFlops) +=
       executionsPerStep(op) * countFlops(op);
@@ -144,6 +159,7 @@ Report analyze(ModuleOp module) {
       continue;
     countParameters(function, report);
     function.walk([&](Operation *op) {
+      countActivations(op, report);
       countCompute(op, report);
       countCommunication(op, report);
     });
@@ -162,6 +178,7 @@ void writeJson(raw_ostream &os, const Report &report) {
       json.attribute("parameters", report.paramBytes);
       json.attribute("gradients", report.gradientBytes);
       json.attribute("optimizer", report.optimizerBytes);
+      json.attribute("activations", report.activationBytes);
     });
     json.attributeObject("comm_bytes_per_rank_per_step", [&] {
       for (const auto &[axis, bytes] : report.commBytesByAxis)
@@ -220,7 +237,7 @@ void writeText(raw_ostream &os, const Report &report) {
      << report.paramsPerRank << " per rank\n"
      << "bytes per rank: " << report.paramBytes << " parameters, "
      << report.gradientBytes << " gradients, " << report.optimizerBytes
-     << " optimizer state\n"
+     << " optimizer state, " << report.activationBytes << " activations\n"
      << "FLOPs per rank per step: " << report.forwardFlops << " forward, "
      << report.backwardFlops << " backward\n"
      << "conjugates: " << report.fCount << " f, " << report.gCount << " g\n"

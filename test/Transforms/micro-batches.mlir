@@ -13,10 +13,16 @@
 
 // A step costs what it did in one batch: the loop's ops count once per
 // micro-batch, and the dp traffic (the table's gradient, the loss) is the same.
+// The activations the backward pass reads are one micro-batch's: the logits
+// (4x4x16 f32, 1024 bytes, then 512), the embeddings (512, then 256), the
+// loss's max and sum of exponentials (2 x 64, then 2 x 32), and the
+// micro-batch's tokens and targets (2 x 32), which the arguments held before.
+// EXPLAIN: "activations": 1664
 // EXPLAIN: "comm_bytes_per_rank_per_step": {
 // EXPLAIN-NEXT: "dp": [[DP:[0-9]+]]
 // EXPLAIN: "forward": [[FWD:[0-9]+]],
 // EXPLAIN-NEXT: "backward": [[BWD:[0-9]+]]
+// EXPLAIN: "activations": 896
 // EXPLAIN: "comm_bytes_per_rank_per_step": {
 // EXPLAIN-NEXT: "dp": [[DP]]
 // EXPLAIN: "forward": [[FWD]],
