@@ -65,6 +65,10 @@ public:
     Operation *last = ret->getPrevNode();
     Value norm = globalNorm(loc);
     Value scale = clipScale(loc, norm, hyper);
+    // A step whose loss or gradient norm is not finite leaves the parameters
+    // and their state as they were: the launcher then stops, or goes on
+    // without the update (--on-nonfinite).
+    Value apply = bothFinite(loc, ret.getOperand(0), norm);
     SmallVector<Value> results = {ret.getOperand(0),
                                   tensor::FromElementsOp::create(
                                       b, loc, RankedTensorType::get({}, b.getF32Type()),
@@ -83,7 +87,7 @@ public:
                        : Value(param.arg);
       auto adamw = AdamWOp::create(
           b, updateLoc, rows, param.grad, moments.first, moments.second, hyper,
-          scale, /*decay=*/cast<RankedTensorType>(param.arg.getType()).getRank() == 2);
+          scale, apply, /*decay=*/cast<RankedTensorType>(param.arg.getType()).getRank() == 2);
       Value updated = adamw.getResult(0);
       // The gathered rows are written back into the parameter, which the
       // result updates in place.
@@ -237,6 +241,14 @@ private:
     reduce.erase();
     param.splitAxes.push_back(kDataAxis);
     param.stateSplitOverDp = true;
+  }
+
+  /// Whether the 0-d `loss` and the scalar `norm` are both finite.
+  Value bothFinite(Location loc, Value loss, Value norm) {
+    Value lossScalar = tensor::ExtractOp::create(b, loc, loss, ValueRange());
+    Value lossFinite = math::IsFiniteOp::create(b, loc, lossScalar);
+    Value normFinite = math::IsFiniteOp::create(b, loc, norm);
+    return arith::AndIOp::create(b, loc, lossFinite, normFinite);
   }
 
   Value f32(Location loc, double value) {

@@ -86,9 +86,9 @@ func.func @cross_entropy(%logits: tensor<2x16xf32>, %targets: tensor<2xi32>, %on
 // CHECK-NOT: tp.convert
 // CHECK: tp.adamw %{{.*}} : tensor<8xf32>, tensor<8xf32>
 func.func @optimizer(%p: tensor<8xf32>, %g: tensor<8xf32>, %m: tensor<8xf32>,
-                     %v: tensor<8xf32>, %h: tensor<8xf32>, %s: f32)
+                     %v: tensor<8xf32>, %h: tensor<8xf32>, %s: f32, %ok: i1)
     -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) {
-  %np, %nm, %nv = tp.adamw %p, %g, %m, %v, %h, %s : tensor<8xf32>, tensor<8xf32>
+  %np, %nm, %nv = tp.adamw %p, %g, %m, %v, %h, %s if %ok : tensor<8xf32>, tensor<8xf32>
   return %np, %nm, %nv : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
 }
 

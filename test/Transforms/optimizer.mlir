@@ -4,7 +4,7 @@
 // One sharded weight and one replicated bias: AdamW state sharded like each
 // parameter, the sharded squares all-reduced over tp and added to the
 // replicated ones, decay on the 2-D weight only, updates written over their
-// argument.
+// argument, and only when the loss and the norm are finite.
 
 // CHECK-LABEL: func.func @step(
 // CHECK-SAME: %[[W:[a-z0-9]+]]: tensor<8x4xf32> {tp.global_shape = array<i64: 8, 8>, tp.name = "w", tp.sharding = #tp.sharding<@m, {{\[\[}}], ["tp"]]>}
@@ -23,8 +23,12 @@
 // CHECK: %[[TOTAL:.*]] = arith.addf %[[REPL]], %[[ALL]]
 // CHECK: %[[NORM:.*]] = math.sqrt %[[TOTAL]]
 // CHECK: %[[SCALE:.*]] = arith.select
-// CHECK: tp.adamw %[[W]], %{{.*}}, %[[WM]], %[[WV]], %[[H]], %[[SCALE]] {decay, tp.phase = "optimizer"}
-// CHECK: tp.adamw %[[B]], %{{.*}}, %[[BM]], %[[BV]], %[[H]], %[[SCALE]] {tp.phase = "optimizer"} :
+// CHECK: %[[LOSS:.*]] = tensor.extract %{{.*}}[] {tp.phase = "optimizer"} : tensor<f32>
+// CHECK: %[[LOSS_OK:.*]] = math.isfinite %[[LOSS]]
+// CHECK: %[[NORM_OK:.*]] = math.isfinite %[[NORM]]
+// CHECK: %[[FINITE:.*]] = arith.andi %[[LOSS_OK]], %[[NORM_OK]]
+// CHECK: tp.adamw %[[W]], %{{.*}}, %[[WM]], %[[WV]], %[[H]], %[[SCALE]] if %[[FINITE]] {decay, tp.phase = "optimizer"}
+// CHECK: tp.adamw %[[B]], %{{.*}}, %[[BM]], %[[BV]], %[[H]], %[[SCALE]] if %[[FINITE]] {tp.phase = "optimizer"} :
 
 // GRADS-LABEL: func.func @step(
 // GRADS-SAME: %{{[a-z0-9]+}}: tensor<8x4xf32> {{{.*}}tp.name = "w.grad", tp.param = "w", tp.role = "grad"

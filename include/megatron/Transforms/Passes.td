@@ -386,7 +386,7 @@ def Optimizer : Pass<"tp-optimizer", "ModuleOp"> {
       %ss = tp.sum_squares %dw {tp.phase = "optimizer"} : tensor<16x8xf32>
       // ... %norm, the global norm as a tensor<f32>, and %scale, the f32
       // clipping factor from %hp[5] ...
-      %w1, %m1, %v1 = tp.adamw %w, %dw, %m, %v, %hp, %scale {decay, tp.phase = "optimizer"} : tensor<16x8xf32>, tensor<8xf32>
+      %w1, %m1, %v1 = tp.adamw %w, %dw, %m, %v, %hp, %scale if %finite {decay, tp.phase = "optimizer"} : tensor<16x8xf32>, tensor<8xf32>
       return %loss, %norm, %w1, %m1, %v1 : tensor<f32>, tensor<f32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>
     }
     ```
@@ -401,6 +401,7 @@ def Optimizer : Pass<"tp-optimizer", "ModuleOp"> {
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::bufferization::BufferizationDialect",
                            "::mlir::math::MathDialect",
+                           "::mlir::scf::SCFDialect",
                            "::mlir::tensor::TensorDialect"];
 }
 

@@ -42,7 +42,7 @@ struct SumSquaresToRuntime : RuntimePattern<SumSquaresOp> {
 };
 
 /// AdamW as one elementwise linalg.generic writing the parameter and both
-/// moments in their own buffers. The scalar factors are computed in double,
+/// moments in their own buffers (their old values where `apply` is false). The scalar factors are computed in double,
 /// as torch.optim.AdamW computes them in Python floats.
 struct AdamWToRuntime : RuntimePattern<AdamWOp> {
   using RuntimePattern::RuntimePattern;
@@ -80,7 +80,7 @@ struct AdamWToRuntime : RuntimePattern<AdamWOp> {
     Value oneMinusBeta1 = narrow(arith::SubFOp::create(b, loc, one, beta1));
     Value oneMinusBeta2 = narrow(arith::SubFOp::create(b, loc, one, beta2));
     Value beta2f = narrow(beta2), epsf = narrow(eps);
-    Value scale = op.getGradScale();
+    Value scale = op.getGradScale(), apply = op.getApply();
     bool decays = op.getDecay();
 
     auto type = op.getParam().getType();
@@ -110,7 +110,14 @@ struct AdamWToRuntime : RuntimePattern<AdamWOp> {
           Value newParam = arith::SubFOp::create(
               nb, nl, param,
               mul(stepSize, arith::DivFOp::create(nb, nl, m, denom)));
-          linalg::YieldOp::create(nb, nl, ValueRange{newParam, m, v});
+          // A step with a non-finite loss or norm keeps every element.
+          auto unlessSkipped = [&](Value updated, Value old) -> Value {
+            return arith::SelectOp::create(nb, nl, apply, updated, old);
+          };
+          linalg::YieldOp::create(
+              nb, nl,
+              ValueRange{unlessSkipped(newParam, args[1]),
+                         unlessSkipped(m, args[2]), unlessSkipped(v, args[3])});
         });
     rewriter.replaceOp(op, update.getResults());
     return success();

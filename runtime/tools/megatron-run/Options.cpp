@@ -73,6 +73,9 @@ const char *const kUsage =
     "                     end the job, naming the collective, when one takes\n"
     "                     longer than S seconds: a rank that stopped answering\n"
     "                     or died (default 600; 0: wait for ever)\n"
+    "  --on-nonfinite A   a step whose loss or gradient norm is NaN or\n"
+    "                     infinite applies no update; then stop (default:\n"
+    "                     exit 1, nothing saved) or skip (go on, count it)\n"
     "  --help             show this help\n"
     "\n"
     "Rank 0 prints \"step S loss X\" per step (training: \"step S loss X grad_norm\n"
@@ -213,6 +216,12 @@ Options parseOptions(const std::vector<std::string> &args) {
       o.valSteps = parseInt(arg, takeValue(), 1);
     } else if (arg == "--save") {
       o.save = fileName(arg, takeValue());
+    } else if (arg == "--on-nonfinite") {
+      const std::string action = takeValue();
+      if (action != "stop" && action != "skip")
+        throw std::invalid_argument("--on-nonfinite: unknown action '" +
+                                    action + "'; use stop or skip");
+      o.skipNonFinite = action == "skip";
     } else if (arg == "--collective-timeout") {
       o.collectiveTimeout = parseDouble(arg, takeValue(), 0.0);
     } else if (arg == "--save-every") {

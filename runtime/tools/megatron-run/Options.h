@@ -32,6 +32,9 @@ struct Options {
   std::string saveDir;
   // Seconds a collective may take before the job ends (0: no limit).
   double collectiveTimeout = 600.0;
+  // A step with a non-finite loss or gradient norm (whose update the step
+  // did not apply): stop the run, or go on without the update.
+  bool skipNonFinite = false;
 };
 
 // The learning rate of step t (0-based; steps = --steps N, the schedule's

@@ -41,9 +41,10 @@ std::vector<SavedTensor> checkpointTensors(const Manifest &m) {
 }
 
 Metadata checkpointMetadata(const Options &opt, const Manifest &m,
-                            int64_t updates) {
+                            int64_t updates, int64_t skipped) {
   return {{"format", kFormat},
           {"step", std::to_string(updates)},
+          {"skipped_updates", std::to_string(skipped)},
           {"model", m.model},
           {"lr", shortestNumber(opt.lr)},
           {"beta1", shortestNumber(opt.beta1)},
@@ -89,7 +90,7 @@ Metadata logitsMetadata(const Manifest &m, int64_t steps) {
 
 bool saveCheckpoint(Session &s) {
   if (!saveGlobal(s.mesh, s.m, s.buffers, s.opt.save, checkpointTensors(s.m),
-                  checkpointMetadata(s.opt, s.m, s.opt.steps)))
+                  checkpointMetadata(s.opt, s.m, s.opt.steps, s.skippedUpdates)))
     return false;
   if (s.mesh.rank0())
     report("saved " + s.opt.save + " (step " + std::to_string(s.opt.steps) +
@@ -105,7 +106,7 @@ bool savePeriodicCheckpoint(Session &s, int64_t updates) {
   const Mesh::UnboundedWait saving(s.mesh);
   const std::string path = checkpointInDir(s.opt.saveDir, updates);
   if (!saveGlobal(s.mesh, s.m, s.buffers, path, checkpointTensors(s.m),
-                  checkpointMetadata(s.opt, s.m, updates)))
+                  checkpointMetadata(s.opt, s.m, updates, s.skippedUpdates)))
     return false;
   std::string failure;
   if (s.mesh.rank0()) {

@@ -22,10 +22,11 @@ using Metadata = std::map<std::string, std::string>;
 // --save: every param under its name, then each param's AdamW state
 // ("optimizer.<p>.exp_avg", ".exp_avg_sq"), param by param.
 std::vector<SavedTensor> checkpointTensors(const Manifest &m);
-// Its __metadata__ after `updates` updates: the step and the
-// hyperparameters, numbers in their shortest round-trip form.
+// Its __metadata__ after `updates` steps, `skipped` of which applied no
+// update: the step, the skipped count and the hyperparameters, numbers in
+// their shortest round-trip form.
 Metadata checkpointMetadata(const Options &opt, const Manifest &m,
-                            int64_t updates);
+                            int64_t updates, int64_t skipped);
 
 // --dump-grads: each param's gradient under the param's name.
 std::vector<SavedTensor> gradientTensors(const Manifest &m);

@@ -67,8 +67,11 @@ std::unique_ptr<TokenFile> openTokens(const std::string &path,
 int64_t loadState(Session &s) {
   s.buffers.allocate();
   const std::unique_ptr<Checkpoint> ckpt = openCheckpoint(s.opt, s.m);
-  if (resumes(s.opt))
+  if (resumes(s.opt)) {
     s.startStep = resumeStep(ckpt->metadata(), ckpt->path(), s.opt.steps);
+    s.skippedUpdates =
+        resumeSkipped(ckpt->metadata(), ckpt->path(), s.startStep);
+  }
   if (s.opt.saveEvery > 0)
     checkSaveDirectory(s.opt.saveDir, s.startStep);
   const int64_t localParams = loadWeights(s, ckpt.get());
@@ -144,26 +147,49 @@ bool resumes(const Options &opt) {
   return !opt.evalOnly && !opt.resume.empty();
 }
 
-int64_t resumeStep(const std::map<std::string, std::string> &metadata,
-                   const std::string &file, int64_t steps) {
-  const auto it = metadata.find("step");
-  const bool found = it != metadata.end();
-  const char *text = found ? it->second.c_str() : "";
+namespace {
+
+/// The non-negative count `key` of a checkpoint's metadata; -1 when absent.
+int64_t metadataCount(const std::map<std::string, std::string> &metadata,
+                      const std::string &key, const std::string &file) {
+  const auto it = metadata.find(key);
+  if (it == metadata.end())
+    return -1;
+  const char *text = it->second.c_str();
   errno = 0;
   char *end = nullptr;
   const long long k = std::strtoll(text, &end, 10);
   if (!*text || *end || errno || k < 0)
-    throw std::runtime_error(
-        "checkpoint " + file + ": " +
-        (found ? "bad \"step\" \"" + it->second + "\" in its __metadata__"
-               : std::string("no \"step\" in its __metadata__ (not written "
-                             "by megatron-run --save?)")));
+    throw std::runtime_error("checkpoint " + file + ": bad \"" + key +
+                             "\" \"" + it->second + "\" in its __metadata__");
+  return k;
+}
+
+} // namespace
+
+int64_t resumeStep(const std::map<std::string, std::string> &metadata,
+                   const std::string &file, int64_t steps) {
+  const int64_t k = metadataCount(metadata, "step", file);
+  if (k < 0)
+    throw std::runtime_error("checkpoint " + file +
+                             ": no \"step\" in its __metadata__ (not written "
+                             "by megatron-run --save?)");
   if (k >= steps)
     throw std::runtime_error(
         "checkpoint " + file + " is at step " + std::to_string(k) +
         ": nothing to do for --steps " + std::to_string(steps) +
         " (--steps is the total number of steps, resumed ones included)");
   return k;
+}
+
+int64_t resumeSkipped(const std::map<std::string, std::string> &metadata,
+                      const std::string &file, int64_t step) {
+  const int64_t k = metadataCount(metadata, "skipped_updates", file);
+  if (k > step)
+    throw std::runtime_error("checkpoint " + file + ": \"skipped_updates\" " +
+                             std::to_string(k) + " exceeds its \"step\" " +
+                             std::to_string(step));
+  return std::max<int64_t>(k, 0);
 }
 
 std::string runSummary(const Options &opt, const Manifest &m,

@@ -35,7 +35,9 @@ struct Session {
   std::unique_ptr<TokenFile> data;
   std::unique_ptr<TokenFile> valData; // training with --val-data only
   RunLog log;                         // rank 0 with --log only
-  int64_t startStep = 0; // training: the updates already done (--resume)
+  int64_t startStep = 0; // training: the steps already done (--resume)
+  // Training: the steps among them whose non-finite update was skipped.
+  int64_t skippedUpdates = 0;
 };
 
 // Collective: allocates the buffers, reads this rank's weights (and with
@@ -53,6 +55,12 @@ bool resumes(const Options &opt);
 // std::runtime_error naming the file.
 int64_t resumeStep(const std::map<std::string, std::string> &metadata,
                    const std::string &file, int64_t steps);
+
+// The steps among a --resume checkpoint's `step` ones whose update was
+// skipped: its metadata's "skipped_updates" (0 when absent). Throws
+// std::runtime_error naming the file.
+int64_t resumeSkipped(const std::map<std::string, std::string> &metadata,
+                      const std::string &file, int64_t step);
 
 // Rank 0's note on what the run does: the model, the weights' source, the
 // data and, training, the steps.

@@ -59,7 +59,8 @@ bool evalStep(Session &s, int64_t step, GlobalWriter *logits) {
 bool trainStep(Session &s, int64_t step) {
   if (!s.loadBatch(*s.data, step))
     return false;
-  const std::array<float, MGT_HP_COUNT> hp = hyperparameters(s.opt, step);
+  const std::array<float, MGT_HP_COUNT> hp =
+      hyperparameters(s.opt, step, s.skippedUpdates);
   std::memcpy(s.buffers.host<float>(s.m.hyperparameters), hp.data(),
               sizeof(hp));
   float results[MGT_TRAIN_RESULT_COUNT] = {NAN, NAN};
@@ -74,10 +75,15 @@ bool trainStep(Session &s, int64_t step) {
                              batchTokens(s.m)));
   }
   // The loss and the norm are reduced over the mesh: every rank sees the
-  // same values and stops at the same step, before the weights they spoilt
-  // are saved over anything.
-  if (!s.mesh.agree(nonFiniteStep(step, loss, gradNorm)))
-    return false;
+  // same values and stops (or skips) at the same step. The step applied no
+  // update, so the weights are those before it.
+  if (!std::isfinite(loss) || !std::isfinite(gradNorm)) {
+    if (!s.opt.skipNonFinite)
+      return s.mesh.agree(nonFiniteStep(step, loss, gradNorm, false));
+    ++s.skippedUpdates;
+    if (s.mesh.rank0())
+      report(nonFiniteStep(step, loss, gradNorm, true, s.skippedUpdates));
+  }
   if (!s.opt.dumpGrads.empty() && step == s.startStep &&
       !dumpGradients(s, step))
     return false;
@@ -90,7 +96,8 @@ bool trainStep(Session &s, int64_t step) {
 
 } // namespace
 
-std::string nonFiniteStep(int64_t step, float loss, float gradNorm) {
+std::string nonFiniteStep(int64_t step, float loss, float gradNorm, bool skip,
+                          int64_t skipped) {
   if (std::isfinite(loss) && std::isfinite(gradNorm))
     return "";
   auto text = [](float v) {
@@ -98,10 +105,14 @@ std::string nonFiniteStep(int64_t step, float loss, float gradNorm) {
     std::snprintf(buf, sizeof(buf), "%.9g", v);
     return std::string(buf);
   };
-  return "step " + std::to_string(step) + ": the loss is " + text(loss) +
-         " and the gradient norm " + text(gradNorm) +
-         ": training stops, and nothing is saved (the weights took a "
-         "non-finite update)";
+  const std::string fault = "step " + std::to_string(step) +
+                            ": the loss is " + text(loss) +
+                            " and the gradient norm " + text(gradNorm);
+  if (skip)
+    return fault + ": its update is skipped (" + std::to_string(skipped) +
+           " skipped so far)";
+  return fault + ": training stops, and nothing is saved (the step applied "
+                 "no update; --on-nonfinite skip goes on without it)";
 }
 
 bool evaluate(Session &s) {
@@ -132,7 +143,8 @@ bool train(Session &s) {
 }
 
 std::array<float, MGT_HP_COUNT> hyperparameters(const Options &opt,
-                                                int64_t step) {
+                                                int64_t step,
+                                                int64_t skipped) {
   std::array<float, MGT_HP_COUNT> hp = {}; // reserved slots stay 0
   hp[MGT_HP_LR] = static_cast<float>(learningRate(opt, step));
   hp[MGT_HP_BETA1] = static_cast<float>(opt.beta1);
@@ -140,7 +152,7 @@ std::array<float, MGT_HP_COUNT> hyperparameters(const Options &opt,
   hp[MGT_HP_EPS] = static_cast<float>(opt.eps);
   hp[MGT_HP_WEIGHT_DECAY] = static_cast<float>(opt.weightDecay);
   hp[MGT_HP_GRAD_CLIP] = static_cast<float>(opt.gradClip);
-  hp[MGT_HP_STEP] = static_cast<float>(step + 1);
+  hp[MGT_HP_STEP] = static_cast<float>(step + 1 - skipped);
   return hp;
 }
 

@@ -24,15 +24,20 @@ bool evaluate(Session &s);
 // False on every rank if any rank failed.
 bool train(Session &s);
 
-// Why training stops after step `step`: its loss or gradient norm is not
-// finite (NaN or infinite). Empty when both are finite.
-std::string nonFiniteStep(int64_t step, float loss, float gradNorm);
+// What step `step` did when its loss or gradient norm is not finite (NaN or
+// infinite): the step applied no update, and the run stops or, with
+// `skip`, goes on (`skipped` updates so far, this one included). Empty when
+// both are finite.
+std::string nonFiniteStep(int64_t step, float loss, float gradNorm, bool skip,
+                          int64_t skipped = 0);
 
 // The train step's hyperparameters argument for step `step` (0-based): the
 // lr of the schedule and the AdamW options, rounded to f32, and the 1-based
-// count of updates including this one.
+// count of updates including this one (the `skipped` steps before it applied
+// none).
 std::array<float, MGT_HP_COUNT> hyperparameters(const Options &opt,
-                                                int64_t step);
+                                                int64_t step,
+                                                int64_t skipped = 0);
 
 } // namespace mrun
 

@@ -389,10 +389,26 @@ func.func @bf16_sum_squares(%g: tensor<8xbf16>) -> f32 {
 
 // -----
 
-func.func @bf16_adamw(%p: tensor<8xbf16>, %h: tensor<8xf32>, %s: f32)
+// AdamW keeps every element where the step is skipped (apply false).
+// CHECK-LABEL: func.func private @adamw(
+// CHECK-SAME: %[[OK:[a-z0-9]+]]: i1)
+// CHECK: linalg.generic
+// CHECK: ^bb0(%[[G:.*]]: f32, %[[P:.*]]: f32, %[[M:.*]]: f32, %[[V:.*]]: f32):
+// CHECK-DAG: arith.select %[[OK]], %{{.*}}, %[[P]] : f32
+// CHECK-DAG: arith.select %[[OK]], %{{.*}}, %[[M]] : f32
+// CHECK-DAG: arith.select %[[OK]], %{{.*}}, %[[V]] : f32
+func.func @adamw(%p: tensor<8xf32>, %g: tensor<8xf32>, %h: tensor<8xf32>, %s: f32, %ok: i1)
+    -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  %np, %nm, %nv = tp.adamw %p, %g, %p, %p, %h, %s if %ok : tensor<8xf32>, tensor<8xf32>
+  return %np, %nm, %nv : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+func.func @bf16_adamw(%p: tensor<8xbf16>, %h: tensor<8xf32>, %s: f32, %ok: i1)
     -> (tensor<8xbf16>, tensor<8xbf16>, tensor<8xbf16>) {
   // expected-error @+1 {{'tp.adamw' op updates fp32 master weights only, got 'tensor<8xbf16>'}}
-  %np, %nm, %nv = tp.adamw %p, %p, %p, %p, %h, %s : tensor<8xbf16>, tensor<8xf32>
+  %np, %nm, %nv = tp.adamw %p, %p, %p, %p, %h, %s if %ok : tensor<8xbf16>, tensor<8xf32>
   return %np, %nm, %nv : tensor<8xbf16>, tensor<8xbf16>, tensor<8xbf16>
 }
 

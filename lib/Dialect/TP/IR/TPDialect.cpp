@@ -323,5 +323,7 @@ Value tp::buildZeros(OpBuilder &b, Location loc, Type type) {
 void tp::markPhase(Operation *first, Operation *end, StringRef phase) {
   auto attr = StringAttr::get(first->getContext(), phase);
   for (Operation *op = first; op && op != end; op = op->getNextNode())
-    op->setAttr(TPDialect::kPhaseAttrName, attr);
+    op->walk([&](Operation *nested) {
+      nested->setAttr(TPDialect::kPhaseAttrName, attr);
+    });
 }

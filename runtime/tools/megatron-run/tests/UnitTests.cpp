@@ -802,8 +802,14 @@ TEST(Options, Training) {
        "--grad-clip", "1", "--lr-schedule", "cosine", "--warmup-steps", "2",
        "--min-lr", "1e-4", "--val-data", "v", "--val-every", "3",
        "--val-steps", "2", "--save", "o.st", "--resume", "r.st",
-       "--dump-grads", "g.st", "--collective-timeout", "30"});
+       "--dump-grads", "g.st", "--collective-timeout", "30",
+       "--on-nonfinite", "skip"});
   EXPECT_EQ(o.collectiveTimeout, 30.0);
+  EXPECT_TRUE(o.skipNonFinite);
+  EXPECT_FALSE(parseOptions({"s.so", "--data", "t", "--on-nonfinite", "stop"})
+                   .skipNonFinite);
+  EXPECT_THROW(parseOptions({"s.so", "--data", "t", "--on-nonfinite", "go"}),
+               std::invalid_argument);
   EXPECT_EQ(o.lr, 1e-3);
   EXPECT_EQ(o.beta1, 0.8);
   EXPECT_EQ(o.beta2, 0.95);
@@ -1396,14 +1402,41 @@ TEST(Session, Summary) {
                     "tokens); training steps 6..9");
 }
 
-TEST(StepLoop, NonFiniteStepsStopTraining) {
-  EXPECT_EQ(nonFiniteStep(3, 2.5f, 0.7f), "");
-  EXPECT_EQ(nonFiniteStep(7, NAN, 1.0f),
+TEST(StepLoop, NonFiniteStepsStopOrSkip) {
+  EXPECT_EQ(nonFiniteStep(3, 2.5f, 0.7f, false), "");
+  EXPECT_EQ(nonFiniteStep(7, NAN, 1.0f, false),
             "step 7: the loss is nan and the gradient norm 1: training "
-            "stops, and nothing is saved (the weights took a non-finite "
-            "update)");
-  EXPECT_NE(nonFiniteStep(2, 1.0f, INFINITY).find("gradient norm inf"),
+            "stops, and nothing is saved (the step applied no update; "
+            "--on-nonfinite skip goes on without it)");
+  EXPECT_NE(nonFiniteStep(2, 1.0f, INFINITY, false).find("gradient norm inf"),
             std::string::npos);
+  EXPECT_EQ(nonFiniteStep(4, 1.0f, NAN, true, 2),
+            "step 4: the loss is 1 and the gradient norm nan: its update is "
+            "skipped (2 skipped so far)");
+}
+
+// Skipped steps applied no update: AdamW's step count leaves them out.
+TEST(StepLoop, HyperparametersCountAppliedUpdates) {
+  const Options o = parseOptions({"s.so", "--data", "t", "--steps", "10"});
+  EXPECT_EQ(hyperparameters(o, 5)[MGT_HP_STEP], 6.0f);
+  EXPECT_EQ(hyperparameters(o, 5, 2)[MGT_HP_STEP], 4.0f);
+}
+
+TEST(Session, ResumeSkippedUpdates) {
+  EXPECT_EQ(resumeSkipped({{"step", "3"}}, "c.st", 3), 0);
+  EXPECT_EQ(resumeSkipped({{"skipped_updates", "2"}}, "c.st", 3), 2);
+  auto error = [](const std::map<std::string, std::string> &metadata) {
+    try {
+      resumeSkipped(metadata, "c.st", 3);
+    } catch (const std::runtime_error &e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(error({{"skipped_updates", "x"}}),
+            "checkpoint c.st: bad \"skipped_updates\" \"x\" in its __metadata__");
+  EXPECT_EQ(error({{"skipped_updates", "4"}}),
+            "checkpoint c.st: \"skipped_updates\" 4 exceeds its \"step\" 3");
 }
 
 TEST(StepLoop, Hyperparameters) {
@@ -1483,9 +1516,10 @@ TEST(Save, CheckpointLayout) {
                 {"optimizer.b.exp_avg_sq", 5}}));
   Options o = parseOptions({"s.so", "--data", "t", "--steps", "7"});
   o.minLr = 0.1 + 0.2; // needs all 17 digits to read back
-  EXPECT_EQ(checkpointMetadata(o, m, 7),
+  EXPECT_EQ(checkpointMetadata(o, m, 7, 1),
             (Metadata{{"format", "megatron-mlir"},
                       {"step", "7"},
+                      {"skipped_updates", "1"},
                       {"model", "mock"},
                       {"lr", "0.0003"},
                       {"beta1", "0.9"},

@@ -576,24 +576,27 @@ def TP_AdamWOp : TP_Op<"adamw", [DeclareOpInterfaceMethods<TP_PrecisionOpInterfa
 
     `param`, `grad`, the two moments and the three results (the new
     parameter and moments) have one type. tp-optimizer builds one per
-    parameter, with `decay` on 2-D weights only and `grad_scale` the f32
-    factor of global-norm clipping.
+    parameter, with `decay` on 2-D weights only, `grad_scale` the f32
+    factor of global-norm clipping and `apply` whether the step's loss and
+    gradient norm are finite: where it is false, the results are the
+    parameter and moments unchanged (the launcher then stops or skips the
+    step).
 
     Example:
 
     ```mlir
-    %p1, %m1, %v1 = tp.adamw %p, %dp, %m, %v, %hp, %scale {decay} : tensor<64x256xf32>, tensor<8xf32>
+    %p1, %m1, %v1 = tp.adamw %p, %dp, %m, %v, %hp, %scale if %finite {decay} : tensor<64x256xf32>, tensor<8xf32>
     ```
   }];
   let arguments = (ins TP_FloatTensor:$param, TP_FloatTensor:$grad,
                        TP_FloatTensor:$exp_avg, TP_FloatTensor:$exp_avg_sq,
                        StaticShapeTensorOf<[F32]>:$hyperparameters,
-                       F32:$grad_scale, UnitAttr:$decay);
+                       F32:$grad_scale, I1:$apply, UnitAttr:$decay);
   let results = (outs TP_FloatTensor:$new_param, TP_FloatTensor:$new_exp_avg,
                       TP_FloatTensor:$new_exp_avg_sq);
   let assemblyFormat = [{
     $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $hyperparameters `,`
-    $grad_scale attr-dict `:` type($param) `,` type($hyperparameters)
+    $grad_scale `if` $apply attr-dict `:` type($param) `,` type($hyperparameters)
   }];
 }
 
