@@ -11,3 +11,4 @@ cmake --build build --target check-megatron
 ctest --test-dir build --output-on-failure -j "$(nproc)"
 python3 -m pytest -q -p no:cacheprovider utils/gpt2_reference
 scripts/check-install.sh
+scripts/test-sanitize.sh

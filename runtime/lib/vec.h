@@ -42,12 +42,15 @@ inline float maxOf(const float *x, int64_t n) {
 /// the cross-entropy evaluates it for every vocabulary column of every token.
 /// Cephes' expf: x = n ln2 + r with |r| <= ln2/2, a degree-7 polynomial for
 /// e^r, 2^n by the exponent bits; relative error below 2e-7. Inputs below
-/// -87 (e^x under FLT_MIN) give 0.
+/// -87 (e^x under FLT_MIN) give 0, NaN gives NaN (a row of a diverged
+/// step).
 inline float expNonPositive(float x) {
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
   // Selects and conversions only, no branch or call: the loop vectorises.
-  float clamped = x < -87.0f ? -87.0f : x;
+  // The argument of the integer conversion stays in range, NaN included
+  // (converting NaN or a huge float to int is undefined).
+  float clamped = x >= -87.0f && x <= 88.0f ? x : (x > 88.0f ? 88.0f : -87.0f);
   float t = clamped * kLog2e + 0.5f;
   float n = static_cast<float>(static_cast<int32_t>(t)); // truncation
   n = n > t ? n - 1.0f : n;                              // floor
@@ -60,7 +63,7 @@ inline float expNonPositive(float x) {
   p = p * r + 5.0000001201e-1f;
   float er = p * r * r + r + 1.0f;
   float twoN = __builtin_bit_cast(float, (static_cast<int32_t>(n) + 127) << 23);
-  return x < -87.0f ? 0.0f : er * twoN;
+  return x < -87.0f ? 0.0f : (x == x ? er * twoN : x);
 }
 
 } // namespace mrt
