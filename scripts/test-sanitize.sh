@@ -18,3 +18,5 @@ ctest --test-dir build-sanitize --output-on-failure -j "$(nproc)"
   build-sanitize/test/Transforms build-sanitize/test/Conversion \
   build-sanitize/test/Models build-sanitize/test/Target \
   build-sanitize/test/Integration build-sanitize/test/Upstream
+# A short fuzzing smoke; scripts/fuzz.sh RUNS runs a longer one.
+scripts/fuzz.sh 2000

@@ -1,0 +1,11 @@
+
+
+func.func @lm(%wte: tensor<16x5xf32> {tp.name = "wte.weight"}, %gamma: tensor<5xf32> {tp.name = "ln.weight"},
+              %beta: tensor<5xf32> {tp.name = "ln.bias"},
+              %ids: tensor<4x4xi32> {tp.role = "tokens"}, %targets: tensor<4x4xi32> {tp.role = "targets"}) -> tensor<f32> {
+  %x = tp.embedding %wte[%ids] : tensor<16x5xf32>, tensor<4x4xi32> -> tensor<4x4x5xf32>
+  %h = tp.layer_norm %x, %gamma, %beta : tensor<4x4x5xf32>, tensor<5xf32>
+  %l = tp.matmul %h, %wte {transpose_rhs} : tensor<4x4x5xf32>, tensor<16x5xf32> -> tensor<4x4x16xf32>
+  %loss = tp.cross_entropy %l, %targets valid_vocab = 16 : tensor<4x4x16xf32>, tensor<4x4xi32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
