@@ -40,21 +40,22 @@ void rankExitsDuringAllReduce(mrt_context *ctx) {
 }
 
 // Nothing but the timeout can end rank 0's wait: rank 1 neither exits nor
-// answers, as a rank stuck in a kernel or a debugger.
-void rankStopsDuringAllReduce(mrt_context *ctx) {
-  const int axis = mrt_axis_size(ctx, MRT_AXIS_TP) > 1 ? MRT_AXIS_TP
-                                                       : MRT_AXIS_DP;
+// answers, as a rank stuck in a kernel or a debugger. Returns the axis the
+// others then reduce over: tp when it joins ranks 0 and 1, else dp.
+int stopRankOne(mrt_context *ctx) {
   if (mrt_world_rank(ctx) == 1)
     raise(SIGSTOP);
+  return mrt_axis_size(ctx, MRT_AXIS_TP) > 1 ? MRT_AXIS_TP : MRT_AXIS_DP;
+}
+
+void rankStopsDuringAllReduce(mrt_context *ctx) {
+  const int axis = stopRankOne(ctx);
   float value = 1.0f;
   mrt_all_reduce_f32(ctx, axis, &value, 1, MRT_REDUCE_SUM);
 }
 
 void rankStopsDuringBucket(mrt_context *ctx) {
-  const int axis = mrt_axis_size(ctx, MRT_AXIS_TP) > 1 ? MRT_AXIS_TP
-                                                       : MRT_AXIS_DP;
-  if (mrt_world_rank(ctx) == 1)
-    raise(SIGSTOP);
+  const int axis = stopRankOne(ctx);
   float a = 1.0f, b = 2.0f;
   mrt_bucket_begin(ctx, axis);
   mrt_bucket_all_reduce_f32(ctx, &a, 1);

@@ -170,9 +170,10 @@ kernelSymbols(gpu::LaunchOp launch, func::FuncOp function, unsigned index) {
 /// its entry and is waited for before it returns: every launch goes on the
 /// stream the chain's `gpu.wait async` obtains (the runtime hands out the
 /// rank's stream, where its own kernels run too), with no host
-/// synchronisation between launches; the stream, not the tokens, orders
-/// them after one another and after the runtime's own kernels, also from
-/// one iteration of a loop (the micro-batch loop) to the next.
+/// synchronisation between launches; the stream orders them after the
+/// runtime's own kernels too. An iteration of a loop (the micro-batch loop)
+/// waits for its launches before the next, the cost of one host
+/// synchronisation per micro-batch.
 class LaunchChain {
 public:
   explicit LaunchChain(func::FuncOp function)
@@ -211,13 +212,18 @@ private:
       }
       if (op.getNumRegions() == 0 || !hasLaunch(&op))
         continue;
-      // Each iteration chains from the token before the loop: a token names
-      // the stream, and the one stream runs the iterations in order.
-      if (!isa<scf::ForOp>(op))
+      // Each iteration chains from the token before the loop and waits for
+      // its last launch before the next begins, so nothing after the loop
+      // needs a token from inside it.
+      auto loop = dyn_cast<scf::ForOp>(op);
+      if (!loop)
         return op.emitOpError("holds kernels, which only a loop's body or "
                               "the function's may");
-      if (failed(chain(*cast<scf::ForOp>(op).getBody(), token)))
+      FailureOr<Value> last = chain(*loop.getBody(), token);
+      if (failed(last))
         return failure();
+      rewriter.setInsertionPoint(loop.getBody()->getTerminator());
+      gpu::WaitOp::create(rewriter, loop.getLoc(), Type(), ValueRange{*last});
     }
     return token;
   }

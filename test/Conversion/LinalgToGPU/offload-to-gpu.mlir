@@ -139,3 +139,34 @@ func.func @dynamic_rows(%x: memref<?x4xf32>) {
   }
   return
 }
+
+// -----
+
+// A loop's launches (the micro-batch loop's) chain from the token before the
+// loop, and each iteration waits for its last launch.
+// CHECK-LABEL: func.func @in_loop(
+// CHECK: %[[T0:.*]] = gpu.wait async
+// CHECK: scf.for
+// CHECK: %[[T1:.*]] = gpu.launch async [%[[T0]]]
+// CHECK: gpu.wait [%[[T1]]]
+// CHECK-NEXT: }
+// CHECK-NEXT: return
+func.func @in_loop(%x: memref<500xf32>, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %n step %c1 {
+    linalg.copy ins(%x : memref<500xf32>) outs(%x : memref<500xf32>)
+  }
+  return
+}
+
+// -----
+
+// Kernels under any other region are refused: nothing chains them.
+func.func @in_branch(%x: memref<500xf32>, %y: memref<500xf32>, %c: i1) {
+  // expected-error @+1 {{'scf.if' op holds kernels, which only a loop's body or the function's may}}
+  scf.if %c {
+    linalg.copy ins(%x : memref<500xf32>) outs(%y : memref<500xf32>)
+  }
+  return
+}
