@@ -25,11 +25,6 @@ using namespace mlir::tp;
 
 namespace {
 
-int64_t numBytes(Value value) {
-  auto type = cast<RankedTensorType>(value.getType());
-  return type.getNumElements() * type.getElementTypeBitWidth() / 8;
-}
-
 /// A gradient's data-parallel sum, which a bucket can take.
 bool isGradientSumOverDp(Operation *op) {
   auto reduce = dyn_cast<AllReduceOp>(op);
@@ -50,7 +45,7 @@ public:
         flush(&op);
       if (!isGradientSumOverDp(&op))
         continue;
-      int64_t size = numBytes(op.getResult(0));
+      int64_t size = getNumBytes(op.getResult(0).getType());
       if (!bucket.empty() && bytes + size > limit)
         flush(&op);
       bucket.push_back(cast<AllReduceOp>(op));

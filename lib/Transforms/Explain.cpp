@@ -27,12 +27,6 @@ int64_t numElements(Type type) {
   return cast<RankedTensorType>(type).getNumElements();
 }
 
-int64_t numBytes(Type type) {
-  auto tensor = cast<RankedTensorType>(type);
-  return tensor.getNumElements() *
-         ((tensor.getElementTypeBitWidth() + 7) / 8);
-}
-
 struct Gemm {
   std::string name;
   int64_t batch, m, n, k;
@@ -69,13 +63,13 @@ void countParameters(func::FuncOp function, Report &report) {
   for (BlockArgument arg : function.getArguments()) {
     ArgumentRole role = getArgumentKind(function, arg.getArgNumber()).role;
     if (role == ArgumentRole::AdamM || role == ArgumentRole::AdamV)
-      report.optimizerBytes += numBytes(arg.getType());
+      report.optimizerBytes += getNumBytes(arg.getType());
     auto name = function.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                       TPDialect::kNameAttrName);
     if (!name || !isParameter(function, arg.getArgNumber()))
       continue;
     int64_t local = numElements(arg.getType());
-    report.paramBytes += numBytes(arg.getType());
+    report.paramBytes += getNumBytes(arg.getType());
     report.gradientBytes += local * 4;
     int64_t global = local;
     if (auto shape = function.getArgAttrOfType<DenseI64ArrayAttr>(
@@ -112,7 +106,7 @@ void countActivations(Operation *op, Report &report) {
   for (Value result : op->getResults())
     if (isa<RankedTensorType>(result.getType()) &&
         llvm::any_of(result.getUsers(), isBackward))
-      report.activationBytes += numBytes(result.getType());
+      report.activationBytes += getNumBytes(result.getType());
 }
 
 void countCompute(Operation *op, Report &report) {
@@ -138,7 +132,7 @@ void countCommunication(Operation *op, Report &report) {
   int64_t elements = 0, bytes = 0;
   for (Value tensor : collective.getCollectiveTensors()) {
     elements += numElements(tensor.getType());
-    bytes += numBytes(tensor.getType());
+    bytes += getNumBytes(tensor.getType());
   }
   std::string axis = collective.getCollectiveAxis().str();
   int64_t times = executionsPerStep(op);

@@ -313,6 +313,11 @@ StringRef tp::getPhase(Operation *op) {
   return "forward";
 }
 
+int64_t tp::getNumBytes(Type type) {
+  auto tensor = cast<RankedTensorType>(type);
+  return tensor.getNumElements() * ((tensor.getElementTypeBitWidth() + 7) / 8);
+}
+
 Value tp::buildZeros(OpBuilder &b, Location loc, Type type) {
   auto tensor = cast<RankedTensorType>(type);
   return arith::ConstantOp::create(

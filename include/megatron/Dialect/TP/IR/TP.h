@@ -61,6 +61,10 @@ CrossEntropyPieces buildCrossEntropyPieces(OpBuilder &b, CrossEntropyOp loss,
                                            std::optional<StringRef> axis,
                                            IntegerAttr meanOver = {});
 
+/// The bytes a ranked tensor of `type` holds (its elements, each rounded up
+/// to whole bytes).
+int64_t getNumBytes(Type type);
+
 /// A constant float tensor of `type` holding zeros: a gradient nothing
 /// reaches, an accumulator before its first term.
 Value buildZeros(OpBuilder &b, Location loc, Type type);
