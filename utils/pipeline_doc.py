@@ -9,7 +9,7 @@ generated from the registry that megatron-opt prints.
 import re
 import sys
 
-PIPELINES = ("megatron-pipeline", "megatron-compile-pipeline", "megatron-lower-")
+PIPELINES = ("megatron-pipeline", "megatron-partition-pipeline", "megatron-compile-pipeline", "megatron-lower-")
 ENTRY = re.compile(r"^ {6}--(\S+)\s+-   (.*)$")
 OPTION = re.compile(r"^ {8}--(\S+?)(=<\w+>)?\s+- (.*)$")
 VALUE = re.compile(r"^ {4}=(\S+)\s+-   (.*)$")

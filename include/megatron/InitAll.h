@@ -9,6 +9,7 @@
 #define MEGATRON_INITALL_H
 
 #include "megatron/Conversion/Passes.h"
+#include "megatron/Dialect/TP/Extensions/ShardingRuleExtensions.h"
 #include "megatron/Dialect/TP/IR/TP.h"
 #include "megatron/Target/Passes.h"
 #include "megatron/Target/Pipelines.h"
@@ -21,12 +22,14 @@
 
 namespace mlir::megatron {
 
-/// The tp dialect and every upstream dialect, interface model and
-/// extension the pipeline goes through (bufferization needs the external
-/// models of linalg, tensor and arith; the CUDA target, the NVVM and GPU
-/// translations to LLVM IR).
+/// The tp dialect, the sharding rules of the upstream ops frameworks lower
+/// to, and every upstream dialect, interface model and extension the
+/// pipeline goes through (bufferization needs the external models of
+/// linalg, tensor and arith; the CUDA target, the NVVM and GPU translations
+/// to LLVM IR).
 inline void registerAllDialects(DialectRegistry &registry) {
   registry.insert<tp::TPDialect>();
+  tp::registerShardingRuleExtensions(registry);
   mlir::registerAllDialects(registry);
   mlir::registerAllExtensions(registry);
   // gpu-module-to-binary translates kernels to LLVM IR in-process.

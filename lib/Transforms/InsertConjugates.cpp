@@ -96,6 +96,9 @@ void conjugateOperand(OpBuilder &b, Operation *op, unsigned index,
                       MeshOp mesh, ArgumentConjugates &shared) {
   auto meshRef = FlatSymbolRefAttr::get(mesh);
   Value value = op->getOperand(index);
+  // Scalars (a fill's value, a dynamic size) have no layout.
+  if (!isa<RankedTensorType>(value.getType()))
+    return;
   b.setInsertionPoint(op);
   if (!rule.consumesPartial)
     value = completePartialSums(b, op->getLoc(), value, mesh);
@@ -107,10 +110,13 @@ void conjugateOperand(OpBuilder &b, Operation *op, unsigned index,
     setSharding(value, required);
     actual = required;
   }
-  if (isa<FloatType>(getElementTypeOrSelf(value.getType()))) {
+  if (isa<FloatType>(getElementTypeOrSelf(value.getType())) &&
+      isa<VJPOpInterface>(op)) {
     // A whole value entering an op whose results are split or partial over
     // an axis (resharded to whole or not): its gradient will be partial over
-    // that axis, which f's backward all-reduce completes.
+    // that axis, which f's backward all-reduce completes. Only tp-autodiff's
+    // backward needs it: an op without a VJP (a framework's linalg, whose
+    // backward the framework wrote) has none.
     SmallVector<StringRef> axes;
     for (StringRef axis : resultAxes(op, mesh))
       if (!required.usesAxis(axis))
@@ -151,7 +157,8 @@ struct InsertConjugatesPass
     : public megatron::impl::InsertConjugatesBase<InsertConjugatesPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (failed(verifyGlobalProgram(module, getArgument())))
+    if (failed(verifyGlobalProgram(module, getArgument(),
+                                   ProgramDialects::TPAndLinalg)))
       return signalPassFailure();
     SymbolTableCollection symbols;
     OpBuilder b(&getContext());

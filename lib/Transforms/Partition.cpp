@@ -81,7 +81,8 @@ private:
 struct PartitionPass : public megatron::impl::PartitionBase<PartitionPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (failed(verifyGlobalProgram(module, getArgument())))
+    if (failed(verifyGlobalProgram(module, getArgument(),
+                                   ProgramDialects::TPAndLinalg)))
       return signalPassFailure();
     SymbolTableCollection symbols;
     for (auto function : module.getOps<func::FuncOp>()) {

@@ -10,6 +10,10 @@ void megatron::buildMegatronPipeline(OpPassManager &pm,
                                      const MegatronAnnotateOptions &layout,
                                      bool exportLogits) {
   pm.addPass(createMegatronAnnotate(layout));
+  buildPartitionPipeline(pm, exportLogits);
+}
+
+void megatron::buildPartitionPipeline(OpPassManager &pm, bool exportLogits) {
   pm.addPass(createPropagate());
   pm.addPass(createInsertConjugates());
   if (exportLogits)
@@ -26,5 +30,13 @@ void megatron::registerPassesAndPipelines() {
       [](OpPassManager &pm, const PipelineOptions &options) {
         buildMegatronPipeline(pm, options.annotateOptions(),
                               options.exportLogits);
+      });
+  PassPipelineRegistration<>(
+      "megatron-partition-pipeline",
+      "Partitions a program from the shardings written on it (a framework's "
+      "linalg program with tp.sharding arguments): propagate, insert f/g, "
+      "partition",
+      [](OpPassManager &pm) {
+        buildPartitionPipeline(pm, /*exportLogits=*/false);
       });
 }

@@ -90,6 +90,36 @@ FailureOr<bool> propagateThrough(ShardingRuleOpInterface op,
   return changed;
 }
 
+/// An op without a sharding rule (one no interface model covers) runs
+/// replicated: its tensor operands must be whole, and its results are. Fails
+/// at the first op with a split or partial operand; remarks the others, as
+/// a replicated op in a partitioned program is work every rank repeats.
+LogicalResult checkOpsWithoutRule(ModuleOp module,
+                                  const PropagationState &state) {
+  WalkResult result = module.walk([&](Operation *op) {
+    if (isa<ShardingRuleOpInterface, func::FuncOp>(op) ||
+        op->hasTrait<OpTrait::IsTerminator>() ||
+        op->getParentOfType<ShardingRuleOpInterface>() ||
+        !llvm::any_of(llvm::concat<Value>(op->getOperands(), op->getResults()),
+                      isTensor))
+      return WalkResult::advance();
+    for (auto [index, operand] : llvm::enumerate(op->getOperands())) {
+      ShardingAttr sharding = state.known.lookup(operand);
+      if (!sharding || sharding.isReplicated())
+        continue;
+      op->emitError() << "'" << op->getName()
+                      << "' has no sharding rule, so it runs replicated, but "
+                         "its operand #"
+                      << index << " is " << sharding;
+      return WalkResult::interrupt();
+    }
+    op->emitRemark() << "'" << op->getName()
+                     << "' has no sharding rule: it runs replicated";
+    return WalkResult::advance();
+  });
+  return failure(result.wasInterrupted());
+}
+
 /// Seeds the state with every annotation; all must name one mesh.
 LogicalResult seed(ModuleOp module, PropagationState &state) {
   auto record = [&](Value value, ShardingAttr sharding,
@@ -126,7 +156,8 @@ struct PropagatePass
     : public megatron::impl::PropagateBase<PropagatePass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (failed(verifyGlobalProgram(module, getArgument())))
+    if (failed(verifyGlobalProgram(module, getArgument(),
+                                   ProgramDialects::TPAndLinalg)))
       return signalPassFailure();
     PropagationState state;
     if (failed(seed(module, state)))
@@ -154,6 +185,8 @@ struct PropagatePass
     // Report the conflicts of the final state once per op.
     for (ShardingRuleOpInterface op : ops)
       (void)propagateThrough(op, state, /*remark=*/true);
+    if (failed(checkOpsWithoutRule(module, state)))
+      return signalPassFailure();
 
     module.walk([&](func::FuncOp function) {
       if (function.isExternal())

@@ -65,7 +65,13 @@ void buildMegatronPipeline(OpPassManager &pm,
                            const MegatronAnnotateOptions &layout,
                            bool exportLogits);
 
-/// Registers every pass of the project and the `megatron-pipeline`.
+/// tp-propagate, tp-insert-conjugates, (tp-export-logits,) tp-partition: a
+/// program partitioned from the shardings already on it, by the planner
+/// (tp-megatron-annotate) or by a framework (`tp.sharding` arguments).
+void buildPartitionPipeline(OpPassManager &pm, bool exportLogits);
+
+/// Registers every pass of the project, `megatron-pipeline` and
+/// `megatron-partition-pipeline`.
 void registerPassesAndPipelines();
 
 } // namespace mlir::megatron

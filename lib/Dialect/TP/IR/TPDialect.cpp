@@ -252,7 +252,11 @@ int64_t tp::getRingPasses(CollectiveKind kind) {
 /// The dialects a global tp program is written in: what gpt2-mlir and the
 /// model families emit, what the planner has rules for, and bufferization,
 /// whose materialize_in_destination tp-export-logits writes outputs with.
-static bool isTPProgramDialect(StringRef dialect) {
+/// Programs partitioned from their own shardings may also be linalg, what
+/// frameworks lower to.
+static bool isProgramDialect(StringRef dialect, ProgramDialects accepted) {
+  if (accepted == ProgramDialects::TPAndLinalg && dialect == "linalg")
+    return true;
   return llvm::is_contained({StringRef(TPDialect::getDialectNamespace()),
                              StringRef("builtin"), StringRef("func"),
                              StringRef("arith"), StringRef("tensor"),
@@ -260,32 +264,45 @@ static bool isTPProgramDialect(StringRef dialect) {
                             dialect);
 }
 
-/// Fails at the first op of each kind from another dialect: linalg from a
-/// framework's lowering or upstream shard annotations would otherwise pass
-/// through replicated and unchanged.
-static LogicalResult verifyTPProgramOps(ModuleOp module, StringRef pass) {
+/// Where a program in `dialect` is taken, when a pass accepting only
+/// `accepted` refuses it.
+static StringRef suggestPipeline(StringRef dialect, ProgramDialects accepted) {
+  if (accepted == ProgramDialects::TP && dialect == "linalg")
+    return "; a linalg program is partitioned from the tp.sharding of its "
+           "arguments (megatron-partition-pipeline)";
+  return "";
+}
+
+/// Fails at the first op of each kind from another dialect: a framework's
+/// leftovers (IREE's util) or upstream shard annotations would otherwise
+/// pass through replicated and unchanged.
+static LogicalResult verifyProgramOps(ModuleOp module, StringRef pass,
+                                      ProgramDialects accepted) {
   LogicalResult result = success();
   llvm::StringSet<> reported;
   // Pre-order, so that a foreign op's own body (linalg.yield) goes unsaid.
   module.walk<WalkOrder::PreOrder>([&](Operation *op) {
     StringRef dialect = op->getName().getDialectNamespace();
-    if (isTPProgramDialect(dialect))
+    if (isProgramDialect(dialect, accepted))
       return WalkResult::advance();
     if (!reported.insert(op->getName().getStringRef()).second)
       return WalkResult::skip();
     mlir::emitError(op->getLoc())
-        << "'" << op->getName() << "' is not part of a tp program: " << pass
-        << " plans programs written in the tp dialect (with func, arith, "
-           "tensor, math and bufferization); programs in the "
-        << dialect << " dialect are not supported yet";
+        << "'" << op->getName() << "' is not part of a program " << pass
+        << " takes: it takes the "
+        << (accepted == ProgramDialects::TPAndLinalg ? "tp and linalg" : "tp")
+        << " dialects (with func, arith, tensor, math and bufferization), not "
+           "the "
+        << dialect << " dialect" << suggestPipeline(dialect, accepted);
     result = failure();
     return WalkResult::skip();
   });
   return result;
 }
 
-LogicalResult tp::verifyGlobalProgram(ModuleOp module, StringRef pass) {
-  if (failed(verifyTPProgramOps(module, pass)))
+LogicalResult tp::verifyGlobalProgram(ModuleOp module, StringRef pass,
+                                      ProgramDialects accepted) {
+  if (failed(verifyProgramOps(module, pass, accepted)))
     return failure();
   LogicalResult result = success();
   module.walk([&](FunctionOpInterface function) {

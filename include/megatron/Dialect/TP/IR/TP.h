@@ -82,13 +82,18 @@ bool isForwardEntry(FunctionOpInterface function);
 /// or a reduce-scatter, 0 for what moves nothing between ranks.
 int64_t getRingPasses(CollectiveKind kind);
 
+/// The dialects a pass that plans or partitions takes: the tp dialect (the
+/// planner's input), or linalg too (what is partitioned from its shardings).
+enum class ProgramDialects { TP, TPAndLinalg };
+
 /// Fails, with an error at each function tp-partition already made per-rank
-/// and at the first op of each kind from outside the dialects tp programs
-/// use, unless `module` is a global tp program: the passes that plan and
-/// partition (`pass` names the one asking) take the global program, their
-/// output fed back is recognised rather than misread, and a linalg or shard
-/// program is refused rather than passed through replicated.
-LogicalResult verifyGlobalProgram(ModuleOp module, StringRef pass);
+/// and at the first op of each kind from outside the `accepted` dialects,
+/// unless `module` is a global program: the passes that plan and partition
+/// (`pass` names the one asking) take the global program, their output fed
+/// back is recognised rather than misread, and a program in another dialect
+/// is refused rather than passed through replicated.
+LogicalResult verifyGlobalProgram(ModuleOp module, StringRef pass,
+                                  ProgramDialects accepted = ProgramDialects::TP);
 
 /// The training-step phase `op` belongs to: "forward", "backward" or
 /// "optimizer" (tp.phase).
