@@ -16,8 +16,23 @@ using namespace mlir::megatron;
 
 namespace {
 
+/// Why a framework's function cannot be compiled with `options`, or
+/// nothing: its module states its mesh and it has no training step.
+std::optional<std::string> functionConflict(const CompileOptions &options) {
+  if (options.tp != 1 || options.dp != 1 || options.microBatches != 1)
+    return "entry compiles a function on the mesh its module declares; drop "
+           "tp, dp and micro-batches";
+  if (options.train || options.exportLogits || options.exportGrads)
+    return "entry compiles a function as it is; drop train, export-logits "
+           "and export-grads";
+  return std::nullopt;
+}
+
 /// Why `options` cannot be compiled, or nothing.
 std::optional<std::string> conflict(const CompileOptions &options) {
+  if (!options.entry.empty())
+    if (std::optional<std::string> why = functionConflict(options))
+      return why;
   if (options.exportLogits && options.train)
     return "export-logits is for the forward entry; drop train";
   if (options.exportGrads && !options.train)
@@ -53,7 +68,12 @@ bool usesBF16(const CompileOptions &options) {
 }
 
 void addPartitionStages(OpPassManager &pm, const CompileOptions &options) {
-  buildMegatronPipeline(pm, options.annotateOptions(), options.exportLogits);
+  if (!options.entry.empty()) {
+    pm.addPass(createFunctionEntry(FunctionEntryOptions{options.entry}));
+    buildPartitionPipeline(pm, /*exportLogits=*/false);
+  } else {
+    buildMegatronPipeline(pm, options.annotateOptions(), options.exportLogits);
+  }
   if (options.train) {
     pm.addPass(createKeepForward());
     pm.addPass(createAutodiff());

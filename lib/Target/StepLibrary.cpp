@@ -40,6 +40,26 @@ llvm::SmallVector<llvm::Value *> unpackArguments(llvm::IRBuilder<> &b,
   return args;
 }
 
+/// `void mgt_function(ctx, args)`: the function writes its outputs into
+/// their arguments and returns nothing.
+LogicalResult addFunctionEntry(llvm::Module &module, llvm::Function &function,
+                               const megatron::StepEntry &step, Location loc) {
+  if (!function.getReturnType()->isVoidTy())
+    return emitError(loc) << "the function entry must return nothing (every "
+                             "result written into its output argument)";
+  llvm::LLVMContext &context = module.getContext();
+  llvm::IRBuilder<> b(context);
+  auto *ptr = llvm::PointerType::getUnqual(context);
+  auto *entry = llvm::Function::Create(
+      llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr}, false),
+      llvm::GlobalValue::ExternalLinkage, MGT_ENTRY_PREFIX + step.kind,
+      module);
+  b.SetInsertPoint(llvm::BasicBlock::Create(context, "entry", entry));
+  b.CreateCall(&function, unpackArguments(b, *entry, step));
+  b.CreateRetVoid();
+  return success();
+}
+
 /// `float mgt_forward(ctx, args)` returns the function's scalar;
 /// `void mgt_train_step(ctx, args, float *results)` stores each of its
 /// scalars (loss, gradient norm).
@@ -50,6 +70,8 @@ LogicalResult addEntry(llvm::Module &module, const megatron::StepEntry &step,
     return emitError(loc) << "the lowered module has no function '"
                           << step.function << "'";
   function->setLinkage(llvm::GlobalValue::InternalLinkage);
+  if (step.kind == MGT_ENTRY_KIND_FUNCTION)
+    return addFunctionEntry(module, *function, step, loc);
   llvm::LLVMContext &context = module.getContext();
   llvm::IRBuilder<> b(context);
   auto *ptr = llvm::PointerType::getUnqual(context);

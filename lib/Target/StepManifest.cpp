@@ -129,7 +129,10 @@ FailureOr<std::string> buildStepManifest(ModuleOp module, func::FuncOp function,
   llvm::json::Array entryKinds;
   for (const StepEntry &entry : entries)
     entryKinds.push_back(entry.kind);
-  std::optional<int64_t> vocab = validVocab(function);
+  // A framework's function has no loss; a model's step needs one.
+  bool isFunction = entries.front().kind == MGT_ENTRY_KIND_FUNCTION;
+  std::optional<int64_t> vocab =
+      isFunction ? std::optional<int64_t>(0) : validVocab(function);
   if (!vocab)
     return function.emitError("the step has no cross-entropy loss");
   llvm::json::Object manifest{
@@ -186,16 +189,33 @@ FailureOr<SmallVector<int32_t>> manifestIndices(func::FuncOp function,
   return indices;
 }
 
-/// The functions the library exports, the forward entry first: those
-/// tp-keep-forward marked, or the module's one function with a body.
+/// Whether `function` is a framework's function (tp-function-entry).
+bool isFunctionEntry(func::FuncOp function) {
+  auto kind = function->getAttrOfType<StringAttr>(TPDialect::kEntryAttrName);
+  return kind && kind.getValue() == MGT_ENTRY_KIND_FUNCTION;
+}
+
+/// The functions the library exports: a framework's function alone, or the
+/// forward entry first, those tp-keep-forward marked or the module's one
+/// function with a body.
 FailureOr<SmallVector<func::FuncOp>> entryFunctions(ModuleOp module) {
-  SmallVector<func::FuncOp> defined, forward, trainStep;
+  SmallVector<func::FuncOp> defined, forward, trainStep, functions;
   for (auto function : module.getOps<func::FuncOp>()) {
     if (function.isExternal())
       continue;
     defined.push_back(function);
-    if (function->hasAttr(TPDialect::kEntryAttrName))
+    if (isFunctionEntry(function))
+      functions.push_back(function);
+    else if (function->hasAttr(TPDialect::kEntryAttrName))
       (isForwardEntry(function) ? forward : trainStep).push_back(function);
+  }
+  if (!functions.empty()) {
+    if (functions.size() != 1 || !forward.empty() || !trainStep.empty())
+      return module.emitError("tp-step-manifest: a function's step library "
+                              "exports that function alone; the module marks ")
+             << functions.size() << " functions and "
+             << forward.size() + trainStep.size() << " model entries";
+    return functions;
   }
   if (forward.empty() && trainStep.empty()) {
     if (defined.size() != 1)
@@ -297,7 +317,8 @@ FailureOr<StepEntry> readEntry(ModuleOp module, Attribute attr) {
   if (failed(kind) || failed(function) || failed(arguments))
     return failure();
   if (kind->getValue() != MGT_ENTRY_KIND_FORWARD &&
-      kind->getValue() != MGT_ENTRY_KIND_TRAIN_STEP)
+      kind->getValue() != MGT_ENTRY_KIND_TRAIN_STEP &&
+      kind->getValue() != MGT_ENTRY_KIND_FUNCTION)
     return module.emitError("unknown entry kind '") << kind->getValue() << "'";
   return StepEntry{kind->str(), function->str(),
                    SmallVector<int32_t>(arguments->asArrayRef())};

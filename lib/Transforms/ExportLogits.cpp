@@ -1,4 +1,5 @@
 //===- ExportLogits.cpp - write the loss's logits into an argument --------===//
+#include "WrittenArguments.h"
 #include "megatron/Dialect/TP/IR/ShardingUtils.h"
 #include "megatron/Transforms/Passes.h"
 
@@ -23,33 +24,21 @@ LogicalResult exportLogits(func::FuncOp function) {
   OpBuilder b(function.getContext());
   Value logits = loss.getLogits();
   auto type = loss.getLogits().getType();
-  unsigned index = function.getNumArguments();
-  (void)function.insertArgument(index, type, {}, function.getLoc());
-  BlockArgument output = function.getArgument(index);
-  function.setArgAttr(index, TPDialect::kNameAttrName, b.getStringAttr("logits"));
-  setArgumentKind(function, index, ArgumentRole::Logits);
+  BlockArgument output =
+      addNamedArgument(function, type, "logits", ArgumentRole::Logits);
   if (ShardingAttr sharding = getSharding(logits))
     setSharding(output, withoutPartial(sharding));
   if (loss.getValidVocab() != static_cast<uint64_t>(type.getShape().back())) {
     SmallVector<int64_t> unpadded(type.getShape());
     unpadded.back() = loss.getValidVocab();
-    function.setArgAttr(index, TPDialect::kUnpaddedShapeAttrName,
+    function.setArgAttr(output.getArgNumber(),
+                        TPDialect::kUnpaddedShapeAttrName,
                         b.getDenseI64ArrayAttr(unpadded));
   }
-
-  auto ret = cast<func::ReturnOp>(function.front().getTerminator());
-  b.setInsertionPoint(ret);
-  auto write = bufferization::MaterializeInDestinationOp::create(
-      b, loss.getLoc(), logits, output);
+  auto write = returnWrittenInto(function, logits, output);
+  write->setLoc(loss.getLoc());
   if (ShardingAttr sharding = getSharding(output))
     setSharding(write.getResult(), sharding);
-  SmallVector<Value> results(ret.getOperands());
-  results.push_back(write.getResult());
-  ret->setOperands(results);
-  function.setType(b.getFunctionType(function.front().getArgumentTypes(),
-                                     TypeRange(ValueRange(results))));
-  function.setResultAttr(results.size() - 1, TPDialect::kUpdatesAttrName,
-                         b.getI64IntegerAttr(index));
   return success();
 }
 

@@ -88,6 +88,12 @@ static cl::opt<bool> exportLogits(
     cl::desc("the forward entry also writes the logits into a `logits` "
              "argument (for checking against a reference)"),
     cl::cat(category));
+static cl::opt<std::string> entry(
+    "entry",
+    cl::desc("compile the function of this name, as a framework lowered it "
+             "(linalg with tp.sharding arguments, on the mesh its module "
+             "declares), as the library's one entry"),
+    cl::value_desc("function"), cl::init(""), cl::cat(category));
 enum class Emit {
   SharedLibrary,
   Object,
@@ -155,6 +161,7 @@ static void setCompileOptions(megatron::CompileOptions &options) {
   options.bucketBytes = bucketBytes;
   options.exportLogits = exportLogits;
   options.arch = arch;
+  options.entry = entry;
   if (emit == Emit::PTX)
     options.binaryFormat = "isa";
 }

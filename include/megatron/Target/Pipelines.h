@@ -100,6 +100,12 @@ struct CompileOptions : public LayoutOptions<CompileOptions> {
       llvm::cl::desc("with target=cuda: fatbin (what the step loads) or isa "
                      "(PTX text, to read)"),
       llvm::cl::init("fatbin")};
+  Option<std::string> entry{
+      *this, "entry",
+      llvm::cl::desc("compile a framework's function (linalg with tp.sharding "
+                     "arguments, on the mesh its module declares) as the "
+                     "library's one entry, instead of planning a model"),
+      llvm::cl::init("")};
 };
 
 /// Where buildCompilePipeline stops: after the per-rank tp program is

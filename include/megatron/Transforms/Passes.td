@@ -124,6 +124,38 @@ def InsertConjugates : Pass<"tp-insert-conjugates", "ModuleOp"> {
   }];
 }
 
+def FunctionEntry : Pass<"tp-function-entry", "ModuleOp"> {
+  let summary = "Make a framework's function the step's entry, its results written into outputs";
+  let description = [{
+    For a program a framework lowered (linalg on tensors, its shardings on
+    the arguments): function `entry` becomes the step library's only entry
+    (`tp.entry = "function"`). Its arguments, by position, are the inputs
+    `arg0`, `arg1`, ... (role "input"); each result is written into a new
+    output argument `result0`, ... (role "output") and returned marked
+    `tp.updates`, so that the runtime allocates every tensor it reads back.
+    Runs on the global program before tp-propagate, which lays each output
+    out as the value written into it. Arguments and results must be f32
+    tensors of static shape.
+
+    Example:
+
+    ```mlir
+    // After -tp-function-entry:
+    func.func @main(%arg0: tensor<4x8xf32> {tp.name = "arg0", tp.role = "input"},
+                    %arg1: tensor<4x8xf32> {tp.name = "result0", tp.role = "output"})
+        -> (tensor<4x8xf32> {tp.updates = 1 : i64}) attributes {tp.entry = "function"} {
+      %0 = bufferization.materialize_in_destination %arg0 in %arg1 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+      return %0 : tensor<4x8xf32>
+    }
+    ```
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", "\"main\"",
+           "the function the library exports">,
+  ];
+  let dependentDialects = ["::mlir::bufferization::BufferizationDialect"];
+}
+
 def ExportLogits : Pass<"tp-export-logits", "ModuleOp"> {
   let summary = "Also write the loss's logits into a `logits` argument";
   let description = [{

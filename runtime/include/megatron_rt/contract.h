@@ -24,9 +24,13 @@
 #define MGT_ENTRY_PREFIX "mgt_"
 #define MGT_ENTRY_KIND_FORWARD "forward"
 #define MGT_ENTRY_KIND_TRAIN_STEP "train_step"
+/* A framework's function (megatron-compile --entry): the library's only
+ * entry. */
+#define MGT_ENTRY_KIND_FUNCTION "function"
 #define MGT_ENTRY_MANIFEST MGT_ENTRY_PREFIX "manifest"
 #define MGT_ENTRY_FORWARD MGT_ENTRY_PREFIX MGT_ENTRY_KIND_FORWARD
 #define MGT_ENTRY_TRAIN_STEP MGT_ENTRY_PREFIX MGT_ENTRY_KIND_TRAIN_STEP
+#define MGT_ENTRY_FUNCTION MGT_ENTRY_PREFIX MGT_ENTRY_KIND_FUNCTION
 
 struct mrt_context;
 /* The manifest: NUL-terminated JSON, owned by the library. */
@@ -36,6 +40,8 @@ typedef float (*mgt_forward_fn)(struct mrt_context *ctx, void **args);
 /* One optimizer step; writes MGT_TRAIN_RESULT_COUNT floats to `results`. */
 typedef void (*mgt_train_step_fn)(struct mrt_context *ctx, void **args,
                                   float *results);
+/* A function: reads its "input" args, writes its "output" args. */
+typedef void (*mgt_function_fn)(struct mrt_context *ctx, void **args);
 enum {
   MGT_TRAIN_RESULT_LOSS = 0,
   MGT_TRAIN_RESULT_GRAD_NORM = 1,
@@ -44,18 +50,20 @@ enum {
 
 /* ---- Manifest schema ----------------------------------------------------- */
 #define MGT_MANIFEST_FORMAT "megatron-step"
-#define MGT_MANIFEST_VERSION 3
+#define MGT_MANIFEST_VERSION 4
 
 /* Top-level fields. */
 #define MGT_FIELD_FORMAT "format"
 #define MGT_FIELD_VERSION "version"
-#define MGT_FIELD_MODEL "model"            /* the module's name (free text) */
+#define MGT_FIELD_MODEL "model"            /* the step's function (free text) */
 #define MGT_FIELD_TARGET "target"          /* MGT_TARGET_* */
 #define MGT_FIELD_DP "dp"                  /* the mesh's data-parallel size */
 #define MGT_FIELD_TP "tp"                  /* the mesh's tensor-parallel size */
 #define MGT_FIELD_BATCH "batch"            /* tokens' global [batch, seq] */
 #define MGT_FIELD_SEQ "seq"
 #define MGT_FIELD_VALID_VOCAB "valid_vocab" /* the loss's unpadded vocabulary */
+/* A function step has no tokens and no loss: batch, seq and valid_vocab are
+ * 0. */
 #define MGT_FIELD_ENTRIES "entries"        /* MGT_ENTRY_KIND_* */
 /* How the family's checkpoints name tensors (MGT_CHECKPOINT_NAMES_*; absent:
  * the model's own names). */
@@ -100,6 +108,13 @@ enum {
 #define MGT_ROLE_ADAM_M "adam_m"
 #define MGT_ROLE_ADAM_V "adam_v"
 #define MGT_ROLE_GRAD "grad"
+/* A function's arguments and results, by position: argument i is the input
+ * MGT_INPUT_PREFIX "i" ("arg0"), result i the output MGT_OUTPUT_PREFIX "i"
+ * ("result0"), each a global tensor the launcher slices or gathers. */
+#define MGT_ROLE_INPUT "input"
+#define MGT_ROLE_OUTPUT "output"
+#define MGT_INPUT_PREFIX "arg"
+#define MGT_OUTPUT_PREFIX "result"
 /* tp-optimizer names a parameter p's AdamW state p MGT_ADAM_M_SUFFIX and
  * p MGT_ADAM_V_SUFFIX (and megatron-run saves them as "optimizer." those). */
 #define MGT_ADAM_M_SUFFIX ".exp_avg"

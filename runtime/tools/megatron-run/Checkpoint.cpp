@@ -162,21 +162,26 @@ std::string Checkpoint::optimizerName(const std::string &param,
 
 void Checkpoint::checkAgainst(const Manifest &manifest, bool optimizer) const {
   auto fail = [&](const std::string &msg) { file_.fail(msg); };
+  const std::string reader =
+      manifest.hasEntry(MGT_ENTRY_KIND_FUNCTION) ? "function" : "model";
+  // What the run reads: a model's parameters (and AdamW state), or a
+  // function's inputs.
   std::map<std::string, const Arg *> params;
   for (const Arg &a : manifest.args) {
-    if (a.role == MGT_ROLE_PARAM)
+    if (a.role == MGT_ROLE_PARAM || a.role == MGT_ROLE_INPUT)
       params[a.name] = &a;
     else if (optimizer && a.isAdamState())
       params[optimizerName(a.param, a.role)] = &a;
   }
   for (const auto &[name, arg] : params) {
     auto it = entries_.find(name);
-    if (it == entries_.end() && arg->role != MGT_ROLE_PARAM)
+    if (it == entries_.end() && arg->isAdamState())
       fail("tensor \"" + name + "\" is missing: --resume needs the AdamW "
            "state that megatron-run --save writes (use --init-from to load "
            "only the weights)");
     if (it == entries_.end())
-      fail("tensor \"" + name + "\" is missing (the model needs shape " +
+      fail("tensor \"" + name + "\" is missing (the " + reader +
+           " needs shape " +
            shapeString(arg->checkpointShape) + ")");
     const Entry &e = it->second;
     const std::string where = "tensor \"" + e.fileName + "\": ";
@@ -186,7 +191,8 @@ void Checkpoint::checkAgainst(const Manifest &manifest, bool optimizer) const {
            " is not supported (F32 expected; F16, BF16 and F64 are "
            "converted)");
     if (e.shape != arg->checkpointShape)
-      fail(where + "shape " + shapeString(e.shape) + " but the model expects " +
+      fail(where + "shape " + shapeString(e.shape) + " but the " + reader +
+           " expects " +
            shapeString(arg->checkpointShape));
     const uint64_t want = static_cast<uint64_t>(numElements(e.shape)) * bytes;
     if (e.end - e.begin != want)
@@ -205,7 +211,7 @@ void Checkpoint::checkAgainst(const Manifest &manifest, bool optimizer) const {
       list += (i ? ", " : "") + extra[i];
     if (extra.size() > 5)
       list += ", ... (" + std::to_string(extra.size()) + " in all)";
-    fail("tensors not in the model: " + list +
+    fail("tensors not in the " + reader + ": " + list +
          " (a checkpoint of a different model?)");
   }
 }

@@ -26,6 +26,10 @@ bool Arg::isAdamState() const {
   return role == MGT_ROLE_ADAM_M || role == MGT_ROLE_ADAM_V;
 }
 
+bool Arg::isFunctionIO() const {
+  return role == MGT_ROLE_INPUT || role == MGT_ROLE_OUTPUT;
+}
+
 TensorSlice Arg::slice(int64_t tpSize, int64_t tpRank, int64_t dpSize,
                        int64_t dpRank) const {
   TensorSlice s;
@@ -140,6 +144,10 @@ Arg parseArg(const json &j, size_t index, int64_t dp, int64_t tp) {
            " must be f32)");
     if (a.role != MGT_ROLE_HYPERPARAMETERS && a.role != MGT_ROLE_LOGITS)
       a.param = getString(j, MGT_FIELD_PARAM, where);
+  } else if (a.role == MGT_ROLE_INPUT || a.role == MGT_ROLE_OUTPUT) {
+    if (a.dtype != MGT_DTYPE_F32)
+      fail(where + ": dtype \"" + a.dtype + "\" (a function's " + a.role +
+           "s are f32)");
   } else if (a.role == MGT_ROLE_TOKENS || a.role == MGT_ROLE_TARGETS) {
     if (a.dtype != MGT_DTYPE_I32)
       fail(where + ": dtype \"" + a.dtype + "\" (" + a.role + " must be i32)");
@@ -181,10 +189,11 @@ Arg parseArg(const json &j, size_t index, int64_t dp, int64_t tp) {
         fail(where + ": unsupported split axis \"" + sp.axis + "\"");
       const bool batch = dim == 0 && (a.role == MGT_ROLE_TOKENS ||
                                       a.role == MGT_ROLE_TARGETS);
-      if (sp.axis == MGT_AXIS_NAME_DP && !batch && !a.isAdamState())
-        fail(where + ": only the tokens' and targets' batch (dim 0) and "
-                     "AdamW state (ZeRO-1) are split over \"" MGT_AXIS_NAME_DP
-                     "\"");
+      if (sp.axis == MGT_AXIS_NAME_DP && !batch && !a.isAdamState() &&
+          !a.isFunctionIO())
+        fail(where + ": only the tokens' and targets' batch (dim 0), AdamW "
+                     "state (ZeRO-1) and a function's inputs and outputs are "
+                     "split over \"" MGT_AXIS_NAME_DP "\"");
       sp.sections = s.contains(MGT_FIELD_SPLIT_SECTIONS)
                         ? getInt(s, MGT_FIELD_SPLIT_SECTIONS, where)
                         : 1;
@@ -237,13 +246,37 @@ Manifest parseManifest(const std::string &text) {
     if (m.target != MGT_TARGET_CPU && m.target != MGT_TARGET_CUDA)
       fail("\"target\" must be \"cpu\" or \"cuda\"");
   }
+  if (j.contains(MGT_FIELD_ENTRIES)) {
+    if (!j[MGT_FIELD_ENTRIES].is_array())
+      fail("\"entries\" must be an array");
+    for (const json &e : j[MGT_FIELD_ENTRIES]) {
+      if (!e.is_string() ||
+          (e.get<std::string>() != MGT_ENTRY_KIND_FORWARD &&
+           e.get<std::string>() != MGT_ENTRY_KIND_TRAIN_STEP &&
+           e.get<std::string>() != MGT_ENTRY_KIND_FUNCTION))
+        fail("unknown entry " + e.dump() +
+             " in \"entries\" (known: \"forward\", \"train_step\", "
+             "\"function\")");
+      m.entries.push_back(e.get<std::string>());
+    }
+  } else {
+    m.entries = {MGT_ENTRY_KIND_FORWARD};
+  }
+  const bool function = m.hasEntry(MGT_ENTRY_KIND_FUNCTION);
+  if (function && m.entries.size() != 1)
+    fail("a \"function\" step has no other entry");
   m.dp = getInt(j, MGT_FIELD_DP, "manifest");
   m.tp = getInt(j, MGT_FIELD_TP, "manifest");
   m.batch = getInt(j, MGT_FIELD_BATCH, "manifest");
   m.seq = getInt(j, MGT_FIELD_SEQ, "manifest");
   m.validVocab = getInt(j, MGT_FIELD_VALID_VOCAB, "manifest");
-  if (m.dp < 1 || m.tp < 1 || m.batch < 1 || m.seq < 1 || m.validVocab < 1)
-    fail("dp, tp, batch, seq and valid_vocab must be positive");
+  if (m.dp < 1 || m.tp < 1)
+    fail("dp and tp must be positive");
+  // A function has no tokens and no loss.
+  if (function ? m.batch != 0 || m.seq != 0 || m.validVocab != 0
+               : m.batch < 1 || m.seq < 1 || m.validVocab < 1)
+    fail(function ? "a \"function\" step has batch, seq and valid_vocab 0"
+                  : "batch, seq and valid_vocab must be positive");
   if (j.contains(MGT_FIELD_CHECKPOINT_NAMES)) {
     try {
       m.checkpointNames = checkpointNamesFor(
@@ -259,6 +292,12 @@ Manifest parseManifest(const std::string &text) {
     Arg a = parseArg(j[MGT_FIELD_ARGS][i], i, m.dp, m.tp);
     if (!names.insert(a.name).second)
       fail("duplicate arg name \"" + a.name + "\"");
+    if (function != a.isFunctionIO())
+      fail("args[" + std::to_string(i) + "] \"" + a.name + "\": role \"" +
+           a.role + "\" " +
+           (function ? "in a \"function\" step (only \"input\" and "
+                       "\"output\")"
+                     : "outside a \"function\" step"));
     if (a.role == MGT_ROLE_HYPERPARAMETERS) {
       if (m.hyperparameters >= 0)
         fail("more than one arg with role \"hyperparameters\"");
@@ -309,7 +348,7 @@ Manifest parseManifest(const std::string &text) {
     }
     m.args.push_back(std::move(a));
   }
-  if (m.tokens < 0 || m.targets < 0)
+  if (!function && (m.tokens < 0 || m.targets < 0))
     fail("needs one arg with role \"" MGT_ROLE_TOKENS
          "\" and one with \"" MGT_ROLE_TARGETS "\"");
 
@@ -363,20 +402,6 @@ Manifest parseManifest(const std::string &text) {
     a.paramIndex = it->second;
   }
 
-  if (j.contains(MGT_FIELD_ENTRIES)) {
-    if (!j[MGT_FIELD_ENTRIES].is_array())
-      fail("\"entries\" must be an array");
-    for (const json &e : j[MGT_FIELD_ENTRIES]) {
-      if (!e.is_string() ||
-          (e.get<std::string>() != MGT_ENTRY_KIND_FORWARD &&
-           e.get<std::string>() != MGT_ENTRY_KIND_TRAIN_STEP))
-        fail("unknown entry " + e.dump() +
-             " in \"entries\" (known: \"forward\", \"train_step\")");
-      m.entries.push_back(e.get<std::string>());
-    }
-  } else {
-    m.entries = {MGT_ENTRY_KIND_FORWARD};
-  }
   bool anyGrad = false;
   for (const Arg &a : m.args)
     anyGrad |= a.role == MGT_ROLE_GRAD;

@@ -25,7 +25,9 @@ struct Split {
 // it, `param` names it); "hyperparameters" (f32 [8], replicated); "logits"
 // (f32 [batch, seq, padded vocab], checkpoint_shape [batch, seq, valid_vocab],
 // only the vocabulary dim may be split): written by mgt_forward (compiled
-// with --export-logits).
+// with --export-logits); "input" and "output" (f32, any split): a
+// function's arguments "arg<i>" and results "result<i>", in a step whose
+// one entry is "function".
 struct Arg {
   std::string name;
   std::string role;
@@ -49,6 +51,8 @@ struct Arg {
   size_t elementBytes() const { return 4; }
   // An AdamW moment (role adam_m or adam_v).
   bool isAdamState() const;
+  // A function's input or output (role "input" or "output").
+  bool isFunctionIO() const;
   // This rank's view of the tensor: tpRank along axis "tp" of size tpSize,
   // dpRank along "dp" (the tokens' and targets' batch, ZeRO-1's AdamW
   // state) of size dpSize.
@@ -66,7 +70,8 @@ struct Manifest {
   int tokens = -1, targets = -1; // indices into args
   int hyperparameters = -1;        // index of the "hyperparameters" arg
   int logits = -1;                 // index of the "logits" arg (-1: none)
-  std::vector<std::string> entries; // "forward" and maybe "train_step"
+  // "forward" and maybe "train_step", or "function" alone.
+  std::vector<std::string> entries;
   bool hasEntry(const std::string &e) const;
   // Every param has a "grad" arg (compiled with --export-grads).
   bool hasGrads() const;

@@ -78,6 +78,15 @@ const char *const kUsage =
     "                     exit 1, nothing saved) or skip (go on, count it)\n"
     "  --help             show this help\n"
     "\n"
+    "a framework's function (STEP.so compiled with megatron-compile --entry):\n"
+    "  megatron-run STEP.so --entry NAME --inputs IN --outputs OUT\n"
+    "  --entry NAME       the function STEP.so exports (its name in the module)\n"
+    "  --inputs IN        safetensors file of its global arguments, named by\n"
+    "                     position arg0, arg1, ...; each rank reads its slice\n"
+    "  --outputs OUT      where rank 0 writes its global results, gathered\n"
+    "                     from the ranks, named result0, result1, ...\n"
+    "  (only --collective-timeout goes with them)\n"
+    "\n"
     "Rank 0 prints \"step S loss X\" per step (training: \"step S loss X grad_norm\n"
     "G lr L ms M\"). Exit status: 0 success, 1 error, 2 usage error.\n";
 
@@ -139,9 +148,35 @@ double learningRate(const Options &o, int64_t t) {
   return o.minLr + 0.5 * (o.lr - o.minLr) * (1.0 + std::cos(M_PI * ratio));
 }
 
+namespace {
+
+// The options a function run (--entry) takes besides the step library.
+bool takenByFunctionRun(const std::string &option) {
+  return option == "--entry" || option == "--inputs" ||
+         option == "--outputs" || option == "--collective-timeout";
+}
+
+// A function run needs --entry, --inputs and --outputs, and no option of a
+// model's run; none of the three goes without the others.
+void checkFunctionRun(const Options &o, const std::vector<std::string> &given) {
+  const bool any = !o.entry.empty() || !o.inputs.empty() || !o.outputs.empty();
+  if (!any)
+    return;
+  if (o.entry.empty() || o.inputs.empty() || o.outputs.empty())
+    throw std::invalid_argument("--entry, --inputs and --outputs go together "
+                                "(the function, its arguments, its results)");
+  for (const std::string &option : given)
+    if (!takenByFunctionRun(option))
+      throw std::invalid_argument(option +
+                                  " is for a model's step, not a function "
+                                  "(--entry)");
+}
+
+} // namespace
+
 Options parseOptions(const std::vector<std::string> &args) {
   Options o;
-  std::vector<std::string> positional;
+  std::vector<std::string> positional, given;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string arg = args[i];
     if (arg.size() < 2 || arg.compare(0, 2, "--") != 0 || arg == "--") {
@@ -170,9 +205,18 @@ Options parseOptions(const std::vector<std::string> &args) {
       if (hasValue)
         throw std::invalid_argument(arg + " takes no value");
     };
+    given.push_back(arg);
     if (arg == "--help") {
       noValue();
       o.help = true;
+    } else if (arg == "--entry") {
+      o.entry = takeValue();
+      if (o.entry.empty())
+        throw std::invalid_argument("--entry: empty function name");
+    } else if (arg == "--inputs") {
+      o.inputs = fileName(arg, takeValue());
+    } else if (arg == "--outputs") {
+      o.outputs = fileName(arg, takeValue());
     } else if (arg == "--eval-only") {
       noValue();
       o.evalOnly = true;
@@ -248,6 +292,9 @@ Options parseOptions(const std::vector<std::string> &args) {
     throw std::invalid_argument("unexpected argument \"" + positional[1] +
                                 "\"");
   o.stepLibrary = positional[0];
+  checkFunctionRun(o, given);
+  if (o.runsFunction())
+    return o;
   if (o.data.empty())
     throw std::invalid_argument("--data FILE is required");
   if (o.evalOnly) {

@@ -35,6 +35,9 @@ struct Options {
   // A step with a non-finite loss or gradient norm (whose update the step
   // did not apply): stop the run, or go on without the update.
   bool skipNonFinite = false;
+  // A framework's function (--entry): its global inputs and outputs.
+  std::string entry, inputs, outputs;
+  bool runsFunction() const { return !entry.empty(); }
 };
 
 // The learning rate of step t (0-based; steps = --steps N, the schedule's

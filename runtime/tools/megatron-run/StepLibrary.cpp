@@ -30,12 +30,12 @@ std::string openStepLibrary(const Options &opt, RuntimeApi &rt,
   if (!lib)
     return loadFailure(name, dlerror());
   auto manifest = entry<mgt_manifest_fn>(lib, MGT_ENTRY_MANIFEST);
+  if (!manifest)
+    return name + " does not export " MGT_ENTRY_MANIFEST
+                  " (not a step library compiled by megatron-mlir?)";
   step.forward = entry<mgt_forward_fn>(lib, MGT_ENTRY_FORWARD);
   step.trainStep = entry<mgt_train_step_fn>(lib, MGT_ENTRY_TRAIN_STEP);
-  if (!manifest || !step.forward)
-    return name + " does not export " +
-           (manifest ? MGT_ENTRY_FORWARD : MGT_ENTRY_MANIFEST) +
-           " (not a step library compiled by megatron-mlir?)";
+  step.function = entry<mgt_function_fn>(lib, MGT_ENTRY_FUNCTION);
   const std::string missing = loadRuntimeApi(lib, rt);
   if (!missing.empty())
     return name + " is not linked against a megatron runtime (no " + missing +
@@ -46,6 +46,12 @@ std::string openStepLibrary(const Options &opt, RuntimeApi &rt,
   } catch (const std::exception &e) {
     return name + ": " + e.what();
   }
+  // The manifest's first entry is what the library must export.
+  const bool isFunction = step.manifest.hasEntry(MGT_ENTRY_KIND_FUNCTION);
+  if (isFunction ? !step.function : !step.forward)
+    return name + " does not export " +
+           (isFunction ? MGT_ENTRY_FUNCTION : MGT_ENTRY_FORWARD) +
+           ", which its manifest lists";
   return capabilityError(opt, step, rt.hasDeviceMemory());
 }
 
@@ -68,7 +74,19 @@ std::string capabilityError(const Options &opt, const StepLibrary &step,
                             bool runtimeHasDeviceMemory) {
   const Manifest &m = step.manifest;
   const std::string &name = opt.stepLibrary;
-  if (!opt.evalOnly) {
+  const bool isFunction = m.hasEntry(MGT_ENTRY_KIND_FUNCTION);
+  if (isFunction != opt.runsFunction())
+    return isFunction ? name + " is a function's library (megatron-compile "
+                               "--entry " + m.model +
+                            "); run it with --entry " + m.model +
+                            " --inputs IN --outputs OUT"
+                      : "--entry: " + name +
+                            " is a model's step library, not a function's";
+  if (isFunction) {
+    if (opt.entry != m.model)
+      return "--entry " + opt.entry + ": " + name + " exports the function " +
+             m.model;
+  } else if (!opt.evalOnly) {
     if (!step.trainStep)
       return name + " was compiled without --train; pass --eval-only";
     if (!m.hasEntry(MGT_ENTRY_KIND_TRAIN_STEP))

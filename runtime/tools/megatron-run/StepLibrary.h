@@ -19,6 +19,7 @@ struct StepLibrary {
   Manifest manifest;
   mgt_forward_fn forward = nullptr;
   mgt_train_step_fn trainStep = nullptr; // null: compiled without --train
+  mgt_function_fn function = nullptr;    // a framework's function's library
 };
 
 // dlopens opt.stepLibrary (kept loaded for the whole run), fills `step` and
@@ -32,7 +33,8 @@ std::string loadFailure(const std::string &library, const std::string &dlError);
 
 // Why `step` cannot do what `opt` asks ("" when it can): training needs the
 // train step, --dump-grads gradient outputs, --dump-logits a logits output,
-// device arguments a runtime with device memory.
+// device arguments a runtime with device memory; a function's library runs
+// with --entry naming its function, a model's without.
 std::string capabilityError(const Options &opt, const StepLibrary &step,
                             bool runtimeHasDeviceMemory);
 

@@ -2,9 +2,11 @@
 // creates the runtime's context (MPI; on a CUDA step also the GPU and NCCL),
 // initialises this rank's parameter slices (the model's init rules from a
 // seed, or a global safetensors checkpoint), feeds token batches and runs the
-// step. See README.md. run() is the sequence of phases; each phase lives in
+// step; or, for a framework's function, feeds its inputs and gathers its
+// outputs. See README.md. run() is the sequence of phases; each phase lives in
 // its own file and reports its own errors.
 #include "Buffers.h"
+#include "FunctionRun.h"
 #include "Mesh.h"
 #include "Options.h"
 #include "Report.h"
@@ -47,6 +49,8 @@ int run(const Options &opt) {
     return 1;
   }
   Session s(opt, step, *mesh, buffers);
+  if (opt.runsFunction())
+    return runFunction(s) ? 0 : 1;
   if (!prepare(s))
     return 1;
   bool ok = opt.evalOnly ? evaluate(s)

@@ -30,7 +30,9 @@ static constexpr std::pair<ArgumentRole, const char *> kRoleNames[] = {
     {ArgumentRole::Logits, MGT_ROLE_LOGITS},
     {ArgumentRole::AdamM, MGT_ROLE_ADAM_M},
     {ArgumentRole::AdamV, MGT_ROLE_ADAM_V},
-    {ArgumentRole::Grad, MGT_ROLE_GRAD}};
+    {ArgumentRole::Grad, MGT_ROLE_GRAD},
+    {ArgumentRole::Input, MGT_ROLE_INPUT},
+    {ArgumentRole::Output, MGT_ROLE_OUTPUT}};
 
 /// `tp.sharding` on a value of type `type`, reported at `anchor`.
 static LogicalResult verifyShardingAttr(Operation *anchor, NamedAttribute attr,
@@ -69,10 +71,12 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
     auto entry = dyn_cast<StringAttr>(attr.getValue());
     if (!entry || !isa<FunctionOpInterface>(op) ||
         (entry.getValue() != MGT_ENTRY_KIND_FORWARD &&
-         entry.getValue() != MGT_ENTRY_KIND_TRAIN_STEP))
+         entry.getValue() != MGT_ENTRY_KIND_TRAIN_STEP &&
+         entry.getValue() != MGT_ENTRY_KIND_FUNCTION))
       return op->emitOpError() << "'" << kEntryAttrName
                                << "' must be \"" MGT_ENTRY_KIND_FORWARD
-                                  "\" or \"" MGT_ENTRY_KIND_TRAIN_STEP
+                                  "\", \"" MGT_ENTRY_KIND_TRAIN_STEP
+                                  "\" or \"" MGT_ENTRY_KIND_FUNCTION
                                   "\" on a function";
     return success();
   }

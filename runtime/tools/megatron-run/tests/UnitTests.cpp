@@ -371,7 +371,7 @@ TEST(Manifest, RejectsMalformedArgs) {
                 .find("duplicate arg name \"input_ids\""),
             std::string::npos);
   EXPECT_NE(manifestError(
-                R"({"format":"megatron-step","version":3,"dp":1,"tp":1,"batch":2,
+                R"({"format":"megatron-step","version":4,"dp":1,"tp":1,"batch":2,
                     "seq":3,"valid_vocab":10,"args":[]})")
                 .find("needs one arg with role \"tokens\" and one with "
                       "\"targets\""),
@@ -413,14 +413,16 @@ TEST(Manifest, RejectsInconsistentShapes) {
                 R"({"name":"w","role":"param","dtype":"f32",
                     "global_shape":[8],"local_shape":[4],
                     "split":[{"dim":0,"axis":"dp","sections":1}]})"))
-                .find("only the tokens' and targets' batch (dim 0) and AdamW "
-                      "state (ZeRO-1) are split over \"dp\""),
+                .find("only the tokens' and targets' batch (dim 0), AdamW "
+                      "state (ZeRO-1) and a function's inputs and outputs "
+                      "are split over \"dp\""),
             std::string::npos);
   EXPECT_NE(manifestError(
                 "{\"format\":\"megatron-step\",\"version\":1,\"tp\":1,"
                 "\"batch\":1,\"seq\":1,\"valid_vocab\":1,\"args\":[]}")
                 .find("the step library was built for manifest version 1, "
-                      "this megatron-run reads version 3"),
+                      "this megatron-run reads version " +
+                      std::to_string(MGT_MANIFEST_VERSION)),
             std::string::npos);
   EXPECT_NE(manifestError(manifestWith(
                 R"({"name":"w","role":"param","dtype":"f32",
@@ -487,6 +489,68 @@ std::string replaceFirst(std::string s, const std::string &from,
 }
 
 } // namespace
+
+namespace {
+
+// A function's manifest on a dp=2 x tp=2 mesh: an input split over both
+// axes, a replicated output.
+std::string functionManifest(const std::string &args,
+                             const std::string &entries = "[\"function\"]",
+                             int batch = 0) {
+  return "{\"format\":\"megatron-step\",\"version\":" +
+         std::to_string(MGT_MANIFEST_VERSION) +
+         ",\"dp\":2,\"tp\":2,\"batch\":" + std::to_string(batch) +
+         ",\"seq\":0,\"valid_vocab\":0,\"model\":\"main\",\"entries\":" +
+         entries + ",\"args\":[" + args + "]}";
+}
+
+const char *const kFunctionArgs =
+    R"({"name":"arg0","role":"input","dtype":"f32","global_shape":[4,8],
+        "local_shape":[2,4],"split":[{"dim":0,"axis":"dp","sections":1},
+        {"dim":1,"axis":"tp","sections":1}]},
+       {"name":"result0","role":"output","dtype":"f32","global_shape":[4],
+        "local_shape":[4],"split":[]})";
+
+} // namespace
+
+TEST(Manifest, ParsesAFunctionStep) {
+  Manifest m = parseManifest(functionManifest(kFunctionArgs));
+  EXPECT_TRUE(m.hasEntry(MGT_ENTRY_KIND_FUNCTION));
+  EXPECT_EQ(m.model, "main");
+  ASSERT_EQ(m.args.size(), 2u);
+  EXPECT_TRUE(m.args[0].isFunctionIO());
+  EXPECT_TRUE(m.args[1].isFunctionIO());
+  EXPECT_EQ(m.args[0].slice(2, 1, 2, 1).localShape(),
+            (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(m.tokens, -1);
+  EXPECT_EQ(m.targets, -1);
+}
+
+TEST(Manifest, RejectsMalformedFunctionSteps) {
+  EXPECT_NE(manifestError(functionManifest(kFunctionArgs,
+                                           R"(["function","forward"])"))
+                .find("a \"function\" step has no other entry"),
+            std::string::npos);
+  EXPECT_NE(manifestError(functionManifest(kFunctionArgs, "[\"function\"]", 2))
+                .find("a \"function\" step has batch, seq and valid_vocab 0"),
+            std::string::npos);
+  EXPECT_NE(manifestError(functionManifest(
+                R"({"name":"w","role":"param","dtype":"f32",
+                    "global_shape":[8],"local_shape":[8],"split":[]})"))
+                .find("role \"param\" in a \"function\" step (only "
+                      "\"input\" and \"output\")"),
+            std::string::npos);
+  EXPECT_NE(manifestError(manifestWith(
+                R"({"name":"arg0","role":"input","dtype":"f32",
+                    "global_shape":[8],"local_shape":[8],"split":[]})"))
+                .find("role \"input\" outside a \"function\" step"),
+            std::string::npos);
+  EXPECT_NE(manifestError(functionManifest(
+                R"({"name":"arg0","role":"input","dtype":"i32",
+                    "global_shape":[8],"local_shape":[8],"split":[]})"))
+                .find("dtype \"i32\" (a function's inputs are f32)"),
+            std::string::npos);
+}
 
 TEST(Manifest, TrainArgs) {
   Manifest m = parseManifest(trainManifest(kTrainArgs));
@@ -793,6 +857,40 @@ TEST(Options, Parsing) {
   EXPECT_THROW(parseOptions({"--data", "t"}), std::invalid_argument);
   EXPECT_THROW(parseOptions({"a.so", "b.so", "--data", "t"}),
                std::invalid_argument);
+}
+
+// A function run takes --entry, --inputs and --outputs together, with no
+// option of a model's run.
+std::string optionsError(const std::vector<std::string> &args) {
+  try {
+    parseOptions(args);
+  } catch (const std::invalid_argument &e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Options, FunctionRun) {
+  Options o = parseOptions({"f.so", "--entry", "main", "--inputs=in.st",
+                            "--outputs", "out.st", "--collective-timeout",
+                            "5"});
+  EXPECT_TRUE(o.runsFunction());
+  EXPECT_EQ(o.entry, "main");
+  EXPECT_EQ(o.inputs, "in.st");
+  EXPECT_EQ(o.outputs, "out.st");
+  EXPECT_FALSE(parseOptions({"s.so", "--data", "t"}).runsFunction());
+  EXPECT_EQ(optionsError({"f.so", "--entry", "main", "--inputs", "in.st"}),
+            "--entry, --inputs and --outputs go together (the function, its "
+            "arguments, its results)");
+  EXPECT_EQ(optionsError({"f.so", "--inputs", "in.st", "--outputs", "o"}),
+            "--entry, --inputs and --outputs go together (the function, its "
+            "arguments, its results)");
+  EXPECT_EQ(optionsError({"f.so", "--entry", "main", "--inputs", "in.st",
+                          "--outputs", "o", "--data", "t"}),
+            "--data is for a model's step, not a function (--entry)");
+  EXPECT_EQ(optionsError({"f.so", "--entry=", "--inputs", "i", "--outputs",
+                          "o"}),
+            "--entry: empty function name");
 }
 
 TEST(Options, Training) {

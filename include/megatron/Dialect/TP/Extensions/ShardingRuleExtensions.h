@@ -1,7 +1,8 @@
 //===- ShardingRuleExtensions.h - rules for upstream ops --------*- C++ -*-===//
 //
 // ShardingRuleOpInterface models for the upstream ops frameworks lower to
-// (linalg on tensors, tensor reshapes and slices, constants), so that the
+// (linalg on tensors, tensor reshapes and slices, constants, writes into
+// outputs), so that the
 // planner that partitions tp programs partitions their programs too: the
 // same factors, the same propagation, the same partitioning pass.
 //
@@ -22,11 +23,14 @@ void registerLinalgShardingRules(DialectRegistry &registry);
 void registerTensorShardingRules(DialectRegistry &registry);
 /// arith.constant.
 void registerArithShardingRules(DialectRegistry &registry);
+/// bufferization.materialize_in_destination (a write into an output).
+void registerBufferizationShardingRules(DialectRegistry &registry);
 
 inline void registerShardingRuleExtensions(DialectRegistry &registry) {
   registerLinalgShardingRules(registry);
   registerTensorShardingRules(registry);
   registerArithShardingRules(registry);
+  registerBufferizationShardingRules(registry);
 }
 
 } // namespace mlir::tp

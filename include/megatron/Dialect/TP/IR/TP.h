@@ -104,7 +104,9 @@ void markPhase(Operation *first, Operation *end, StringRef phase);
 /// What the runtime feeds a step argument, as its `tp.role` states (the
 /// names are megatron_rt/contract.h's MGT_ROLE_*).
 enum class ArgumentRole {
-  Parameter, Tokens, Targets, Hyperparameters, Logits, AdamM, AdamV, Grad
+  Parameter, Tokens, Targets, Hyperparameters, Logits, AdamM, AdamV, Grad,
+  /// A framework function's arguments and results (tp-function-entry).
+  Input, Output
 };
 struct ArgumentKind {
   ArgumentRole role;
