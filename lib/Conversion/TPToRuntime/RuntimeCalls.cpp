@@ -103,7 +103,12 @@ Value CallBuilder::scalar(Value tensor, int64_t index) {
 
 Value CallBuilder::flat(Value buffer) {
   auto type = cast<MemRefType>(buffer.getType());
-  if (type.getRank() != 1) {
+  // A 0-d buffer (a scalar a collective sums) is one element long.
+  if (type.getRank() == 0)
+    buffer = memref::ExpandShapeOp::create(
+        b, loc, MemRefType::get({1}, type.getElementType()), buffer,
+        ArrayRef<ReassociationIndices>{});
+  else if (type.getRank() != 1) {
     SmallVector<ReassociationIndices> all(1);
     for (int64_t dim = 0; dim < type.getRank(); ++dim)
       all[0].push_back(dim);

@@ -105,7 +105,8 @@ LogicalResult sweep(func::FuncOp function,
 }
 
 /// The rank's runtime context becomes the first argument; 0-d tensor
-/// results (the loss) are returned as scalars.
+/// results (the loss) are returned as scalars, unless they update an
+/// argument (a function's 0-d output).
 void addContextAndScalarResults(func::FuncOp function) {
   MLIRContext *context = function.getContext();
   // A result that updates an argument is written into that argument's
@@ -124,7 +125,9 @@ void addContextAndScalarResults(func::FuncOp function) {
   SmallVector<Type> results;
   for (OpOperand &operand : ret->getOpOperands()) {
     auto type = dyn_cast<RankedTensorType>(operand.get().getType());
-    if (type && type.getRank() == 0)
+    bool updatesArgument = function.getResultAttr(
+        operand.getOperandNumber(), TPDialect::kUpdatesAttrName) != nullptr;
+    if (type && type.getRank() == 0 && !updatesArgument)
       operand.set(tensor::ExtractOp::create(b, ret.getLoc(), operand.get(),
                                             ValueRange()));
     results.push_back(operand.get().getType());

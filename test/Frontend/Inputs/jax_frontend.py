@@ -62,6 +62,22 @@ def mlp(x, w1, b1, w2, b2):
     return _gelu(x @ w1 + b1) @ w2 + b2
 
 
+def mlp_sgd_arguments(seed=0):
+    x, w1, b1, w2, b2 = mlp_arguments(seed)
+    y = _normal(jax.random.PRNGKey(seed + 1), x.shape, 1.0)
+    return [x, y, w1, b1, w2, b2]
+
+
+def mlp_sgd(x, y, w1, b1, w2, b2):
+    """One SGD step of the MLP on a mean squared error: the loss and the
+    updated weights (the backward pass is JAX's own)."""
+    def loss_of(params):
+        return jnp.mean((mlp(x, *params) - y) ** 2)
+    params = (w1, b1, w2, b2)
+    loss, grads = jax.value_and_grad(loss_of)(params)
+    return (loss, *[p - 0.1 * g for p, g in zip(params, grads)])
+
+
 # Only the first weight is annotated, split by columns (None: no
 # annotation); the planner finds the rest: the bias split with it, the
 # row-split second weight, one all-reduce.
@@ -69,6 +85,10 @@ MLP_SPECS = [None, P(None, "tp"), None, None, None]
 
 PROGRAMS = {
     "mlp": (mlp, mlp_arguments, MLP_SPECS),
+    "mlp_sgd": (mlp_sgd, mlp_sgd_arguments, [None, None] + MLP_SPECS[1:]),
+    # Data and tensor parallelism: the batch split over "dp" too.
+    "mlp_sgd_dp": (mlp_sgd, mlp_sgd_arguments,
+                   [P("dp"), P("dp")] + MLP_SPECS[1:]),
 }
 
 
@@ -167,13 +187,13 @@ def main():
     linalg = to_linalg(to_stablehlo(fn, args), opts.out_dir)
     with open(os.path.join(opts.out_dir, opts.program + ".mlir"), "w") as f:
         f.write(annotate(linalg, mesh, specs, args))
-    save_file({f"arg{i}": np.ascontiguousarray(a, np.float32)
+    save_file({f"arg{i}": np.array(a, np.float32)
                for i, a in enumerate(args)},
               os.path.join(opts.out_dir, "inputs.safetensors"))
     results = jax.jit(fn)(*args)
     if not isinstance(results, (tuple, list)):
         results = [results]
-    save_file({f"result{i}": np.ascontiguousarray(np.asarray(r), np.float32)
+    save_file({f"result{i}": np.array(r, np.float32)
                for i, r in enumerate(jax.tree_util.tree_leaves(results))},
               os.path.join(opts.out_dir, "expected.safetensors"))
 
