@@ -5,6 +5,7 @@
 #include "megatron/Transforms/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
@@ -25,6 +26,7 @@ void megatron::addBufferizedRuntimeStages(OpPassManager &pm) {
   pm.addPass(bufferization::createDropEquivalentBufferResultsPass());
   bufferization::buildBufferDeallocationPipeline(pm);
   pm.addPass(createFinalizeRuntimeCalls());
+  pm.addNestedPass<func::FuncOp>(createCopiesToLinalg());
 }
 
 void megatron::addHostToLLVMStages(OpPassManager &pm) {

@@ -5,6 +5,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/Debug.h"
 
+#include <deque>
+
 #define DEBUG_TYPE "tp-propagate"
 
 namespace mlir::megatron {
@@ -35,16 +37,28 @@ void remarkConflicts(Operation *op, const FactorShardings &factors) {
                      << "; tensors that disagree are resharded";
 }
 
-/// Infers the unknown shardings of `op`'s tensors from its known ones.
-/// Returns failure on two conflicting user annotations.
-FailureOr<bool> propagateThrough(ShardingRuleOpInterface op,
-                                 PropagationState &state, bool remark) {
+/// How far propagation may infer. Splits: only tensors whose every factor
+/// is known and that come out split or partial, so that what the
+/// annotations decide spreads before anything is taken as unsplit (a
+/// backward GEMM meeting its replicated cotangent before its split weight
+/// would otherwise replicate both, and a whole layout asked for at the end
+/// would undo the split one asked for at the start). Partial: the unknown
+/// factors unsplit and replicated layouts too.
+enum class Inference { Splits, Partial };
+
+/// Infers the unknown shardings of `op`'s tensors from its known ones under
+/// `rule` (the op's), appending each value it infers to `inferred`. Returns
+/// failure on two conflicting user annotations.
+LogicalResult propagateThrough(ShardingRuleOpInterface op,
+                               const ShardingRule &rule,
+                               PropagationState &state, bool remark,
+                               Inference inference,
+                               SmallVectorImpl<Value> &inferred) {
   // A reshard between two annotated layouts is the user asking for the
   // change: there is nothing to infer and no conflict.
   if (isa<ReshardOp>(op) && state.fixed.contains(op->getOperand(0)) &&
       state.fixed.contains(op->getResult(0)))
-    return false;
-  ShardingRule rule = op.getShardingRule();
+    return success();
   FactorShardings factors(rule);
   bool anyKnown = false;
   auto mergeAll = [&](ValueRange values,
@@ -67,28 +81,130 @@ FailureOr<bool> propagateThrough(ShardingRuleOpInterface op,
            << describeAxes(factors.getConflicts().back().kept.axes) << " and "
            << describeAxes(factors.getConflicts().back().dropped.axes);
   if (!anyKnown)
-    return false;
+    return success();
   // A reshard exists to change a layout: its operand and result differing
   // is no conflict.
   if (remark && !isa<ReshardOp>(op))
     remarkConflicts(op, factors);
 
-  bool changed = false;
   auto inferAll = [&](ValueRange values,
                       ArrayRef<ShardingRule::TensorDims> dims, bool isResult) {
     for (auto [value, tensorDims] : llvm::zip(values, dims)) {
       if (!isTensor(value) || state.known.count(value))
         continue;
-      state.known[value] = factors.build(state.mesh, tensorDims, isResult);
-      LLVM_DEBUG(llvm::dbgs() << "inferred " << state.known[value] << " for "
-                              << value << "\n");
-      changed = true;
+      if (inference == Inference::Splits &&
+          !factors.determines(tensorDims, isResult))
+        continue;
+      ShardingAttr sharding = factors.build(state.mesh, tensorDims, isResult);
+      if (inference == Inference::Splits && sharding.isReplicated())
+        continue;
+      state.known[value] = sharding;
+      LLVM_DEBUG(llvm::dbgs() << "inferred " << sharding << " for " << value
+                              << "\n");
+      inferred.push_back(value);
     }
   };
   inferAll(op->getResults(), rule.results, /*isResult=*/true);
   inferAll(op->getOperands(), rule.operands, /*isResult=*/false);
-  return changed;
+  return success();
 }
+
+/// The ops with a sharding rule, in program order, their rules (computed
+/// once) and a worklist of those to revisit.
+class Propagation {
+public:
+  Propagation(ModuleOp module, PropagationState &state) : state(state) {
+    module.walk([&](ShardingRuleOpInterface op) {
+      position[op] = ops.size();
+      ops.push_back(op);
+      rules.push_back(op.getShardingRule());
+    });
+  }
+
+  /// Split inference until nothing changes; then the first op, in program
+  /// order, that partial inference teaches something, and splits again.
+  /// Taking unknown factors as unsplit one op at a time lets what the
+  /// annotations decide spread first, and the op nearest the inputs (a
+  /// layer norm of an unannotated input) is the one that guesses.
+  LogicalResult run() {
+    for (size_t i = 0; i < ops.size(); ++i)
+      enqueue(i);
+    size_t cursor = 0;
+    while (true) {
+      if (failed(drain()))
+        return failure();
+      std::optional<size_t> guessed;
+      for (size_t scanned = 0; scanned < ops.size() && !guessed; ++scanned) {
+        size_t i = (cursor + scanned) % ops.size();
+        SmallVector<Value> inferred;
+        if (failed(propagateThrough(ops[i], rules[i], state, /*remark=*/false,
+                                    Inference::Partial, inferred)))
+          return failure();
+        if (!inferred.empty()) {
+          guessed = i;
+          enqueueNeighbours(inferred);
+        }
+      }
+      if (!guessed)
+        return success();
+      cursor = *guessed;
+    }
+  }
+
+  /// Remarks the conflicts of the final state, once per op.
+  void remarkConflicts() {
+    for (size_t i = 0; i < ops.size(); ++i) {
+      SmallVector<Value> inferred;
+      (void)propagateThrough(ops[i], rules[i], state, /*remark=*/true,
+                             Inference::Partial, inferred);
+    }
+  }
+
+private:
+  void enqueue(size_t i) {
+    if (!queued.insert(i).second)
+      return;
+    worklist.push_back(i);
+  }
+
+  /// The ops that read or define each newly inferred value.
+  void enqueueNeighbours(ArrayRef<Value> inferred) {
+    for (Value value : inferred) {
+      auto visit = [&](Operation *op) {
+        auto found = position.find(op);
+        if (found != position.end())
+          enqueue(found->second);
+      };
+      if (Operation *defining = value.getDefiningOp())
+        visit(defining);
+      for (Operation *user : value.getUsers())
+        visit(user);
+    }
+  }
+
+  /// Split inference over the worklist until it is empty; each visit that
+  /// changes something fixes one more value, so it ends.
+  LogicalResult drain() {
+    while (!worklist.empty()) {
+      size_t i = worklist.front();
+      worklist.pop_front();
+      queued.erase(i);
+      SmallVector<Value> inferred;
+      if (failed(propagateThrough(ops[i], rules[i], state, /*remark=*/false,
+                                  Inference::Splits, inferred)))
+        return failure();
+      enqueueNeighbours(inferred);
+    }
+    return success();
+  }
+
+  PropagationState &state;
+  SmallVector<ShardingRuleOpInterface> ops;
+  std::vector<ShardingRule> rules;
+  DenseMap<Operation *, size_t> position;
+  std::deque<size_t> worklist;
+  DenseSet<size_t> queued;
+};
 
 /// An op without a sharding rule (one no interface model covers) runs
 /// replicated: its tensor operands must be whole, and its results are. Fails
@@ -165,26 +281,10 @@ struct PropagatePass
     if (!state.mesh)
       return; // Nothing is annotated: the program stays as it is.
 
-    SmallVector<ShardingRuleOpInterface> ops;
-    module.walk([&](ShardingRuleOpInterface op) { ops.push_back(op); });
-    // Forward and backward sweeps until nothing changes; every sweep that
-    // changes something fixes at least one more value, so this terminates.
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (bool forward : {true, false}) {
-        for (size_t i = 0; i < ops.size(); ++i) {
-          ShardingRuleOpInterface op = ops[forward ? i : ops.size() - 1 - i];
-          FailureOr<bool> result =
-              propagateThrough(op, state, /*remark=*/false);
-          if (failed(result))
-            return signalPassFailure();
-          changed |= *result;
-        }
-      }
-    }
-    // Report the conflicts of the final state once per op.
-    for (ShardingRuleOpInterface op : ops)
-      (void)propagateThrough(op, state, /*remark=*/true);
+    Propagation propagation(module, state);
+    if (failed(propagation.run()))
+      return signalPassFailure();
+    propagation.remarkConflicts();
     if (failed(checkOpsWithoutRule(module, state)))
       return signalPassFailure();
 

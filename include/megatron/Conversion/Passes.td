@@ -109,8 +109,8 @@ def OffloadToGPU : Pass<"megatron-offload-to-gpu", "ModuleOp"> {
   let summary = "Run the step's loops on the GPU as gpu.launch kernels";
   let description = [{
     The CUDA target's step keeps every buffer in device memory; its host code
-    only orders work on the rank's stream. Runs after bufferization and
-    megatron-finalize-runtime-calls: copies become `linalg.copy`; each `linalg` op
+    only orders work on the rank's stream. Runs after bufferization,
+    megatron-finalize-runtime-calls and megatron-copies-to-linalg: each `linalg` op
     left on the host (the fused elementwise chains, fills, the AdamW
     update) becomes one `gpu.launch`: parallel
     dimensions first, the innermost spread over `block-size` threads of

@@ -574,6 +574,54 @@ def Predict : Pass<"tp-predict", "ModuleOp"> {
                            "::mlir::tp::TPDialect"];
 }
 
+def ExpandReshapes : Pass<"megatron-expand-reshapes", "ModuleOp"> {
+  let summary = "Fold a framework's reshapes into linalg iteration spaces, one loop per dimension it merged";
+  let description = [{
+    Framework lowerings merge dimensions around contractions: IREE turns an
+    einsum over heads into a matmul of `[width, 3 * heads * head_width]`
+    between a collapse_shape and an expand_shape. A split of the heads is
+    then a strided split of the merged dimension, which no factor of the
+    matmul expresses, and the plan would gather the weight. This pass first
+    generalizes named linalg ops, then folds each reshape into the linalg op
+    it feeds or that feeds it by expanding the op's iteration space
+    (upstream's fold-reshape-by-expansion patterns), so that every dimension
+    the framework wrote (q/k/v, heads, head width) is a loop of its own and a
+    factor of the op's sharding rule. Runs before tp-propagate on programs
+    compiled with megatron-compile --entry.
+
+    Example:
+
+    ```mlir
+    // Before: the heads' weight [8, 2x4] is merged for a matmul.
+    %w = tensor.collapse_shape %arg [[0], [1, 2]] : tensor<8x2x4xf32> into tensor<8x8xf32>
+    %y = linalg.matmul ins(%x, %w : tensor<3x8xf32>, tensor<8x8xf32>) outs(%init : tensor<3x8xf32>) -> tensor<3x8xf32>
+    // After: one generic over (m, heads, head width, k), reading %arg as it is.
+    ```
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def CopiesToLinalg : Pass<"megatron-copies-to-linalg", "func::FuncOp"> {
+  let summary = "Buffer copies as linalg.copy, loops like the step's others";
+  let description = [{
+    After bufferization, a `memref.copy` of a strided view (a slice, a pad's
+    interior) would lower to a call of MLIR's `memrefCopy`, which no runtime
+    of ours provides, and on the CUDA target a host memcpy of device memory.
+    As `linalg.copy` it becomes a loop on the CPU and a kernel on the GPU.
+
+    Example:
+
+    ```mlir
+    // Before:
+    memref.copy %src, %dst : memref<4x8xf32, strided<[16, 1]>> to memref<4x8xf32>
+    // After:
+    linalg.copy ins(%src : memref<4x8xf32, strided<[16, 1]>>) outs(%dst : memref<4x8xf32>)
+    ```
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
 def FuseElementwise : Pass<"megatron-fuse-elementwise"> {
   let summary = "Fuse chains of elementwise linalg ops, shared producers too";
   let description = [{

@@ -17,17 +17,6 @@ using namespace mlir;
 
 namespace {
 
-/// A copy is a kernel like any other loop: the host cannot memcpy device
-/// memory.
-void copiesToLinalg(func::FuncOp function) {
-  IRRewriter rewriter(function.getContext());
-  function.walk([&](memref::CopyOp copy) {
-    rewriter.setInsertionPoint(copy);
-    rewriter.replaceOpWithNewOp<linalg::CopyOp>(copy, copy.getSource(),
-                                                copy.getTarget());
-  });
-}
-
 /// Parallel dimensions first: the reductions (a softmax's row sums)
 /// then run as a loop inside each thread instead of around the kernel.
 LogicalResult parallelDimensionsFirst(RewriterBase &rewriter,
@@ -301,7 +290,6 @@ struct OffloadToGPUPass
     }
     SmallVector<func::FuncOp> functions = megatron::definedFunctions(module);
     for (func::FuncOp function : functions) {
-      copiesToLinalg(function);
       if (failed(linalgToKernels(function, blockSize)))
         return signalPassFailure();
     }

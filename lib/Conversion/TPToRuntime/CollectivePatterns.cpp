@@ -5,6 +5,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
@@ -159,7 +160,8 @@ struct LocalSliceToRuntime : RuntimePattern<LocalSliceOp> {
 };
 
 /// Only a split of the outermost non-unit dimension is a contiguous
-/// concatenation of the ranks' buffers.
+/// concatenation of the ranks' buffers; an all-gather along another one is
+/// transposed into place (gatherInner).
 bool isOutermost(RankedTensorType type, int64_t dim) {
   return llvm::all_of(type.getShape().take_front(dim),
                       [](int64_t size) { return size == 1; });
@@ -186,12 +188,57 @@ LogicalResult gatherOrScatter(PatternRewriter &rewriter, CollectiveOp op,
   return success();
 }
 
+/// An all-gather along an inner dimension: the ranks' chunks come stacked
+/// ([ranks, local...], what the runtime writes), and a transpose puts each
+/// at its place along the dimension.
+Value gatherInner(PatternRewriter &rewriter, AllGatherOp op,
+                  int64_t runtimeAxis) {
+  RankedTensorType local = op.getInput().getType();
+  int64_t dim = op.getDim();
+  int64_t ranks = op.getType().getDimSize(dim) / local.getDimSize(dim);
+  SmallVector<int64_t> stacked = {ranks};
+  llvm::append_range(stacked, local.getShape());
+  CallBuilder c(rewriter, op.getLoc());
+  Value in = c.input(op.getInput());
+  CallBuilder::Output out = c.output(local.clone(stacked));
+  c.call(kernel("mrt_all_gather", op.getInput()),
+         {CallBuilder::context(op), c.i32(runtimeAxis), in, out.view,
+          c.i64(local.getNumElements())});
+  // [ranks, s0, ..., s(n-1)] -> [s0, ..., s(dim-1), ranks, s(dim), ...].
+  SmallVector<int64_t> permutation, moved;
+  for (int64_t i = 0; i < local.getRank(); ++i) {
+    if (i == dim)
+      permutation.push_back(0);
+    permutation.push_back(i + 1);
+  }
+  for (int64_t from : permutation)
+    moved.push_back(stacked[from]);
+  Value init = tensor::EmptyOp::create(rewriter, op.getLoc(), moved,
+                                       local.getElementType());
+  Value placed = linalg::TransposeOp::create(rewriter, op.getLoc(),
+                                             c.tensor(out), init, permutation)
+                     .getResult()[0];
+  SmallVector<ReassociationIndices> groups;
+  for (int64_t i = 0; i < local.getRank(); ++i)
+    groups.push_back(i < dim    ? ReassociationIndices{i}
+                     : i == dim ? ReassociationIndices{i, i + 1}
+                                : ReassociationIndices{i + 1});
+  return tensor::CollapseShapeOp::create(rewriter, op.getLoc(), op.getType(),
+                                         placed, groups);
+}
+
 struct AllGatherToRuntime : RuntimePattern<AllGatherOp> {
   using RuntimePattern::RuntimePattern;
   LogicalResult matchAndRewrite(AllGatherOp op,
                                 PatternRewriter &rewriter) const override {
-    return gatherOrScatter(rewriter, op, "mrt_all_gather",
-                           op.getInput().getType());
+    if (isOutermost(op.getType(), op.getDim()))
+      return gatherOrScatter(rewriter, op, "mrt_all_gather",
+                             op.getInput().getType());
+    FailureOr<int64_t> runtime = runtimeAxis(op, op.getAxis());
+    if (failed(runtime))
+      return failure();
+    rewriter.replaceOp(op, gatherInner(rewriter, op, *runtime));
+    return success();
   }
 };
 

@@ -1,4 +1,4 @@
-// RUN: megatron-opt %s -split-input-file -megatron-offload-to-gpu -canonicalize -verify-diagnostics | FileCheck %s
+// RUN: megatron-opt %s -split-input-file -megatron-copies-to-linalg -megatron-offload-to-gpu -canonicalize -verify-diagnostics | FileCheck %s
 
 // An elementwise loop becomes one launch: the innermost dimension over
 // 256-thread blocks along x, the outer ones along y and z; the function's

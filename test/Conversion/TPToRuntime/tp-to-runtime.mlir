@@ -122,11 +122,18 @@ func.func @transpose_lhs_batched(%a: tensor<2x4x3xf32>, %w: tensor<4x5xf32>) -> 
 
 // -----
 
-// Gathering along an inner dimension would interleave the ranks' buffers.
+// Gathering along an inner dimension: the ranks' chunks come stacked, and a
+// transpose puts each at its columns.
 
+// CHECK-LABEL: func.func private @gather_inner(
+// CHECK: %[[STACKED:.+]] = memref.alloc() : memref<4x4x8xf32>
+// CHECK: call @mrt_all_gather_f32(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}) : (!llvm.ptr, i32, memref<?xf32>, memref<?xf32>, i64) -> ()
+// CHECK: %[[CHUNKS:.+]] = bufferization.to_tensor %[[STACKED]]
+// CHECK: %[[PLACED:.+]] = linalg.transpose ins(%[[CHUNKS]] : tensor<4x4x8xf32>) outs(%{{.+}} : tensor<4x4x8xf32>) permutation = [1, 0, 2]
+// CHECK: %[[G:.+]] = tensor.collapse_shape %[[PLACED]] {{\[\[}}0], [1, 2]] : tensor<4x4x8xf32> into tensor<4x32xf32>
+// CHECK: return %[[G]]
 tp.mesh @m axes = ["tp" = 4]
 func.func @gather_inner(%x: tensor<4x8xf32>) -> tensor<4x32xf32> {
-  // expected-error @+1 {{'tp.all_gather' op along dimension 1 has no runtime lowering; only the outermost dimension}}
   %g = tp.all_gather %x over @m["tp"] dim = 1 : tensor<4x8xf32> -> tensor<4x32xf32>
   return %g : tensor<4x32xf32>
 }

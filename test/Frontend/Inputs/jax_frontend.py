@@ -45,7 +45,7 @@ def _gelu(x):
 
 
 def _normal(key, shape, scale):
-    return np.asarray(jax.random.normal(key, shape, jnp.float32) * scale)
+    return np.array(jax.random.normal(key, shape, jnp.float32) * scale)
 
 
 def mlp_arguments(seed=0, batch=8, width=16, hidden=64):
@@ -78,6 +78,67 @@ def mlp_sgd(x, y, w1, b1, w2, b2):
     return (loss, *[p - 0.1 * g for p, g in zip(params, grads)])
 
 
+def _layer_norm(x, gain, bias):
+    mean = jnp.mean(x, axis=-1, keepdims=True)
+    var = jnp.mean((x - mean) ** 2, axis=-1, keepdims=True)
+    return (x - mean) / jnp.sqrt(var + 1e-5) * gain + bias
+
+
+HEADS = 4
+
+
+def block_arguments(seed=0, batch=2, seq=8, width=32):
+    head = width // HEADS
+    shapes = {
+        "x": ((batch, seq, width), 1.0), "y": ((batch, seq, width), 1.0),
+        "ln1_g": ((width,), 0.1), "ln1_b": ((width,), 0.1),
+        "w_qkv": ((width, 3, HEADS, head), 0.2),
+        "b_qkv": ((3, HEADS, head), 0.1),
+        "w_o": ((HEADS, head, width), 0.2), "b_o": ((width,), 0.1),
+        "ln2_g": ((width,), 0.1), "ln2_b": ((width,), 0.1),
+        "w1": ((width, 4 * width), 0.2), "b1": ((4 * width,), 0.1),
+        "w2": ((4 * width, width), 0.2), "b2": ((width,), 0.1),
+    }
+    keys = jax.random.split(jax.random.PRNGKey(seed), len(shapes))
+    args = [_normal(k, shape, scale)
+            for k, (shape, scale) in zip(keys, shapes.values())]
+    # Gains near 1, as a trained model's.
+    for gain in ("ln1_g", "ln2_g"):
+        args[list(shapes).index(gain)] += 1.0
+    return args
+
+
+def block(x, ln1_g, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_g, ln2_b, w1, b1, w2,
+          b2):
+    """A pre-LayerNorm transformer block: causal attention with heads
+    (q, k and v of each head side by side in w_qkv), then the MLP."""
+    seq = x.shape[1]
+    qkv = jnp.einsum("btd,dchk->btchk", _layer_norm(x, ln1_g, ln1_b),
+                     w_qkv) + b_qkv
+    q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+    scores = jnp.einsum("bthk,bshk->bhts", q, k) / np.sqrt(q.shape[-1])
+    causal = jnp.tril(jnp.ones((seq, seq), bool))
+    scores = jnp.where(causal, scores, -1e9)
+    attended = jnp.einsum("bhts,bshk->bthk", jax.nn.softmax(scores, axis=-1),
+                          v)
+    x = x + jnp.einsum("bthk,hkd->btd", attended, w_o) + b_o
+    return x + mlp(_layer_norm(x, ln2_g, ln2_b), w1, b1, w2, b2)
+
+
+def block_sgd(x, y, *params):
+    """One SGD step of the block on a mean squared error."""
+    def loss_of(params):
+        return jnp.mean((block(x, *params) - y) ** 2)
+    loss, grads = jax.value_and_grad(loss_of)(params)
+    return (loss, *[p - 0.1 * g for p, g in zip(params, grads)])
+
+
+# Megatron's block from two annotations: the heads of q, k and v, and the
+# first MLP weight's columns.
+BLOCK_SPECS = [None, None, None, None, P(None, None, "tp"), None, None, None,
+               None, None, P(None, "tp"), None, None, None]
+
+
 # Only the first weight is annotated, split by columns (None: no
 # annotation); the planner finds the rest: the bias split with it, the
 # row-split second weight, one all-reduce.
@@ -89,6 +150,7 @@ PROGRAMS = {
     # Data and tensor parallelism: the batch split over "dp" too.
     "mlp_sgd_dp": (mlp_sgd, mlp_sgd_arguments,
                    [P("dp"), P("dp")] + MLP_SPECS[1:]),
+    "block_sgd": (block_sgd, block_arguments, BLOCK_SPECS),
 }
 
 

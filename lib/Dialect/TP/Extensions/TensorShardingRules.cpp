@@ -1,7 +1,7 @@
 //===- TensorShardingRules.cpp - how tensor's shape ops may be split ------===//
 //
 // The tensor ops framework lowerings build shapes with: empty tensors (the
-// inits of linalg ops), reshapes and slices. A reshape splits in contiguous
+// inits of linalg ops), reshapes, slices and pads. A reshape splits in contiguous
 // blocks, so a split of a merged dimension is a split of the outermost of
 // its parts longer than 1; a slice may be split along the dimensions it
 // takes whole.
@@ -154,6 +154,24 @@ struct ExtractSliceShardingRule
   }
 };
 
+/// A pad (the gradient of a slice) may be split along the dimensions it
+/// does not pad.
+struct PadShardingRule
+    : ShardingRuleOpInterface::ExternalModel<PadShardingRule, tensor::PadOp> {
+  ShardingRule getShardingRule(Operation *op) const {
+    auto pad = cast<tensor::PadOp>(op);
+    ShardingRule rule;
+    Dims dims;
+    for (auto [low, high] :
+         llvm::zip(pad.getStaticLow(), pad.getStaticHigh()))
+      dims.push_back({low == 0 && high == 0 ? rule.addFactor() : kWhole, 1});
+    rule.operands = {dims};
+    addIndexOperands(rule, op->getNumOperands() - 1);
+    rule.results = {dims};
+    return rule;
+  }
+};
+
 } // namespace
 
 void tp::registerTensorShardingRules(DialectRegistry &registry) {
@@ -164,5 +182,6 @@ void tp::registerTensorShardingRules(DialectRegistry &registry) {
         *context);
     tensor::ExtractSliceOp::attachInterface<ExtractSliceShardingRule>(
         *context);
+    tensor::PadOp::attachInterface<PadShardingRule>(*context);
   });
 }

@@ -165,6 +165,18 @@ void FactorShardings::merge(const ShardingRule::TensorDims &dims,
   }
 }
 
+bool FactorShardings::determines(const ShardingRule::TensorDims &dims,
+                                 bool isResult) const {
+  for (const ShardingRule::Dim &dim : dims)
+    if (dim.factor != ShardingRule::kWhole && !factors[dim.factor].known)
+      return false;
+  if (isResult)
+    for (int64_t index = 0, e = rule.isReduction.size(); index < e; ++index)
+      if (rule.leavesPartial(index) && !factors[index].known)
+        return false;
+  return true;
+}
+
 ShardingAttr FactorShardings::build(FlatSymbolRefAttr mesh,
                                     const ShardingRule::TensorDims &dims,
                                     bool isResult) const {

@@ -40,6 +40,15 @@ Value PartitionContext::rowOffset(Location loc, StringRef axis,
   return arith::MulIOp::create(builder, loc, index, size);
 }
 
+void PartitionContext::replaceOp(Operation *op, Value replacement) {
+  Value result = op->getResult(0);
+  if (ShardingAttr sharding = shardings.lookup(result))
+    shardings[replacement] = sharding;
+  shardings.erase(result);
+  result.replaceAllUsesWith(replacement);
+  op->erase();
+}
+
 /// Megatron splits the fused [q|k|v] columns per section: whole heads.
 int64_t AttentionOp::getColumnSections() { return 3; }
 
@@ -126,8 +135,7 @@ LogicalResult CrossEntropyOp::partition(PartitionContext &context) {
       allTokens == localTokens ? IntegerAttr() : b.getI64IntegerAttr(allTokens);
   CrossEntropyPieces pieces = buildCrossEntropyPieces(
       b, *this, offset, context.getMeshRef(), axis, meanOver);
-  replaceAllUsesWith(pieces.loss.getResult());
-  erase();
+  context.replaceOp(*this, pieces.loss.getResult());
   return success();
 }
 
@@ -162,7 +170,6 @@ LogicalResult ReshardOp::partition(PartitionContext &context) {
                                    *after, dim);
     }
   }
-  replaceAllUsesWith(value);
-  erase();
+  context.replaceOp(*this, value);
   return success();
 }

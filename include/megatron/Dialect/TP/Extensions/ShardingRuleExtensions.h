@@ -19,7 +19,7 @@ namespace mlir::tp {
 /// Every linalg structured op: factors from its indexing maps and iterator
 /// types.
 void registerLinalgShardingRules(DialectRegistry &registry);
-/// tensor.empty, expand_shape, collapse_shape and extract_slice.
+/// tensor.empty, expand_shape, collapse_shape, extract_slice and pad.
 void registerTensorShardingRules(DialectRegistry &registry);
 /// arith.constant.
 void registerArithShardingRules(DialectRegistry &registry);

@@ -61,6 +61,12 @@ public:
                      const ShardingRule::TensorDims &dims,
                      bool isResult) const;
 
+  /// Whether every factor that lays out a tensor indexed by `dims` is known
+  /// (for a result also each reduction factor that would leave it partial):
+  /// build() then says all of its layout rather than taking the unknown
+  /// factors as unsplit.
+  bool determines(const ShardingRule::TensorDims &dims, bool isResult) const;
+
   ArrayRef<Conflict> getConflicts() const { return conflicts; }
   bool hasFixedConflict() const { return fixedConflict; }
 
@@ -98,6 +104,12 @@ public:
   /// This rank's first row of a tensor whose dimension of `localSize` rows
   /// is split over `axis`: axis_index * localSize, at the insertion point.
   Value rowOffset(Location loc, StringRef axis, int64_t localSize);
+
+  /// Replaces `op`'s one result with `replacement`, which takes over its
+  /// sharding, and erases `op`. Ops that partition into others go through
+  /// here, so that no sharding stays recorded for a value that no longer
+  /// exists (a new value could reuse its address).
+  void replaceOp(Operation *op, Value replacement);
 
 private:
   MeshOp mesh;
