@@ -30,8 +30,9 @@ struct ExpandReshapesPass
     // A reshaped empty init is an empty tensor of the new shape: left as a
     // reshape, it would tie the init's layout to the merged dimension's.
     tensor::populateFoldTensorEmptyPatterns(patterns);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
-      return signalPassFailure();
+    // Not converging within the driver's iterations leaves valid IR with
+    // fewer reshapes folded: a plan with more reshards, not a wrong one.
+    (void)applyPatternsGreedily(getOperation(), std::move(patterns));
   }
 };
 

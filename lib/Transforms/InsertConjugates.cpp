@@ -28,9 +28,22 @@ ShardingAttr shardingOrReplicated(Value value, FlatSymbolRefAttr mesh) {
   return getReplicated(mesh, value.getType());
 }
 
-/// Completes each pending partial sum of `value` with a tp.g.
+/// The complete value of each partial sum already completed, by the
+/// partial value: its other users in the same block share the tp.g rather
+/// than all-reducing it again.
+using CompletedSums = DenseMap<Value, Value>;
+
+/// Completes each pending partial sum of `value` with a tp.g, at `b`'s
+/// insertion point, for `user`; reuses an earlier completion in `user`'s
+/// block.
 Value completePartialSums(OpBuilder &b, Location loc, Value value,
-                          MeshOp mesh) {
+                          MeshOp mesh, CompletedSums &completed,
+                          Operation *user) {
+  Value &earlier = completed[value];
+  if (earlier && earlier.getDefiningOp()->getBlock() == user->getBlock() &&
+      earlier.getDefiningOp()->isBeforeInBlock(user))
+    return earlier;
+  Value partial = value;
   ShardingAttr sharding = shardingOrReplicated(value, FlatSymbolRefAttr::get(mesh));
   for (StringRef axis : sharding.getPartialAxes()) {
     if (!isSplitting(mesh, axis))
@@ -40,6 +53,8 @@ Value completePartialSums(OpBuilder &b, Location loc, Value value,
     LLVM_DEBUG(llvm::dbgs() << "g over " << axis << " at " << loc << "\n");
     setSharding(value, withoutPartial(sharding));
   }
+  if (value != partial)
+    completed[partial] = value;
   return value;
 }
 
@@ -93,7 +108,8 @@ Value conjugate(OpBuilder &b, Operation *op, Value value,
 /// Gives operand `index` of `op` the layout the op's rule requires.
 void conjugateOperand(OpBuilder &b, Operation *op, unsigned index,
                       const ShardingRule &rule, const FactorShardings &factors,
-                      MeshOp mesh, ArgumentConjugates &shared) {
+                      MeshOp mesh, ArgumentConjugates &shared,
+                      CompletedSums &completed) {
   auto meshRef = FlatSymbolRefAttr::get(mesh);
   Value value = op->getOperand(index);
   // Scalars (a fill's value, a dynamic size) have no layout.
@@ -101,7 +117,7 @@ void conjugateOperand(OpBuilder &b, Operation *op, unsigned index,
     return;
   b.setInsertionPoint(op);
   if (!rule.consumesPartial)
-    value = completePartialSums(b, op->getLoc(), value, mesh);
+    value = completePartialSums(b, op->getLoc(), value, mesh, completed, op);
   ShardingAttr actual = shardingOrReplicated(value, meshRef);
   ShardingAttr required =
       factors.build(meshRef, rule.operands[index], /*isResult=*/false);
@@ -131,7 +147,8 @@ void conjugateOperand(OpBuilder &b, Operation *op, unsigned index,
 /// op keeps the layout it computes and g or a reshard after it gives users
 /// the annotated one.
 void conjugateResults(OpBuilder &b, Operation *op, const ShardingRule &rule,
-                      const FactorShardings &factors, MeshOp mesh) {
+                      const FactorShardings &factors, MeshOp mesh,
+                      CompletedSums &completed) {
   auto meshRef = FlatSymbolRefAttr::get(mesh);
   for (auto [result, dims] : llvm::zip(op->getResults(), rule.results)) {
     ShardingAttr annotated = getSharding(result);
@@ -144,7 +161,7 @@ void conjugateResults(OpBuilder &b, Operation *op, const ShardingRule &rule,
     b.setInsertionPointAfter(op);
     Value value = result;
     if (annotated.getPartialAxes().empty())
-      value = completePartialSums(b, op->getLoc(), value, mesh);
+      value = completePartialSums(b, op->getLoc(), value, mesh, completed, op);
     if (!sameLayout(annotated, shardingOrReplicated(value, meshRef), mesh)) {
       value = ReshardOp::create(b, op->getLoc(), value);
       setSharding(value, annotated);
@@ -163,6 +180,7 @@ struct InsertConjugatesPass
     SymbolTableCollection symbols;
     OpBuilder b(&getContext());
     ArgumentConjugates shared;
+    CompletedSums completed;
     SmallVector<ShardingRuleOpInterface> ops;
     module.walk([&](ShardingRuleOpInterface op) {
       // Conjugates and reshards are what this pass inserts.
@@ -184,8 +202,8 @@ struct InsertConjugatesPass
         if (ShardingAttr sharding = getSharding(value))
           factors.merge(dims, sharding, false, /*isResult=*/false);
       for (unsigned i = 0; i < op->getNumOperands(); ++i)
-        conjugateOperand(b, op, i, rule, factors, mesh, shared);
-      conjugateResults(b, op, rule, factors, mesh);
+        conjugateOperand(b, op, i, rule, factors, mesh, shared, completed);
+      conjugateResults(b, op, rule, factors, mesh, completed);
     }
     // Results leave the function whole.
     module.walk([&](func::ReturnOp ret) {
@@ -194,8 +212,8 @@ struct InsertConjugatesPass
         if (ShardingAttr sharding = getSharding(operand.get()))
           if (auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(
                   ret, sharding.getMesh()))
-            operand.set(
-                completePartialSums(b, ret.getLoc(), operand.get(), mesh));
+            operand.set(completePartialSums(b, ret.getLoc(), operand.get(),
+                                            mesh, completed, ret));
     });
   }
 
