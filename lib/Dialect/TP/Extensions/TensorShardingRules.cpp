@@ -12,6 +12,8 @@
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
+#include <type_traits>
+
 using namespace mlir;
 using namespace mlir::tp;
 
@@ -66,42 +68,42 @@ void reshapeDims(RankedTensorType merged, RankedTensorType parts,
   }
 }
 
-struct ExpandShapeShardingRule
-    : ShardingRuleOpInterface::ExternalModel<ExpandShapeShardingRule,
-                                             tensor::ExpandShapeOp> {
+/// expand_shape and collapse_shape: the merged side is the source of an
+/// expand and the result of a collapse.
+template <typename ReshapeOp>
+struct ReshapeShardingRule
+    : ShardingRuleOpInterface::ExternalModel<ReshapeShardingRule<ReshapeOp>,
+                                             ReshapeOp> {
+  static constexpr bool kExpands =
+      std::is_same_v<ReshapeOp, tensor::ExpandShapeOp>;
+
   ShardingRule getShardingRule(Operation *op) const {
-    auto expand = cast<tensor::ExpandShapeOp>(op);
+    auto reshape = cast<ReshapeOp>(op);
     ShardingRule rule;
     Dims source, result;
-    reshapeDims(expand.getSrcType(), expand.getResultType(),
-                expand.getReassociationIndices(), rule, source, result);
+    if constexpr (kExpands)
+      reshapeDims(reshape.getSrcType(), reshape.getResultType(),
+                  reshape.getReassociationIndices(), rule, source, result);
+    else
+      reshapeDims(reshape.getResultType(), reshape.getSrcType(),
+                  reshape.getReassociationIndices(), rule, result, source);
     rule.operands = {source};
+    // An expand's dynamic output sizes.
     addIndexOperands(rule, op->getNumOperands() - 1);
     rule.results = {result};
     return rule;
   }
 
-  /// The static output shape is the local one.
+  /// An expand's static output shape is the local one; a collapse infers
+  /// its own.
   LogicalResult partition(Operation *op, PartitionContext &context) const {
-    auto expand = cast<tensor::ExpandShapeOp>(op);
-    expand.setStaticOutputShapeAttr(context.getBuilder().getDenseI64ArrayAttr(
-        expand.getResultType().getShape()));
+    if constexpr (kExpands) {
+      auto expand = cast<tensor::ExpandShapeOp>(op);
+      expand.setStaticOutputShapeAttr(
+          context.getBuilder().getDenseI64ArrayAttr(
+              expand.getResultType().getShape()));
+    }
     return success();
-  }
-};
-
-struct CollapseShapeShardingRule
-    : ShardingRuleOpInterface::ExternalModel<CollapseShapeShardingRule,
-                                             tensor::CollapseShapeOp> {
-  ShardingRule getShardingRule(Operation *op) const {
-    auto collapse = cast<tensor::CollapseShapeOp>(op);
-    ShardingRule rule;
-    Dims source, result;
-    reshapeDims(collapse.getResultType(), collapse.getSrcType(),
-                collapse.getReassociationIndices(), rule, result, source);
-    rule.operands = {source};
-    rule.results = {result};
-    return rule;
   }
 };
 
@@ -177,9 +179,10 @@ struct PadShardingRule
 void tp::registerTensorShardingRules(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *context, tensor::TensorDialect *) {
     tensor::EmptyOp::attachInterface<EmptyShardingRule>(*context);
-    tensor::ExpandShapeOp::attachInterface<ExpandShapeShardingRule>(*context);
-    tensor::CollapseShapeOp::attachInterface<CollapseShapeShardingRule>(
-        *context);
+    tensor::ExpandShapeOp::attachInterface<
+        ReshapeShardingRule<tensor::ExpandShapeOp>>(*context);
+    tensor::CollapseShapeOp::attachInterface<
+        ReshapeShardingRule<tensor::CollapseShapeOp>>(*context);
     tensor::ExtractSliceOp::attachInterface<ExtractSliceShardingRule>(
         *context);
     tensor::PadOp::attachInterface<PadShardingRule>(*context);
