@@ -69,6 +69,7 @@ bool usesBF16(const CompileOptions &options) {
 
 void addPartitionStages(OpPassManager &pm, const CompileOptions &options) {
   if (!options.entry.empty()) {
+    pm.addPass(createImportShard());
     pm.addPass(createExpandReshapes());
     pm.addPass(createFunctionEntry(FunctionEntryOptions{options.entry}));
     buildPartitionPipeline(pm, /*exportLogits=*/false);

@@ -34,9 +34,11 @@ void megatron::registerPassesAndPipelines() {
   PassPipelineRegistration<>(
       "megatron-partition-pipeline",
       "Partitions a program from the shardings written on it (a framework's "
-      "linalg program with tp.sharding arguments): propagate, insert f/g, "
+      "linalg program with tp.sharding arguments or upstream shard "
+      "annotations): import shard annotations, propagate, insert f/g, "
       "partition",
       [](OpPassManager &pm) {
+        pm.addPass(createImportShard());
         buildPartitionPipeline(pm, /*exportLogits=*/false);
       });
 }

@@ -1,8 +1,9 @@
 // The planner (megatron-pipeline) takes programs in the tp dialect; a linalg
 // program is refused there, with the pipeline that takes it named. Both
-// pipelines refuse ops from other dialects (here upstream shard
-// annotations) at the first op of each kind, never passing them through
-// replicated.
+// pipelines refuse ops from other dialects at the first op of each kind,
+// never passing them through replicated: upstream shard annotations in the
+// planner's, a shard collective in megatron-partition-pipeline (which reads
+// the annotations, tp-import-shard).
 // RUN: megatron-opt %s -split-input-file -megatron-pipeline=tp=2 -verify-diagnostics -o /dev/null
 // RUN: not megatron-opt %s -split-input-file -megatron-partition-pipeline -o /dev/null 2>&1 | FileCheck %s --check-prefix=PARTITION
 
@@ -18,8 +19,7 @@ func.func @mlp(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> tensor<4x16xf32> {
 
 // -----
 
-// PARTITION: error: 'shard.grid' is not part of a program tp-propagate takes: it takes the tp and linalg dialects (with func, arith, tensor, math and bufferization), not the shard dialect{{$}}
-// PARTITION: error: 'shard.sharding' is not part of a program tp-propagate takes
+// PARTITION: error: 'shard.all_reduce' is no sharding annotation: tp-import-shard reads shard.grid, shard.sharding and shard.shard, and plans programs upstream has not partitioned
 // expected-error @+1 {{'shard.grid' is not part of a program tp-megatron-annotate takes: it takes the tp dialects (with func, arith, tensor, math and bufferization), not the shard dialect}}
 shard.grid @grid(shape = 2)
 func.func @annotated(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
@@ -27,6 +27,7 @@ func.func @annotated(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %s = shard.sharding @grid split_axes = [[], [0]] : !shard.sharding
   // expected-error @+1 {{'shard.shard' is not part of a program}}
   %y = shard.shard %x to %s : tensor<4x8xf32>
-  return %y : tensor<4x8xf32>
+  // expected-error @+1 {{'shard.all_reduce' is not part of a program}}
+  %r = shard.all_reduce %y on @grid grid_axes = [0] : tensor<4x8xf32> -> tensor<4x8xf32>
+  return %r : tensor<4x8xf32>
 }
-

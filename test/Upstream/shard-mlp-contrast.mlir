@@ -13,6 +13,28 @@
 
 // RUN: /usr/lib/llvm-22/bin/mlir-opt %S/Inputs/shard-mlp.mlir -split-input-file --pass-pipeline="builtin.module(func.func(sharding-propagation,shard-partition))" | FileCheck %s --check-prefix=UPSTREAM --enable-var-scope
 // RUN: megatron-opt %s --tp-propagate --tp-insert-conjugates --tp-partition | FileCheck %s --check-prefix=OURS --enable-var-scope
+// RUN: megatron-opt %S/Inputs/shard-mlp.mlir -split-input-file --megatron-partition-pipeline | FileCheck %s --check-prefix=IMPORTED --enable-var-scope
+
+// Ours on upstream's own input (tp-import-shard reads its shard
+// annotations): in both cases B row-split and one all-reduce; with the
+// accumulator Y0 an argument, only the first rank adds it, as upstream does.
+// IMPORTED-LABEL: func.func @mlp_only_a(
+// IMPORTED-SAME: tensor<16x16xf32> {tp.global_shape = array<i64: 16, 64>, tp.sharding = #tp.sharding<@grid, {{\[\[}}], ["tp"]]>}
+// IMPORTED-SAME: tensor<16x16xf32> {tp.global_shape = array<i64: 64, 16>, tp.sharding = #tp.sharding<@grid, {{\[}}["tp"], []]>}
+// IMPORTED-NOT: tp.all_gather
+// IMPORTED: tp.axis_index @grid["tp"]
+// IMPORTED: arith.select
+// IMPORTED: %[[P:.*]] = linalg.matmul
+// IMPORTED-NEXT: %[[Y:.*]] = tp.g %[[P]] over @grid["tp"] : tensor<8x16xf32>
+// IMPORTED-NEXT: return %[[Y]] : tensor<8x16xf32>
+// IMPORTED-LABEL: func.func @mlp_pinned(
+// IMPORTED-SAME: tensor<16x16xf32> {tp.global_shape = array<i64: 64, 16>, tp.sharding = #tp.sharding<@grid, {{\[}}["tp"], []]>}
+// IMPORTED-NOT: tp.all_gather
+// IMPORTED: linalg.matmul
+// IMPORTED: %[[P:.*]] = linalg.matmul
+// IMPORTED-NEXT: %[[Y:.*]] = tp.g %[[P]] over @grid["tp"] : tensor<8x16xf32>
+// IMPORTED-NEXT: return %[[Y]] : tensor<8x16xf32>
+// IMPORTED-NOT: tp.all_gather
 
 // Upstream, only A annotated: B becomes [16,16], the hidden stays [8,16], one
 // all_reduce; only process 0 adds the accumulator Y0.

@@ -156,6 +156,40 @@ def FunctionEntry : Pass<"tp-function-entry", "ModuleOp"> {
   let dependentDialects = ["::mlir::bufferization::BufferizationDialect"];
 }
 
+def ImportShard : Pass<"tp-import-shard", "ModuleOp"> {
+  let summary = "Read upstream shard annotations as tp shardings";
+  let description = [{
+    A framework that states its shardings the way upstream's
+    sharding-propagation reads them (`shard.grid`, `shard.sharding`,
+    `shard.shard`) gets the tp planner with no change to its IR: each grid
+    becomes a `tp.mesh` of the same name (a 1-d grid's axis is "tp"; a 2-d
+    grid's are "dp" and "tp"), each `shard.shard` of a function argument or
+    of an op's one result becomes that value's `tp.sharding`, and one
+    annotated for its users (or of another value) a `tp.reshard` that gives
+    them the layout. Halos and uneven shards, which tp shardings do not
+    express, are errors at the sharding; shard ops other than these three
+    are left for verifyGlobalProgram to name.
+
+    Example:
+
+    ```mlir
+    // Before:
+    shard.grid @grid(shape = 2)
+    func.func @f(%a: tensor<16x64xf32>) -> tensor<16x64xf32> {
+      %s = shard.sharding @grid split_axes = [[], [0]] : !shard.sharding
+      %a_s = shard.shard %a to %s : tensor<16x64xf32>
+      return %a_s : tensor<16x64xf32>
+    }
+    // After:
+    tp.mesh @grid axes = ["tp" = 2]
+    func.func @f(%a: tensor<16x64xf32> {tp.sharding = #tp.sharding<@grid, [[], ["tp"]]>}) -> tensor<16x64xf32> {
+      return %a : tensor<16x64xf32>
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::tp::TPDialect"];
+}
+
 def ExportLogits : Pass<"tp-export-logits", "ModuleOp"> {
   let summary = "Also write the loss's logits into a `logits` argument";
   let description = [{
