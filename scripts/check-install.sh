@@ -79,7 +79,7 @@ printf 'func.func @f(%%x: tensor<2xf32>) -> tensor<2xf32> {\n  %%y = linalg.copy
 if "$C" "$WORK/linalg.mlir" 'builtin.module(megatron-pipeline{tp=2})' > /dev/null 2> "$WORK/err.txt"; then
   fail "embed-c accepted a linalg program"
 fi
-grep -qF "linalg.mlir\":2:8): error: 'linalg.copy' is not part of a tp program" "$WORK/err.txt" ||
+grep -qF "linalg.mlir\":2:8): error: 'linalg.copy' is not part of a program tp-megatron-annotate takes" "$WORK/err.txt" ||
   { cat "$WORK/err.txt"; fail "embed-c's error is not located"; }
 if "$C" "$WORK/tiny.mlir" 'builtin.module(megatron-pipeline{tp=2})' "$WORK/steps/none.so" 2> "$WORK/err.txt"; then
   fail "embed-c wrote a library of an unlowered module"
