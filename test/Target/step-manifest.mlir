@@ -56,6 +56,19 @@ module {
 
 // -----
 
+// A framework's function is its library's only entry.
+// expected-error @+1 {{tp-step-manifest: a function's step library exports that function alone; the module marks 1 functions and 1 model entries}}
+module {
+  func.func @main() attributes {tp.entry = "function"} {
+    return
+  }
+  func.func @b() attributes {tp.entry = "forward"} {
+    return
+  }
+}
+
+// -----
+
 // An entry's arguments are the step's, found by name and type.
 func.func @step(%x: tensor<4x16xf32> {tp.name = "x", tp.role = "tokens"}, %w: tensor<16x8xf32> {tp.name = "w"},
                 %t: tensor<4xi32> {tp.name = "t", tp.role = "targets"}) -> tensor<f32>

@@ -1394,6 +1394,23 @@ TEST(StepLibrary, CapabilityErrors) {
             "s.so keeps arguments in device memory, but its runtime has no "
             "mrt_device_alloc");
   EXPECT_EQ(capabilityError(train, device, true), "");
+
+  // A function's library runs with --entry naming its function, a model's
+  // without.
+  const Options function = parseOptions(
+      {"s.so", "--entry", "main", "--inputs", "i", "--outputs", "o"});
+  EXPECT_EQ(capabilityError(function, step, false),
+            "--entry: s.so is a model's step library, not a function's");
+  StepLibrary main;
+  main.manifest = parseManifest(functionManifest(kFunctionArgs));
+  EXPECT_EQ(capabilityError(function, main, false), "");
+  EXPECT_EQ(capabilityError(train, main, false),
+            "s.so is a function's library (megatron-compile --entry main); "
+            "run it with --entry main --inputs IN --outputs OUT");
+  EXPECT_EQ(capabilityError(parseOptions({"s.so", "--entry", "step",
+                                          "--inputs", "i", "--outputs", "o"}),
+                            main, false),
+            "--entry step: s.so exports the function main");
 }
 
 TEST(Mesh, AgreeNamesTheLowestFailingRank) {
