@@ -6,6 +6,8 @@
 //                     dp (tp=1) or tp: the 2 s collective timeout ends the job
 //   bucket-stops <tp> the same while the others wait for a bucket of sums
 //   bucket-unopened <tp>  a sum added to a bucket that was never opened
+//   bucket-reopened <tp>  a bucket opened while another is open
+//   bucket-unended <tp>   a bucket ended that was never opened
 // Each returns 0 only if the failure it provokes did not happen.
 #include "megatron_rt/comm.h"
 
@@ -68,6 +70,13 @@ void sumIntoUnopenedBucket(mrt_context *ctx) {
   mrt_bucket_all_reduce_f32(ctx, &value, 1);
 }
 
+void openBucketTwice(mrt_context *ctx) {
+  mrt_bucket_begin(ctx, MRT_AXIS_DP);
+  mrt_bucket_begin(ctx, MRT_AXIS_DP);
+}
+
+void endUnopenedBucket(mrt_context *ctx) { mrt_bucket_end(ctx); }
+
 void broadcastFromInvalidRoot(mrt_context *ctx) {
   char byte = 0;
   mrt_broadcast_bytes(ctx, MRT_AXIS_TP, &byte, 1, 1 << 20);
@@ -79,7 +88,8 @@ int main(int argc, char **argv) {
   if (argc != 3) {
     std::fprintf(stderr,
                  "usage: %s tp-mismatch|rank-exit|mpi-error|rank-stops|"
-                 "bucket-stops|bucket-unopened <tp>\n",
+                 "bucket-stops|bucket-unopened|bucket-reopened|bucket-unended "
+                 "<tp>\n",
                  argv[0]);
     return 2;
   }
@@ -93,6 +103,10 @@ int main(int argc, char **argv) {
     rankStopsDuringBucket(ctx);
   else if (std::strcmp(argv[1], "bucket-unopened") == 0)
     sumIntoUnopenedBucket(ctx);
+  else if (std::strcmp(argv[1], "bucket-reopened") == 0)
+    openBucketTwice(ctx);
+  else if (std::strcmp(argv[1], "bucket-unended") == 0)
+    endUnopenedBucket(ctx);
   else if (std::strcmp(argv[1], "rank-exit") == 0)
     rankExitsDuringAllReduce(ctx);
   else if (std::strcmp(argv[1], "mpi-error") == 0)

@@ -1,9 +1,13 @@
 #include "Report.h"
 
 #include <cerrno>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <stdexcept>
+#include <thread>
 
 namespace mrun {
 namespace {
@@ -25,6 +29,14 @@ std::string stepLogFields(int64_t step, float loss, double ms,
          jsonNumber(ms > 0 ? batchTokens / (ms / 1000.0) : INFINITY, "%.1f");
 }
 
+// The first of the launcher's variables that is set, as a rank (0: none).
+long launcherVariable(std::initializer_list<const char *> names) {
+  for (const char *name : names)
+    if (const char *value = std::getenv(name))
+      return std::strtol(value, nullptr, 10);
+  return 0;
+}
+
 } // namespace
 
 void report(const std::string &msg) {
@@ -32,6 +44,18 @@ void report(const std::string &msg) {
   std::string line = "megatron-run: " + msg + "\n";
   std::fputs(line.c_str(), stderr);
   std::fflush(stderr);
+}
+
+void reportOnce(const std::string &msg, SeenBy seenBy) {
+  const long rank = launcherVariable(
+      {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"});
+  const long nodeRank = launcherVariable(
+      {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"});
+  if (seenBy == SeenBy::EveryRank ? rank == 0 : nodeRank == 0) {
+    report(rank == 0 ? msg : "rank " + std::to_string(rank) + ": " + msg);
+    return;
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
 void printLine(const std::string &line) {

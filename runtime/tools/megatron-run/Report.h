@@ -12,6 +12,20 @@ namespace mrun {
 // "megatron-run: MSG" on stderr (errors and progress notes alike).
 void report(const std::string &msg);
 
+// Who sees an error that comes before the ranks can agree (Mesh::agree):
+// every rank (one command line, one world size), or every rank of a node
+// (the files a node reads, such as the step library).
+enum class SeenBy { EveryRank, EveryRankOfANode };
+
+// Reports `msg` so that one copy reaches the user: on the launcher's rank 0
+// for SeenBy::EveryRank, on the first rank of each node (naming its rank
+// where it is not 0) for SeenBy::EveryRankOfANode. The launcher's
+// environment (Open MPI, MPICH/Hydra, Slurm) gives each process its place;
+// without one the process is rank 0 of its own. The other ranks print
+// nothing and wait a moment before they return, so that mpirun, which ends
+// the job at the first failed process, does not end the reporting one first.
+void reportOnce(const std::string &msg, SeenBy seenBy);
+
 // `line` on stdout, flushed: the step lines follow the run as it goes.
 void printLine(const std::string &line);
 

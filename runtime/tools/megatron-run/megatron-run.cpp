@@ -33,7 +33,7 @@ int run(const Options &opt) {
   StepLibrary step;
   if (const std::string unusable = openStepLibrary(opt, rt, step);
       !unusable.empty()) {
-    report(unusable);
+    reportOnce(unusable, SeenBy::EveryRankOfANode);
     return 1;
   }
   // Allocated by prepare() once the mesh exists. Declared before the mesh so
@@ -45,7 +45,7 @@ int run(const Options &opt) {
       Mesh::create(rt, opt.stepLibrary, step.manifest, opt.collectiveTimeout,
                    noMesh);
   if (!mesh) {
-    report(noMesh);
+    reportOnce(noMesh, SeenBy::EveryRank);
     return 1;
   }
   Session s(opt, step, *mesh, buffers);
@@ -75,7 +75,8 @@ int main(int argc, char **argv) {
   try {
     opt = parseOptions(std::vector<std::string>(argv + 1, argv + argc));
   } catch (const std::invalid_argument &e) {
-    report(std::string(e.what()) + " (see megatron-run --help)");
+    reportOnce(std::string(e.what()) + " (see megatron-run --help)",
+               SeenBy::EveryRank);
     return 2;
   }
   if (opt.help) {

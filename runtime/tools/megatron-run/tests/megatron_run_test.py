@@ -113,6 +113,14 @@ def expect_fail(cmd, pattern, env=None, what="", code=None, max_s=30):
     return both
 
 
+def expect_fail_once(cmd, pattern, what="", code=None):
+    """expect_fail, and the message is printed once however many ranks saw
+    it."""
+    both = expect_fail(cmd, pattern, what=what, code=code)
+    n = len(re.findall(pattern, both))
+    check(n == 1, f"{what}: printed once (seen {n} times)")
+
+
 def steps_printed(out):
     return re.findall(r"^step (\d+) loss (\S+)$", out, re.M)
 
@@ -361,8 +369,9 @@ def case_usage():
     ]:
         expect_fail([A.megatron_run] + args, pat, what=" ".join(args[-2:]),
                     code=2)
-    expect_fail(command(2, ["--data", t, "--eval-only", "--bogus"]),
-                r"unknown option --bogus", what="mpirun -np 2, unknown option")
+    expect_fail_once(command(2, ["--data", t, "--eval-only", "--bogus"]),
+                     r"unknown option --bogus",
+                     what="mpirun -np 2, unknown option", code=2)
 
 
 def case_load_errors():
@@ -370,6 +379,10 @@ def case_load_errors():
     missing = os.path.join(TMP, "nonexistent.so")
     expect_fail([A.megatron_run, missing, "--data", t, "--eval-only"],
                 r"cannot load .*nonexistent\.so", what="missing step.so", code=1)
+    expect_fail_once([A.mpirun, "-np", "2", "--oversubscribe", A.megatron_run,
+                      missing, "--data", t, "--eval-only"],
+                     r"cannot load .*nonexistent\.so",
+                     what="mpirun -np 2, missing step.so", code=1)
     junk = os.path.join(TMP, "junk.so")
     with open(junk, "w") as f:
         f.write("not an ELF file\n")
@@ -405,9 +418,9 @@ def case_tp_mismatch():
     expect_fail(command(("mpi", 2, 1), ["--data", t, "--eval-only"]),
                 r"compiled for tp=1: launch it as `mpirun -np 1 .*\(2 ranks make dp=2\)",
                 what="tp1 step.so on 2 ranks")
-    expect_fail(command(("mpi", 3, 2), ["--data", t, "--eval-only"]),
-                r"compiled for tp=2: .*the 3 MPI ranks are not a multiple of tp_size 2",
-                what="tp2 step.so on 3 ranks")
+    expect_fail_once(command(("mpi", 3, 2), ["--data", t, "--eval-only"]),
+                     r"compiled for tp=2: .*the 3 MPI ranks are not a multiple "
+                     r"of tp_size 2", what="tp2 step.so on 3 ranks", code=1)
 
 
 def case_seed_init():
