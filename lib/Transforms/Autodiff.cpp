@@ -116,6 +116,8 @@ private:
 
 struct AutodiffPass : public megatron::impl::AutodiffBase<AutodiffPass> {
   void runOnOperation() override {
+    if (failed(tp::verifyProgramDialects(getOperation(), getArgument())))
+      return signalPassFailure();
     for (auto function : getOperation().getOps<func::FuncOp>())
       if (!function.isExternal() && !isForwardEntry(function) &&
           failed(Differentiator(function).run()))

@@ -92,6 +92,8 @@ struct BucketReductionsPass
     : public megatron::impl::BucketReductionsBase<BucketReductionsPass> {
   using BucketReductionsBase::BucketReductionsBase;
   void runOnOperation() override {
+    if (failed(tp::verifyProgramDialects(getOperation(), getArgument())))
+      return signalPassFailure();
     if (bucketBytes < 1) {
       getOperation().emitError("bucket-bytes must be positive, got ")
           << bucketBytes.getValue();

@@ -262,6 +262,8 @@ struct ExplainPass : public megatron::impl::ExplainBase<ExplainPass> {
   using ExplainBase::ExplainBase;
 
   void runOnOperation() override {
+    if (failed(tp::verifyProgramDialects(getOperation(), getArgument())))
+      return signalPassFailure();
     Report report = analyze(getOperation());
     if (!hardware.empty()) {
       std::string error;

@@ -24,6 +24,8 @@ struct KeepForwardPass
     : public megatron::impl::KeepForwardBase<KeepForwardPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (failed(tp::verifyProgramDialects(getOperation(), getArgument())))
+      return signalPassFailure();
     SymbolTable symbols(module);
     Builder b(module.getContext());
     for (auto step : llvm::to_vector(module.getOps<func::FuncOp>())) {

@@ -299,6 +299,8 @@ struct MicroBatchesPass
     : public megatron::impl::MicroBatchesBase<MicroBatchesPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (failed(tp::verifyProgramDialects(getOperation(), getArgument())))
+      return signalPassFailure();
     for (auto mesh : module.getOps<MeshOp>()) {
       std::optional<int64_t> count = mesh.getAxisSize(kAxis);
       if (!count)

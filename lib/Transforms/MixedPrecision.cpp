@@ -179,6 +179,8 @@ private:
 struct MixedPrecisionPass
     : public megatron::impl::MixedPrecisionBase<MixedPrecisionPass> {
   void runOnOperation() override {
+    if (failed(tp::verifyProgramDialects(getOperation(), getArgument())))
+      return signalPassFailure();
     for (auto function : getOperation().getOps<func::FuncOp>())
       if (!function.isExternal() &&
           failed(MixedPrecisionRewriter(function).run()))

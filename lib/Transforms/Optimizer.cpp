@@ -310,6 +310,8 @@ private:
 struct OptimizerPass : public megatron::impl::OptimizerBase<OptimizerPass> {
   using OptimizerBase::OptimizerBase;
   void runOnOperation() override {
+    if (failed(tp::verifyProgramDialects(getOperation(), getArgument())))
+      return signalPassFailure();
     for (auto function : getOperation().getOps<func::FuncOp>())
       if (!function.isExternal() && !isForwardEntry(function) &&
           failed(TrainStepBuilder(function, exportGrads, zero).build()))

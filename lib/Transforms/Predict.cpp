@@ -21,6 +21,8 @@ struct PredictPass : public megatron::impl::PredictBase<PredictPass> {
   using PredictBase::PredictBase;
 
   void runOnOperation() override {
+    if (failed(tp::verifyGlobalProgram(getOperation(), getArgument())))
+      return signalPassFailure();
     std::string error;
     FailureOr<Hardware> found = lookupHardware(hardware, error);
     if (failed(found)) {

@@ -146,6 +146,8 @@ struct ViewPass : public megatron::impl::ViewBase<ViewPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (failed(tp::verifyProgramDialects(getOperation(), getArgument())))
+      return signalPassFailure();
     MeshOp mesh;
     for (auto candidate : module.getOps<MeshOp>())
       mesh = candidate;

@@ -158,6 +158,8 @@ struct ConvertTPToRuntimePass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (failed(tp::verifyProgramDialects(getOperation(), getArgument())))
+      return signalPassFailure();
     SmallVector<func::FuncOp> functions = megatron::definedFunctions(module);
     for (func::FuncOp function : functions)
       if (failed(lower(function)))

@@ -258,8 +258,11 @@ int64_t tp::getRingPasses(CollectiveKind kind) {
 /// whose materialize_in_destination tp-export-logits writes outputs with.
 /// Programs partitioned from their own shardings may also be linalg, what
 /// frameworks lower to.
+/// A per-rank program may also hold the scf.for of its micro-batches.
 static bool isProgramDialect(StringRef dialect, ProgramDialects accepted) {
-  if (accepted == ProgramDialects::TPAndLinalg && dialect == "linalg")
+  if (accepted != ProgramDialects::TP && dialect == "linalg")
+    return true;
+  if (accepted == ProgramDialects::PerRank && dialect == "scf")
     return true;
   return llvm::is_contained({StringRef(TPDialect::getDialectNamespace()),
                              StringRef("builtin"), StringRef("func"),
@@ -277,11 +280,23 @@ static StringRef suggestPipeline(StringRef dialect, ProgramDialects accepted) {
   return "";
 }
 
+static StringRef acceptedDialectNames(ProgramDialects accepted) {
+  switch (accepted) {
+  case ProgramDialects::TP:
+    return "tp";
+  case ProgramDialects::TPAndLinalg:
+    return "tp and linalg";
+  case ProgramDialects::PerRank:
+    return "tp, linalg and scf";
+  }
+  llvm_unreachable("unknown program dialects");
+}
+
 /// Fails at the first op of each kind from another dialect: a framework's
 /// leftovers (IREE's util) or upstream shard annotations would otherwise
 /// pass through replicated and unchanged.
-static LogicalResult verifyProgramOps(ModuleOp module, StringRef pass,
-                                      ProgramDialects accepted) {
+LogicalResult tp::verifyProgramDialects(ModuleOp module, StringRef pass,
+                                        ProgramDialects accepted) {
   LogicalResult result = success();
   llvm::StringSet<> reported;
   // Pre-order, so that a foreign op's own body (linalg.yield) goes unsaid.
@@ -294,7 +309,7 @@ static LogicalResult verifyProgramOps(ModuleOp module, StringRef pass,
     mlir::emitError(op->getLoc())
         << "'" << op->getName() << "' is not part of a program " << pass
         << " takes: it takes the "
-        << (accepted == ProgramDialects::TPAndLinalg ? "tp and linalg" : "tp")
+        << acceptedDialectNames(accepted)
         << " dialects (with func, arith, tensor, math and bufferization), not "
            "the "
         << dialect << " dialect" << suggestPipeline(dialect, accepted);
@@ -306,7 +321,7 @@ static LogicalResult verifyProgramOps(ModuleOp module, StringRef pass,
 
 LogicalResult tp::verifyGlobalProgram(ModuleOp module, StringRef pass,
                                       ProgramDialects accepted) {
-  if (failed(verifyProgramOps(module, pass, accepted)))
+  if (failed(verifyProgramDialects(module, pass, accepted)))
     return failure();
   LogicalResult result = success();
   module.walk([&](FunctionOpInterface function) {

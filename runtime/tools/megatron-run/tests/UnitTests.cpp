@@ -1573,8 +1573,9 @@ TEST(StepLoop, Hyperparameters) {
     EXPECT_EQ(hp[MGT_HP_GRAD_CLIP], 1.0f);
     EXPECT_EQ(hp[MGT_HP_STEP], static_cast<float>(step + 1)); // 1-based
     for (int slot = 0; slot < MGT_HP_COUNT; ++slot) {
-      if (std::find(named.begin(), named.end(), slot) == named.end())
+      if (std::find(named.begin(), named.end(), slot) == named.end()) {
         EXPECT_EQ(hp[slot], 0.0f) << "reserved slot " << slot;
+      }
     }
   }
   EXPECT_EQ(hyperparameters(o, 0)[MGT_HP_LR], 1e-3f * 1 / 2); // warmup

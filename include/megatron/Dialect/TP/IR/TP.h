@@ -82,9 +82,10 @@ bool isForwardEntry(FunctionOpInterface function);
 /// or a reduce-scatter, 0 for what moves nothing between ranks.
 int64_t getRingPasses(CollectiveKind kind);
 
-/// The dialects a pass that plans or partitions takes: the tp dialect (the
-/// planner's input), or linalg too (what is partitioned from its shardings).
-enum class ProgramDialects { TP, TPAndLinalg };
+/// The dialects a pass takes: the tp dialect (the planner's input), linalg
+/// too (what is partitioned from its shardings), or scf as well (a per-rank
+/// program, whose micro-batches may run as a loop).
+enum class ProgramDialects { TP, TPAndLinalg, PerRank };
 
 /// Fails, with an error at each function tp-partition already made per-rank
 /// and at the first op of each kind from outside the `accepted` dialects,
@@ -94,6 +95,14 @@ enum class ProgramDialects { TP, TPAndLinalg };
 /// is refused rather than passed through replicated.
 LogicalResult verifyGlobalProgram(ModuleOp module, StringRef pass,
                                   ProgramDialects accepted = ProgramDialects::TP);
+
+/// Fails, with an error at the first op of each kind from outside the
+/// `accepted` dialects: the passes that build, report on or lower a per-rank
+/// program refuse one in another dialect (their own lowered output fed
+/// back) rather than pass it through unchanged or report nothing.
+LogicalResult
+verifyProgramDialects(ModuleOp module, StringRef pass,
+                      ProgramDialects accepted = ProgramDialects::PerRank);
 
 /// The training-step phase `op` belongs to: "forward", "backward" or
 /// "optimizer" (tp.phase).
