@@ -3,9 +3,9 @@
 
 usage: check_diagnostics.py REPO_ROOT [--verbose]
 
-Scans the C++ sources under lib/Dialect and lib/Transforms for diagnostics
-(emitError / emitOpError / emitWarning / emitRemark) and the tests under test/
-(.mlir and .test files) for the messages they check:
+Scans the C++ sources under lib/Dialect, lib/Transforms and lib/Conversion
+for diagnostics (emitError / emitOpError / emitWarning / emitRemark) and the
+tests under test/ (.mlir and .test files) for the messages they check:
 
   * `expected-error`, `expected-warning` and `expected-remark` lines
     (-verify-diagnostics), and
@@ -44,7 +44,7 @@ import re
 import sys
 from collections import defaultdict
 
-SOURCE_DIRS = ("lib/Dialect", "lib/Transforms")
+SOURCE_DIRS = ("lib/Dialect", "lib/Transforms", "lib/Conversion")
 SOURCE_EXTS = (".cpp", ".h")
 TEST_EXTS = (".mlir", ".test")
 EMITTERS = {"emitError", "emitOpError", "emitWarning", "emitRemark"}
@@ -58,6 +58,19 @@ ALLOWLIST = {
         "every tp op on float tensors declares PrecisionOpInterface "
         "(TPOps.td); the error stops an op added without a rule from "
         "silently computing in fp32",
+    ("lib/Conversion/LinalgToGPU/OffloadToGPU.cpp",
+     "cannot put its parallel dimensions first"):
+        "interchangeGenericOp fails only on an order that is no "
+        "permutation, and the order is the loops' parallel ones then the "
+        "others",
+    ("lib/Conversion/LinalgToGPU/OffloadToGPU.cpp",
+     "cannot be lowered to parallel loops"):
+        "linalgOpToParallelLoops fails only on tensors, which the pass "
+        "refuses first ('works on tensors')",
+    ("lib/Conversion/LinalgToGPU/OffloadToGPU.cpp", "cannot be mapped to the GPU"):
+        "setMappingAttr fails only when two loops map to one processor; "
+        "each tile loop takes its own block dimension, and only the "
+        "innermost thread loop is not sequential",
     ("lib/Dialect/TP/IR/TPAttrs.cpp", "sharding needs a mesh"):
         "the parser reads the mesh with parseAttribute(FlatSymbolRefAttr &), "
         "which fails on anything else, so verify never sees a null mesh "

@@ -1,7 +1,7 @@
 //===- ImportShard.cpp - upstream shard annotations as tp shardings -------===//
+#include "megatron/Dialect/TP/IR/ShardGrids.h"
 #include "megatron/Dialect/TP/IR/ShardingUtils.h"
 #include "megatron/Transforms/Passes.h"
-#include "megatron_rt/contract.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
@@ -18,62 +18,26 @@ using namespace mlir::tp;
 
 namespace {
 
-/// The names a grid's axes take: the runtime knows a data-parallel and a
-/// tensor-parallel axis, the data-parallel one outer.
-FailureOr<SmallVector<StringRef>> axisNames(shard::GridOp grid) {
-  switch (grid.getShape().size()) {
-  case 1:
-    return SmallVector<StringRef>{MGT_AXIS_NAME_TP};
-  case 2:
-    return SmallVector<StringRef>{MGT_AXIS_NAME_DP, MGT_AXIS_NAME_TP};
-  default:
-    return grid.emitError("a grid of ")
-           << grid.getShape().size()
-           << " axes has no tp mesh: tp meshes have a tensor-parallel axis "
-              "and at most one data-parallel axis before it";
-  }
-}
-
-/// Each grid as a tp.mesh of the same name; the axis names by grid.
-FailureOr<DenseMap<StringAttr, SmallVector<StringRef>>>
-importGrids(ModuleOp module) {
-  DenseMap<StringAttr, SmallVector<StringRef>> names;
-  OpBuilder b(module.getContext());
-  for (auto grid : llvm::make_early_inc_range(module.getOps<shard::GridOp>())) {
-    FailureOr<SmallVector<StringRef>> axes = axisNames(grid);
-    if (failed(axes))
-      return failure();
-    if (llvm::any_of(grid.getShape(), ShapedType::isDynamic))
-      return grid.emitError("a grid of dynamic shape has no tp mesh");
-    b.setInsertionPoint(grid);
-    MeshOp::create(b, grid.getLoc(), grid.getSymName(),
-                   b.getStrArrayAttr(*axes), grid.getShapeAttr());
-    names[grid.getSymNameAttr()] = *axes;
-    grid.erase();
-  }
-  return names;
-}
-
-/// The tp sharding of a `rank`-d tensor `sharding` describes.
-FailureOr<ShardingAttr>
-importSharding(shard::ShardingOp sharding, int64_t rank,
-               const DenseMap<StringAttr, SmallVector<StringRef>> &names) {
+/// The tp sharding of a `rank`-d tensor `sharding` describes, on the mesh
+/// importGrids made of its grid.
+FailureOr<ShardingAttr> importSharding(shard::ShardingOp sharding,
+                                       int64_t rank) {
   if (!sharding.getStaticHaloSizes().empty() ||
       !sharding.getDynamicHaloSizes().empty() ||
       !sharding.getStaticShardedDimsOffsets().empty() ||
       !sharding.getDynamicShardedDimsOffsets().empty())
     return sharding.emitError("halos and uneven shards have no tp sharding");
-  auto axes = names.find(sharding.getGridAttr().getAttr());
-  if (axes == names.end())
+  MeshOp mesh = lookupMesh(sharding, sharding.getGridAttr());
+  if (!mesh)
     return sharding.emitError("the grid ")
            << sharding.getGridAttr() << " is no shard.grid of the module";
   MLIRContext *context = sharding.getContext();
   SmallVector<Attribute> dims;
   for (shard::GridAxesAttr split : sharding.getSplitAxes().getAxes()) {
-    SmallVector<StringRef> dimAxes;
-    for (int16_t axis : split.asArrayRef())
-      dimAxes.push_back(axes->second[axis]);
-    dims.push_back(Builder(context).getStrArrayAttr(dimAxes));
+    SmallVector<Attribute> dimAxes;
+    for (shard::GridAxis axis : split.asArrayRef())
+      dimAxes.push_back(getMeshAxisName(mesh, axis));
+    dims.push_back(ArrayAttr::get(context, dimAxes));
   }
   if (static_cast<int64_t>(dims.size()) > rank)
     return sharding.emitError("splits ")
@@ -125,7 +89,7 @@ LogicalResult verifyAnnotationsOnly(ModuleOp module) {
         << op->getName()
         << "' is no sharding annotation: tp-import-shard reads shard.grid, "
            "shard.sharding and shard.shard, and plans programs upstream has "
-           "not partitioned";
+           "not partitioned (convert-shard-to-tp reads those it has)";
     return WalkResult::interrupt();
   });
   return failure(result.wasInterrupted());
@@ -137,9 +101,7 @@ struct ImportShardPass
     ModuleOp module = getOperation();
     if (failed(verifyAnnotationsOnly(module)))
       return signalPassFailure();
-    FailureOr<DenseMap<StringAttr, SmallVector<StringRef>>> names =
-        importGrids(module);
-    if (failed(names))
+    if (failed(importGrids(module)))
       return signalPassFailure();
     SmallVector<shard::ShardOp> shards;
     module.walk([&](shard::ShardOp shard) { shards.push_back(shard); });
@@ -149,8 +111,8 @@ struct ImportShardPass
         shard.emitError("its sharding is no shard.sharding op");
         return signalPassFailure();
       }
-      FailureOr<ShardingAttr> sharding = importSharding(
-          definition, shard.getSrc().getType().getRank(), *names);
+      FailureOr<ShardingAttr> sharding =
+          importSharding(definition, shard.getSrc().getType().getRank());
       if (failed(sharding) || failed(importShard(shard, *sharding)))
         return signalPassFailure();
     }

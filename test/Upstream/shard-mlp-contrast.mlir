@@ -15,6 +15,25 @@
 // RUN: megatron-opt %s --tp-propagate --tp-insert-conjugates --tp-partition | FileCheck %s --check-prefix=OURS --enable-var-scope
 // RUN: megatron-opt %S/Inputs/shard-mlp.mlir -split-input-file --megatron-partition-pipeline | FileCheck %s --check-prefix=IMPORTED --enable-var-scope
 
+// Both plans in one report: upstream's read back as a tp per-rank program
+// (convert-shard-to-tp) and measured by tp-explain as ours is. With only A
+// annotated both move one [8,16] all-reduce (512 bytes per rank); with Y
+// pinned upstream gathers the [8,64] hidden (2048 bytes), four times ours.
+// RUN: /usr/lib/llvm-22/bin/mlir-opt %S/Inputs/shard-mlp.mlir -split-input-file --pass-pipeline="builtin.module(func.func(sharding-propagation,shard-partition))" | megatron-opt -split-input-file --convert-shard-to-tp --tp-explain=text -o /dev/null | FileCheck %s --check-prefix=UPSTREAM-EXPLAIN
+// RUN: megatron-opt %S/Inputs/shard-mlp.mlir -split-input-file --megatron-partition-pipeline --tp-explain=text -o /dev/null 2>/dev/null | FileCheck %s --check-prefix=OURS-EXPLAIN
+// UPSTREAM-EXPLAIN: communication per rank per step: 128 elements
+// UPSTREAM-EXPLAIN-NEXT: all_reduce forward over tp: 1 x 128 elements
+// UPSTREAM-EXPLAIN-NEXT: bytes over tp: 512
+// UPSTREAM-EXPLAIN: communication per rank per step: 512 elements
+// UPSTREAM-EXPLAIN-NEXT: all_gather forward over tp: 1 x 512 elements
+// UPSTREAM-EXPLAIN-NEXT: bytes over tp: 2048
+// OURS-EXPLAIN-NOT: all_gather
+// OURS-EXPLAIN: all_reduce forward over tp: 1 x 128 elements
+// OURS-EXPLAIN-NEXT: bytes over tp: 512
+// OURS-EXPLAIN: all_reduce forward over tp: 1 x 128 elements
+// OURS-EXPLAIN-NEXT: bytes over tp: 512
+// OURS-EXPLAIN-NOT: all_gather
+
 // Ours on upstream's own input (tp-import-shard reads its shard
 // annotations): in both cases B row-split and one all-reduce; with the
 // accumulator Y0 an argument, only the first rank adds it, as upstream does.

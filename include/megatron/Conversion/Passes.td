@@ -72,6 +72,100 @@ def ConvertTPToRuntime : Pass<"convert-tp-to-runtime", "ModuleOp"> {
   ];
 }
 
+def ConvertTPToShard : Pass<"convert-tp-to-shard", "ModuleOp"> {
+  let summary = "Export a program in upstream's shard terms: a plan's collectives, or the shardings to plan from";
+  let description = [{
+    Each `tp.mesh` becomes a `shard.grid` of the same name and axis order.
+    A partitioned function (what megatron-partition-pipeline makes of a
+    framework's linalg program) keeps its plan: the framework goes on with
+    upstream's own pipeline (convert-shard-to-mpi lowers the all-reduces).
+    A function at global shapes keeps its shardings: every `tp.sharding`,
+    of an argument or of an op's result, becomes a `shard.shard` of the
+    value, which upstream's sharding-propagation and shard-partition plan
+    from (for comparing the two plans of the same annotations). Each
+    collective becomes upstream's over the grid axis at the position of its
+    mesh axis:
+
+    | tp | shard |
+    | --- | --- |
+    | `f` | its input (the identity forward) |
+    | `g`, `all_reduce` | `all_reduce` (sum or max) |
+    | `all_reduce_bucket` | one `all_reduce` per tensor |
+    | `all_gather` | `all_gather`, `gather_axis` = `dim` |
+    | `reduce_scatter` | `reduce_scatter`, `scatter_axis` = `dim` |
+    | `local_slice` | `all_slice`, `slice_axis` = `dim` |
+    | `axis_index` | `process_multi_index` of that axis |
+
+    The `tp.*` attributes (shardings, global shapes, names, roles) only
+    described the partition and are dropped, so the result holds no tp
+    dialect. A tp op that is no collective (the tp dialect's own
+    transformer ops, which megatron-compile lowers), a collective at global
+    shapes, and a sharding with sections or pending sums (which shard
+    annotations cannot state) are errors at them.
+
+    Example:
+
+    ```mlir
+    // Before (megatron-partition-pipeline's output):
+    tp.mesh @mesh axes = ["tp" = 2]
+    func.func @mlp(%h: tensor<8x16xf32>) -> tensor<8x16xf32> attributes {tp.partitioned} {
+      %y = tp.g %h over @mesh["tp"] : tensor<8x16xf32>
+      return %y : tensor<8x16xf32>
+    }
+
+    // After -convert-tp-to-shard:
+    shard.grid @mesh(shape = 2)
+    func.func @mlp(%h: tensor<8x16xf32>) -> tensor<8x16xf32> {
+      %y = shard.all_reduce %h on @mesh grid_axes = [0] : tensor<8x16xf32> -> tensor<8x16xf32>
+      return %y : tensor<8x16xf32>
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::shard::ShardDialect"];
+}
+
+def ConvertShardToTP : Pass<"convert-shard-to-tp", "ModuleOp"> {
+  let summary = "Read a program upstream partitioned: shard collectives as tp collectives";
+  let description = [{
+    The inverse of convert-tp-to-shard, on what upstream's `shard-partition`
+    makes: each `shard.grid` becomes the `tp.mesh` of the same name (axes
+    "tp", or "dp" and "tp"), each collective over one grid axis the tp
+    collective over that mesh axis (`all_reduce` of a sum or a max,
+    `all_gather`, `reduce_scatter`, `all_slice` as `local_slice`),
+    `process_multi_index` of one axis `tp.axis_index`, and `grid_shape` of
+    one axis its constant size; the functions are marked partitioned. Then
+    the tools that read per-rank programs read upstream's plan as they read
+    ours: `tp-explain` reports what it moves, beside what our plan for the
+    same annotations moves.
+
+    A sharding annotation left in the program (tp-import-shard reads those),
+    a collective over several grid axes, a reduction other than a sum or a
+    maximum, or a shard op without a tp counterpart (halo updates,
+    all-to-all, point-to-point) is an error at it.
+
+    Example:
+
+    ```mlir
+    // Before (mlir-opt --sharding-propagation --shard-partition):
+    shard.grid @grid(shape = 4)
+    func.func @mlp(%x: tensor<8x16xf32>) -> tensor<8x64xf32> {
+      %y = shard.all_gather %x on @grid grid_axes = [0] gather_axis = 1 : tensor<8x16xf32> -> tensor<8x64xf32>
+      return %y : tensor<8x64xf32>
+    }
+
+    // After -convert-shard-to-tp:
+    tp.mesh @grid axes = ["tp" = 4]
+    func.func @mlp(%x: tensor<8x16xf32>) -> tensor<8x64xf32> attributes {tp.partitioned} {
+      %y = tp.all_gather %x over @grid["tp"] dim = 1 : tensor<8x16xf32> -> tensor<8x64xf32>
+      return %y : tensor<8x64xf32>
+    }
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::tp::TPDialect"
+  ];
+}
+
 def FinalizeRuntimeCalls : Pass<"megatron-finalize-runtime-calls", "ModuleOp"> {
   let summary = "Pass buffers to runtime calls as plain C pointers";
   let description = [{

@@ -88,6 +88,12 @@ LogicalResult linalgToKernels(func::FuncOp function, int64_t blockSize) {
   SmallVector<linalg::LinalgOp> ops;
   function.walk([&](linalg::LinalgOp op) { ops.push_back(op); });
   for (linalg::LinalgOp op : ops) {
+    // Loops come from buffers: upstream's loop generation cannot take
+    // tensors (it would write into values).
+    if (!op.hasPureBufferSemantics())
+      return op.emitOpError("works on tensors: megatron-offload-to-gpu runs "
+                            "on the bufferized step (after one-shot "
+                            "bufferization)");
     if (failed(parallelDimensionsFirst(rewriter, op)))
       return op.emitOpError("cannot put its parallel dimensions first");
   }

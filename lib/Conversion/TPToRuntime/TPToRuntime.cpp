@@ -186,7 +186,8 @@ private:
     WalkResult left = function.walk([](Operation *op) {
       if (!isa<TPDialect>(op->getDialect()))
         return WalkResult::advance();
-      op->emitOpError("has no runtime lowering");
+      op->emitOpError("has no runtime lowering: the partitioned program "
+                      "holds only ops the runtime runs");
       return WalkResult::interrupt();
     });
     return failure(left.wasInterrupted());

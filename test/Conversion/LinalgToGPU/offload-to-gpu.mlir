@@ -170,3 +170,18 @@ func.func @in_branch(%x: memref<500xf32>, %y: memref<500xf32>, %c: i1) {
   }
   return
 }
+
+// -----
+
+// Kernels come from buffers: a linalg op on tensors is refused, not lowered
+// into writes to values.
+func.func @on_tensors(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %e = tensor.empty() : tensor<8xf32>
+  // expected-error @+1 {{'linalg.generic' op works on tensors: megatron-offload-to-gpu runs on the bufferized step (after one-shot bufferization)}}
+  %y = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]} ins(%x : tensor<8xf32>) outs(%e : tensor<8xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %s = arith.addf %a, %a : f32
+    linalg.yield %s : f32
+  } -> tensor<8xf32>
+  return %y : tensor<8xf32>
+}

@@ -2,14 +2,16 @@
 
 Builds each stage of GPT-2 tiny's compilation with megatron-opt (the global
 program, then each planning pass, the training step, mixed precision, the
-manifest and the CPU lowering), then runs every tool on every stage:
+manifest and the CPU lowering) and of a framework's linalg MLP (partitioned,
+exported as shard collectives or annotations, made a function entry), then
+runs every tool on every stage:
 megatron-opt with each pass and pipeline, and megatron-compile. Each run must
 work (exit 0) or fail with a located error (exit 1 and an "error:" that names
 a file position or an IR location), within a time limit: a signal, another
 exit status, an error without a location or a hang is a failure, printed
 with its command.
 
-    stage_matrix.py --tools-dir BIN --input TINY.mlir --work DIR
+    stage_matrix.py --tools-dir BIN --input TINY.mlir --linalg-input MLP.mlir --work DIR
 """
 import argparse
 import concurrent.futures
@@ -18,19 +20,26 @@ import re
 import subprocess
 import sys
 
-# Each stage: its name and the passes that make it from the previous one.
+# Each stage: its name, the stage (or input) it is made from and the passes
+# that make it. GPT-2 tiny goes through the planner and the training step;
+# a framework's linalg MLP through the partition pipeline and both exports.
 STAGES = [
-    ("global", []),
-    ("annotated", ["--tp-megatron-annotate=tp=2"]),
-    ("propagated", ["--tp-propagate"]),
-    ("conjugates", ["--tp-insert-conjugates"]),
-    ("partitioned", ["--tp-partition"]),
-    ("keep-forward", ["--tp-keep-forward"]),
-    ("autodiff", ["--tp-autodiff"]),
-    ("optimizer", ["--tp-optimizer"]),
-    ("mixed-precision", ["--tp-mixed-precision"]),
-    ("manifest", ["--tp-step-manifest"]),
-    ("lowered", ["--megatron-lower-cpu"]),
+    ("global", "gpt2", []),
+    ("annotated", "global", ["--tp-megatron-annotate=tp=2"]),
+    ("propagated", "annotated", ["--tp-propagate"]),
+    ("conjugates", "propagated", ["--tp-insert-conjugates"]),
+    ("partitioned", "conjugates", ["--tp-partition"]),
+    ("keep-forward", "partitioned", ["--tp-keep-forward"]),
+    ("autodiff", "keep-forward", ["--tp-autodiff"]),
+    ("optimizer", "autodiff", ["--tp-optimizer"]),
+    ("mixed-precision", "optimizer", ["--tp-mixed-precision"]),
+    ("manifest", "mixed-precision", ["--tp-step-manifest"]),
+    ("lowered", "manifest", ["--megatron-lower-cpu"]),
+    ("linalg", "linalg-mlp", []),
+    ("linalg-partitioned", "linalg", ["--megatron-partition-pipeline"]),
+    ("shard-collectives", "linalg-partitioned", ["--convert-tp-to-shard"]),
+    ("shard-annotations", "linalg", ["--convert-tp-to-shard"]),
+    ("linalg-function", "linalg", ["--tp-function-entry=entry=mlp"]),
 ]
 
 # Every tool, as the arguments before the input file.
@@ -44,6 +53,10 @@ TOOLS = [["megatron-opt", p] for p in [
     "--convert-tp-to-runtime", "--megatron-lower-cpu",
     "--megatron-pipeline=tp=2", "--megatron-partition-pipeline",
     "--megatron-compile-pipeline=tp=2 train=true",
+    "--megatron-fuse-elementwise", "--megatron-copies-to-linalg",
+    "--megatron-finalize-runtime-calls", "--megatron-offload-to-gpu",
+    "--megatron-gpu-launch-to-host-loops", "--megatron-lower-cuda-on-host",
+    "--convert-tp-to-shard", "--convert-shard-to-tp",
 ]] + [
     ["megatron-compile", "--tp=2", "--emit=partitioned"],
     ["megatron-compile", "--tp=2", "--train", "--emit=lowered"],
@@ -69,19 +82,19 @@ def run(cmd, timeout):
 
 
 def build_stages(args):
-    paths, previous = {}, args.input
-    for name, passes in STAGES:
+    paths = {"gpt2": args.input, "linalg-mlp": args.linalg_input}
+    for name, source, passes in STAGES:
+        if not passes:
+            paths[name] = paths[source]
+            continue
         path = os.path.join(args.work, name + ".mlir")
-        if passes:
-            cmd = ([os.path.join(args.tools_dir, "megatron-opt")] + passes +
-                   [previous, "-o", path])
-            rc, err = run(cmd, args.timeout)
-            if rc != 0:
-                sys.exit(f"stage {name} failed ({rc}): {' '.join(cmd)}\n{err}")
-        else:
-            path = previous
-        paths[name] = previous = path
-    return paths
+        cmd = ([os.path.join(args.tools_dir, "megatron-opt")] + passes +
+               [paths[source], "-o", path])
+        rc, err = run(cmd, args.timeout)
+        if rc != 0:
+            sys.exit(f"stage {name} failed ({rc}): {' '.join(cmd)}\n{err}")
+        paths[name] = path
+    return {name: paths[name] for name, _, _ in STAGES}
 
 
 def verdict(rc, err):
@@ -96,7 +109,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tools-dir", required=True,
                     help="where megatron-opt and megatron-compile are")
-    ap.add_argument("--input", required=True)
+    ap.add_argument("--input", required=True, help="GPT-2 tiny (gpt2-mlir)")
+    ap.add_argument("--linalg-input", required=True,
+                    help="a linalg program with tp.sharding arguments")
     ap.add_argument("--work", required=True)
     ap.add_argument("--timeout", type=float, default=120)
     args = ap.parse_args()
