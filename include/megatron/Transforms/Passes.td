@@ -620,8 +620,11 @@ def ExpandReshapes : Pass<"megatron-expand-reshapes", "ModuleOp"> {
     it feeds or that feeds it by expanding the op's iteration space
     (upstream's fold-reshape-by-expansion patterns), so that every dimension
     the framework wrote (q/k/v, heads, head width) is a loop of its own and a
-    factor of the op's sharding rule. Runs before tp-propagate on programs
-    compiled with megatron-compile --entry.
+    factor of the op's sharding rule. Between rounds of expansion it
+    composes chains of reshapes (a collapse of `[3, heads, head_width]`
+    that the next reshape expands differently is one reshape that keeps
+    the heads), which the next round folds in turn. Runs before tp-propagate
+    on programs compiled with megatron-compile --entry.
 
     Example:
 
