@@ -188,12 +188,13 @@ void writeJson(raw_ostream &os, const Report &report) {
       json.attribute("g", report.gCount);
     });
     json.attributeArray("collectives", [&] {
-      for (const auto &[key, count] : report.collectives)
+      for (const auto &collective : report.collectives)
         json.object([&] {
+          const auto &key = collective.first;
           json.attribute("kind", std::get<0>(key));
           json.attribute("direction", std::get<1>(key));
           json.attribute("elements", std::get<2>(key));
-          json.attribute("count", count);
+          json.attribute("count", collective.second);
           json.attribute("axis", std::get<3>(key));
         });
     });
@@ -206,11 +207,11 @@ void writeJson(raw_ostream &os, const Report &report) {
         json.attribute("communication_seconds", report.predicted.communication);
       });
     json.attributeArray("layers", [&] {
-      for (const auto &[layer, gemms] : report.layers)
+      for (const auto &layerGemms : report.layers)
         json.object([&] {
-          json.attribute("layer", layer);
+          json.attribute("layer", layerGemms.first);
           json.attributeArray("gemms", [&] {
-            for (const Gemm &gemm : gemms)
+            for (const Gemm &gemm : layerGemms.second)
               json.object([&] {
                 json.attribute("name", gemm.name);
                 json.attribute("m", gemm.batch * gemm.m);

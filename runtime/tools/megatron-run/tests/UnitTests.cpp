@@ -228,15 +228,17 @@ TEST(Slicing, UnsliceIsTheInverse) {
     checkInverse(Arg{"y", "param", "f32", {8, 12, 4}, {8 / N, 12, 4},
                      {5, 12, 4}, {{0, "tp", 2}}},
                  N);
-    checkInverse(Arg{"ln_f.weight", "param", "f32", {4}, {4}, {4}, {}}, N);
-    checkInverse(Arg{"padded", "param", "f32", {6, 4}, {6, 4}, {5, 3}, {}}, N);
-    checkInverse(Arg{"s", "param", "f32", {}, {}, {}, {}}, N);
+    checkInverse(Arg{"ln_f.weight", "param", "f32", {4}, {4}, {4}, {}, ""},
+                 N);
+    checkInverse(
+        Arg{"padded", "param", "f32", {6, 4}, {6, 4}, {5, 3}, {}, ""}, N);
+    checkInverse(Arg{"s", "param", "f32", {}, {}, {}, {}, ""}, N);
   }
 }
 
 TEST(Slicing, ContiguousRowSplitIsOneRead) {
   Arg wte{"wte.weight", "param", "f32", {512, 64}, {256, 64}, {512, 64},
-          {{0, "tp", 1}}};
+          {{0, "tp", 1}}, ""};
   int runs = 0;
   forEachRun(wte.slice(2, 1), [&](int64_t l, int64_t c, int64_t n) {
     ++runs;
@@ -693,8 +695,8 @@ namespace {
 Arg param(const std::string &name, std::vector<int64_t> global,
           std::vector<int64_t> ckpt = {}, std::vector<Split> splits = {},
           int64_t tp = 1, double std = 0.02) {
-  Arg a{name, "param", "f32", global, global, ckpt.empty() ? global : ckpt,
-        splits};
+  Arg a{name,   "param", "f32",  global,
+        global, ckpt.empty() ? global : ckpt, splits, ""};
   a.localShape = a.slice(tp, 0).localShape();
   a.hasInit = true;
   a.initNormal = true;

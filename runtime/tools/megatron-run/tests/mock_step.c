@@ -96,22 +96,22 @@ typedef struct {
   long global[MAXDIM], ckpt[MAXDIM];
   int split_dim; /* -1: replicated */
   int sections;
-  int param; /* adam_m / adam_v / grad: index of the parameter */
+  int param; /* adam_m / adam_v / grad: index of the parameter; else -1 */
 } MockArg;
 
 static const MockArg kBase[NBASE] = {
-    {"wte.weight", "param", 2, {VPAD, 4}, {VOCAB, 4}, 0, 1},
-    {"wpe.weight", "param", 2, {3, 4}, {3, 4}, -1, 1},
-    {"h.0.ln_1.weight", "param", 1, {4}, {4}, -1, 1},
-    {"h.0.ln_1.bias", "param", 1, {4}, {4}, -1, 1},
-    {"h.0.attn.c_attn.weight", "param", 2, {4, 12}, {4, 12}, 1, 3},
-    {"h.0.attn.c_attn.bias", "param", 1, {12}, {12}, 0, 3},
-    {"h.0.attn.c_proj.weight", "param", 2, {4, 4}, {4, 4}, 0, 1},
-    {"h.1.mlp.c_proj.weight", "param", 2, {8, 4}, {8, 4}, 0, 1},
-    {"ln_f.weight", "param", 1, {4}, {4}, -1, 1},
-    {"ln_f.bias", "param", 1, {4}, {4}, -1, 1},
-    {"input_ids", MGT_ROLE_TOKENS, 2, {BATCH, SEQ}, {BATCH, SEQ}, -1, 1},
-    {"targets", "targets", 2, {BATCH, SEQ}, {BATCH, SEQ}, -1, 1},
+    {"wte.weight", "param", 2, {VPAD, 4}, {VOCAB, 4}, 0, 1, -1},
+    {"wpe.weight", "param", 2, {3, 4}, {3, 4}, -1, 1, -1},
+    {"h.0.ln_1.weight", "param", 1, {4}, {4}, -1, 1, -1},
+    {"h.0.ln_1.bias", "param", 1, {4}, {4}, -1, 1, -1},
+    {"h.0.attn.c_attn.weight", "param", 2, {4, 12}, {4, 12}, 1, 3, -1},
+    {"h.0.attn.c_attn.bias", "param", 1, {12}, {12}, 0, 3, -1},
+    {"h.0.attn.c_proj.weight", "param", 2, {4, 4}, {4, 4}, 0, 1, -1},
+    {"h.1.mlp.c_proj.weight", "param", 2, {8, 4}, {8, 4}, 0, 1, -1},
+    {"ln_f.weight", "param", 1, {4}, {4}, -1, 1, -1},
+    {"ln_f.bias", "param", 1, {4}, {4}, -1, 1, -1},
+    {"input_ids", MGT_ROLE_TOKENS, 2, {BATCH, SEQ}, {BATCH, SEQ}, -1, 1, -1},
+    {"targets", "targets", 2, {BATCH, SEQ}, {BATCH, SEQ}, -1, 1, -1},
 };
 
 /* The initialisation the model states for each parameter of kBase (what
@@ -139,10 +139,8 @@ static void initArgs(void) {
   if (done)
     return;
   done = 1;
-  for (int i = 0; i < NBASE; ++i) {
+  for (int i = 0; i < NBASE; ++i)
     kArgs[i] = kBase[i];
-    kArgs[i].param = -1;
-  }
   int n = NBASE;
   for (int p = 0; p < NPARAMS; ++p)
     kAdamM[p] = kAdamV[p] = kGrad[p] = -1;
