@@ -51,15 +51,25 @@ struct AllReduceToAllReduce : OpConversionPattern<shard::AllReduceOp> {
   }
 };
 
-struct AllGatherToAllGather : OpConversionPattern<shard::AllGatherOp> {
-  using OpConversionPattern::OpConversionPattern;
+/// The tensor dimension a shard collective gathers or slices.
+int64_t tensorDim(shard::AllGatherOp op) {
+  return op.getGatherAxis().getSExtValue();
+}
+int64_t tensorDim(shard::AllSliceOp op) {
+  return op.getSliceAxis().getSExtValue();
+}
+
+/// all_gather and all_slice: the tp op of the same dimension.
+template <typename ShardOp, typename Op>
+struct DimCollectiveToTP : OpConversionPattern<ShardOp> {
+  using OpConversionPattern<ShardOp>::OpConversionPattern;
   LogicalResult
-  matchAndRewrite(shard::AllGatherOp op, OpAdaptor adaptor,
+  matchAndRewrite(ShardOp op, typename ShardOp::Adaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    rewriter.replaceOpWithNewOp<AllGatherOp>(
+    rewriter.replaceOpWithNewOp<Op>(
         op, op.getType(), adaptor.getInput(), op.getGridAttr(),
         meshAxis(op, op.getGridAttr(), op.getGridAxes()),
-        rewriter.getI64IntegerAttr(op.getGatherAxis().getSExtValue()));
+        rewriter.getI64IntegerAttr(tensorDim(op)));
     return success();
   }
 };
@@ -75,19 +85,6 @@ struct ReduceScatterToReduceScatter
         reduction(op.getContext(), op.getReduction()), op.getGridAttr(),
         meshAxis(op, op.getGridAttr(), op.getGridAxes()),
         rewriter.getI64IntegerAttr(op.getScatterAxis().getSExtValue()));
-    return success();
-  }
-};
-
-struct AllSliceToLocalSlice : OpConversionPattern<shard::AllSliceOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult
-  matchAndRewrite(shard::AllSliceOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    rewriter.replaceOpWithNewOp<LocalSliceOp>(
-        op, op.getType(), adaptor.getInput(), op.getGridAttr(),
-        meshAxis(op, op.getGridAttr(), op.getGridAxes()),
-        rewriter.getI64IntegerAttr(op.getSliceAxis().getSExtValue()));
     return success();
   }
 };
@@ -206,8 +203,10 @@ struct ConvertShardToTPPass
 } // namespace
 
 void megatron::populateShardToTPPatterns(RewritePatternSet &patterns) {
-  patterns.add<AllReduceToAllReduce, AllGatherToAllGather,
-               ReduceScatterToReduceScatter, AllSliceToLocalSlice,
+  patterns.add<AllReduceToAllReduce,
+               DimCollectiveToTP<shard::AllGatherOp, AllGatherOp>,
+               ReduceScatterToReduceScatter,
+               DimCollectiveToTP<shard::AllSliceOp, LocalSliceOp>,
                ProcessIndexToAxisIndex, GridShapeToConstants>(
       patterns.getContext());
 }

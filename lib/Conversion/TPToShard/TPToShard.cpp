@@ -88,12 +88,14 @@ struct BucketToAllReduces : OpConversionPattern<AllReduceBucketOp> {
   }
 };
 
-struct AllGatherToAllGather : OpConversionPattern<AllGatherOp> {
-  using OpConversionPattern::OpConversionPattern;
+/// all_gather and local_slice: the shard op of the same dimension.
+template <typename Op, typename ShardOp>
+struct DimCollectiveToShard : OpConversionPattern<Op> {
+  using OpConversionPattern<Op>::OpConversionPattern;
   LogicalResult
-  matchAndRewrite(AllGatherOp op, OpAdaptor adaptor,
+  matchAndRewrite(Op op, typename Op::Adaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    rewriter.replaceOpWithNewOp<shard::AllGatherOp>(
+    rewriter.replaceOpWithNewOp<ShardOp>(
         op, op.getType(), op.getMeshAttr(),
         gridAxes(op, op.getMeshAttr(), op.getAxis()), adaptor.getInput(),
         rewriter.getIndexAttr(op.getDim()));
@@ -110,19 +112,6 @@ struct ReduceScatterToReduceScatter : OpConversionPattern<ReduceScatterOp> {
         op, op.getType(), op.getMeshAttr(),
         gridAxes(op, op.getMeshAttr(), op.getAxis()), adaptor.getInput(),
         reduction(op.getContext(), op.getKind()),
-        rewriter.getIndexAttr(op.getDim()));
-    return success();
-  }
-};
-
-struct LocalSliceToAllSlice : OpConversionPattern<LocalSliceOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult
-  matchAndRewrite(LocalSliceOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    rewriter.replaceOpWithNewOp<shard::AllSliceOp>(
-        op, op.getType(), op.getMeshAttr(),
-        gridAxes(op, op.getMeshAttr(), op.getAxis()), adaptor.getInput(),
         rewriter.getIndexAttr(op.getDim()));
     return success();
   }
@@ -296,7 +285,9 @@ struct ConvertTPToShardPass
 
 void megatron::populateTPToShardPatterns(RewritePatternSet &patterns) {
   patterns.add<FToInput, ReduceToAllReduce<GOp>, ReduceToAllReduce<AllReduceOp>,
-               BucketToAllReduces, AllGatherToAllGather,
-               ReduceScatterToReduceScatter, LocalSliceToAllSlice,
+               BucketToAllReduces,
+               DimCollectiveToShard<AllGatherOp, shard::AllGatherOp>,
+               ReduceScatterToReduceScatter,
+               DimCollectiveToShard<LocalSliceOp, shard::AllSliceOp>,
                AxisIndexToProcessIndex>(patterns.getContext());
 }
