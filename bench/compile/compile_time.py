@@ -96,9 +96,11 @@ def model_shape(mlir_text):
     """(layers, heads, embd, batch, seq) of gpt2-mlir output."""
     layers = len(set(re.findall(r'tp\.name = "h\.(\d+)\.ln_1\.weight"', mlir_text)))
     heads = int(re.search(r"heads = (\d+)", mlir_text).group(1))
-    embd = int(re.search(r'tensor<\d+x(\d+)xf32> \{tp\.name = "wte\.weight"', mlir_text).group(1))
-    batch, seq = map(int, re.search(r'tensor<(\d+)x(\d+)xi32> \{tp\.name = "input_ids"',
-                                    mlir_text).groups())
+    # Other attributes (tp.init) may come before the name.
+    embd = int(re.search(r'tensor<\d+x(\d+)xf32> \{[^}]*tp\.name = "wte\.weight"',
+                         mlir_text).group(1))
+    batch, seq = map(int, re.search(
+        r'tensor<(\d+)x(\d+)xi32> \{[^}]*tp\.name = "input_ids"', mlir_text).groups())
     return layers, heads, embd, batch, seq
 
 

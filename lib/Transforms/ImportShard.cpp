@@ -1,5 +1,5 @@
 //===- ImportShard.cpp - upstream shard annotations as tp shardings -------===//
-#include "megatron/Dialect/TP/IR/ShardGrids.h"
+#include "megatron/Dialect/TP/IR/ShardInterop.h"
 #include "megatron/Dialect/TP/IR/ShardingUtils.h"
 #include "megatron/Transforms/Passes.h"
 

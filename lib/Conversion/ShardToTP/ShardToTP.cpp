@@ -4,13 +4,13 @@
 // with shard collectives. Read as a tp per-rank program, it is measured by
 // the same tools as our own plan (tp-explain), so the two plans for the
 // same annotations compare in one report. The inverse of
-// convert-tp-to-shard; grids become meshes through ShardGrids.h, as in
+// convert-tp-to-shard; grids become meshes through ShardInterop.h, as in
 // tp-import-shard.
 //
 //===----------------------------------------------------------------------===//
 #include "megatron/Conversion/Passes.h"
 #include "megatron/Conversion/ShardToTP/ShardToTP.h"
-#include "megatron/Dialect/TP/IR/ShardGrids.h"
+#include "megatron/Dialect/TP/IR/ShardInterop.h"
 
 #include "mlir/Transforms/DialectConversion.h"
 
@@ -32,10 +32,9 @@ StringAttr meshAxis(Operation *op, FlatSymbolRefAttr grid,
   return getMeshAxisName(lookupMesh(op, grid), axes.front());
 }
 
+/// A reduction verifyConvertible let through (a sum or a maximum).
 ReductionKindAttr reduction(MLIRContext *context, shard::ReductionKind kind) {
-  return ReductionKindAttr::get(context, kind == shard::ReductionKind::Max
-                                             ? ReductionKind::max
-                                             : ReductionKind::sum);
+  return ReductionKindAttr::get(context, *fromShardReduction(kind));
 }
 
 struct AllReduceToAllReduce : OpConversionPattern<shard::AllReduceOp> {
@@ -160,8 +159,7 @@ std::string whyUnconvertible(Operation *op) {
   if (axes.size() != 1)
     return "runs over " + std::to_string(axes.size()) +
            " grid axes: a tp collective runs over one mesh axis";
-  if (kind && *kind != shard::ReductionKind::Sum &&
-      *kind != shard::ReductionKind::Max)
+  if (kind && !fromShardReduction(*kind))
     return "reduces by '" + shard::stringifyReductionKind(*kind).str() +
            "': tp collectives sum or take the maximum";
   return "";

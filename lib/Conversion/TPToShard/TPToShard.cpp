@@ -14,7 +14,7 @@
 //===----------------------------------------------------------------------===//
 #include "megatron/Conversion/Passes.h"
 #include "megatron/Conversion/TPToShard/TPToShard.h"
-#include "megatron/Dialect/TP/IR/ShardGrids.h"
+#include "megatron/Dialect/TP/IR/ShardInterop.h"
 #include "megatron/Dialect/TP/IR/ShardingUtils.h"
 
 #include "mlir/IR/SymbolTable.h"
@@ -40,9 +40,7 @@ DenseI16ArrayAttr gridAxes(Operation *op, FlatSymbolRefAttr mesh,
 }
 
 shard::ReductionKindAttr reduction(MLIRContext *context, ReductionKind kind) {
-  return shard::ReductionKindAttr::get(context, kind == ReductionKind::max
-                                                    ? shard::ReductionKind::Max
-                                                    : shard::ReductionKind::Sum);
+  return shard::ReductionKindAttr::get(context, toShardReduction(kind));
 }
 
 /// f is the identity in a forward program: its gradient rule is spent.
@@ -111,7 +109,7 @@ struct ReduceScatterToReduceScatter : OpConversionPattern<ReduceScatterOp> {
     rewriter.replaceOpWithNewOp<shard::ReduceScatterOp>(
         op, op.getType(), op.getMeshAttr(),
         gridAxes(op, op.getMeshAttr(), op.getAxis()), adaptor.getInput(),
-        reduction(op.getContext(), op.getKind()),
+        reduction(op.getContext(), op.getCollectiveReduction()),
         rewriter.getIndexAttr(op.getDim()));
     return success();
   }

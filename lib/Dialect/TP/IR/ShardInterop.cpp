@@ -1,5 +1,5 @@
-//===- ShardGrids.cpp - upstream shard grids as tp meshes -----------------===//
-#include "megatron/Dialect/TP/IR/ShardGrids.h"
+//===- ShardInterop.cpp - upstream's shard dialect in tp terms -----------===//
+#include "megatron/Dialect/TP/IR/ShardInterop.h"
 #include "megatron_rt/contract.h"
 
 #include "mlir/IR/Builders.h"
@@ -55,4 +55,25 @@ shard::GridAxis tp::getGridAxis(MeshOp mesh, StringRef axis) {
   auto names = mesh.getAxisNames().getAsValueRange<StringAttr>();
   return static_cast<shard::GridAxis>(
       std::distance(names.begin(), llvm::find(names, axis)));
+}
+
+shard::ReductionKind tp::toShardReduction(ReductionKind kind) {
+  switch (kind) {
+  case ReductionKind::sum:
+    return shard::ReductionKind::Sum;
+  case ReductionKind::max:
+    return shard::ReductionKind::Max;
+  }
+  llvm_unreachable("unknown reduction kind");
+}
+
+std::optional<ReductionKind> tp::fromShardReduction(shard::ReductionKind kind) {
+  switch (kind) {
+  case shard::ReductionKind::Sum:
+    return ReductionKind::sum;
+  case shard::ReductionKind::Max:
+    return ReductionKind::max;
+  default:
+    return std::nullopt;
+  }
 }
