@@ -11,18 +11,19 @@ TokenFile::TokenFile(const std::string &path) : file_("data", path) {
   int32_t magic = 0;
   if (size >= 4)
     file_.readExactly(&magic, 4, 0);
-  if (magic == kMagic) {
+  if (magic == mtok::kTokenFileMagic) {
     llmc_ = true;
-    const uint64_t headerBytes = kHeaderInts * 4;
+    const uint64_t headerBytes = mtok::kTokenFileHeaderInts * 4;
     if (size < headerBytes)
       fail("bad llm.c header: the file has " + std::to_string(size) +
            " bytes, less than the " + std::to_string(headerBytes) +
            "-byte header");
-    int32_t header[kHeaderInts];
+    int32_t header[mtok::kTokenFileHeaderInts];
     file_.readExactly(header, headerBytes, 0);
-    if (header[1] != 1)
+    if (header[1] != mtok::kTokenFileVersion)
       fail("bad llm.c header: unsupported version " +
-           std::to_string(header[1]) + " (expected 1)");
+           std::to_string(header[1]) + " (expected " +
+           std::to_string(mtok::kTokenFileVersion) + ")");
     const int64_t n = header[2];
     const uint64_t have = (size - headerBytes) / 2;
     if (n < 0 || (size - headerBytes) % 2 != 0 ||
@@ -34,7 +35,7 @@ TokenFile::TokenFile(const std::string &path) : file_("data", path) {
     dataStart_ = headerBytes;
   } else {
     if (size % 2 != 0)
-      fail("no llm.c header (magic " + std::to_string(kMagic) +
+      fail("no llm.c header (magic " + std::to_string(mtok::kTokenFileMagic) +
            ") and an odd size (" + std::to_string(size) +
            " bytes): not raw uint16 tokens either");
     count_ = static_cast<int64_t>(size / 2);

@@ -9,6 +9,7 @@
 #define MEGATRON_RUN_TOKEN_DATA_H
 
 #include "InputFile.h"
+#include "TokenFileFormat.h"
 
 #include <cstdint>
 #include <string>
@@ -17,9 +18,6 @@ namespace mrun {
 
 class TokenFile {
 public:
-  static constexpr int32_t kMagic = 20240520;
-  static constexpr int kHeaderInts = 256;
-
   // Opens and checks the header against the file size. Throws
   // std::runtime_error naming the file.
   explicit TokenFile(const std::string &path);
