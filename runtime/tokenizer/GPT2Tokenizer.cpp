@@ -106,7 +106,7 @@ GPT2Tokenizer::loadVocab(const std::string &path) {
   };
   nlohmann::json json;
   try {
-    json = nlohmann::json::parse(readFileBytes("vocab", path));
+    json = nlohmann::json::parse(mfile::readFileBytes("vocab", path));
   } catch (const nlohmann::json::parse_error &e) {
     fail("malformed JSON: " + withoutExceptionId(e.what()));
   }
@@ -151,7 +151,7 @@ GPT2Tokenizer::loadVocab(const std::string &path) {
 void GPT2Tokenizer::loadMerges(
     const std::string &path, const std::string &vocabPath,
     const std::unordered_map<std::string, int32_t> &vocab) {
-  const std::string text = readFileBytes("merges", path);
+  const std::string text = mfile::readFileBytes("merges", path);
   int lineNumber = 0; // of the line being read, from 1
   const Fail fail = [&](const std::string &what) {
     throw std::runtime_error("merges " + path + ":" +

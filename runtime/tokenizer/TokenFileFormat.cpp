@@ -43,6 +43,23 @@ void checkWritable(const std::string &path,
 
 } // namespace
 
+int64_t checkedTokenCount(const int32_t *header, uint64_t fileBytes) {
+  auto fail = [](const std::string &what) {
+    throw std::runtime_error("bad llm.c header: " + what);
+  };
+  if (header[1] != kTokenFileVersion)
+    fail("unsupported version " + std::to_string(header[1]) + " (expected " +
+         std::to_string(kTokenFileVersion) + ")");
+  const int64_t count = header[2];
+  const uint64_t tokenBytes = fileBytes - kHeaderBytes;
+  if (count < 0 || tokenBytes % 2 != 0 ||
+      static_cast<uint64_t>(count) != tokenBytes / 2)
+    fail("it says " + std::to_string(count) + " tokens but the file holds " +
+         std::to_string(tokenBytes) + " bytes of tokens (" +
+         std::to_string(tokenBytes / 2) + " tokens)");
+  return count;
+}
+
 void writeTokenFile(const std::string &path,
                     const std::vector<int32_t> &tokens) {
   checkWritable(path, tokens);
@@ -54,26 +71,25 @@ void writeTokenFile(const std::string &path,
   bytes.resize(kHeaderBytes, '\0');
   for (int32_t id : tokens)
     putLittleEndian(static_cast<uint32_t>(id), 2, bytes);
-  writeFileAtomically(path, bytes);
+  mfile::writeFileAtomically(path, bytes);
 }
 
 std::vector<int32_t> readTokenFile(const std::string &path) {
-  const std::string bytes = readFileBytes("tokens", path);
+  const std::string bytes = mfile::readFileBytes("tokens", path);
   if (bytes.size() < kHeaderBytes ||
       static_cast<int32_t>(getLittleEndian(bytes, 0, 4)) != kTokenFileMagic)
     fail(path, "not an llm.c token file (no " + std::to_string(kHeaderBytes) +
                    "-byte header with magic " +
                    std::to_string(kTokenFileMagic) + ")");
-  const auto version = static_cast<int32_t>(getLittleEndian(bytes, 4, 4));
-  if (version != kTokenFileVersion)
-    fail(path, "unsupported version " + std::to_string(version) +
-                   " (expected " + std::to_string(kTokenFileVersion) + ")");
-  const auto count = static_cast<int32_t>(getLittleEndian(bytes, 8, 4));
-  const size_t tokenBytes = bytes.size() - kHeaderBytes;
-  if (count < 0 || tokenBytes != 2 * static_cast<size_t>(count))
-    fail(path, "the header says " + std::to_string(count) +
-                   " tokens but the file holds " + std::to_string(tokenBytes) +
-                   " bytes of tokens");
+  int32_t header[kTokenFileHeaderInts];
+  for (int i = 0; i < kTokenFileHeaderInts; ++i)
+    header[i] = static_cast<int32_t>(getLittleEndian(bytes, 4 * i, 4));
+  int64_t count = 0;
+  try {
+    count = checkedTokenCount(header, bytes.size());
+  } catch (const std::runtime_error &e) {
+    fail(path, e.what());
+  }
   std::vector<int32_t> tokens(static_cast<size_t>(count));
   for (size_t i = 0; i < tokens.size(); ++i)
     tokens[i] =

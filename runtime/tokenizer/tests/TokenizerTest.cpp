@@ -428,10 +428,10 @@ TEST_F(TokenFile, ReadErrorsNameTheFile) {
   std::string version = good;
   version[4] = 2;
   expectError([&] { readBytes(version); },
-              {tokensOf + "unsupported version 2 (expected 1)"});
+              {tokensOf + "bad llm.c header: unsupported version 2 (expected 1)"});
   expectError([&] { readBytes(good + "\1"); },
-              {tokensOf + "the header says 3 tokens but the file holds 7 "
-                          "bytes of tokens"});
+              {tokensOf + "bad llm.c header: it says 3 tokens but the file "
+                          "holds 7 bytes of tokens"});
 }
 
 } // namespace

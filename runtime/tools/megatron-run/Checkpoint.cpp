@@ -1,4 +1,6 @@
 #include "Checkpoint.h"
+
+#include "FileIO.h"
 #include "JsonObject.h"
 
 #include <nlohmann/json.hpp>
@@ -292,17 +294,9 @@ SafetensorsWriter::~SafetensorsWriter() {
 }
 
 void SafetensorsWriter::writeAll(const void *buf, size_t bytes) {
-  const char *p = static_cast<const char *>(buf);
-  while (bytes > 0) {
-    ssize_t n = ::write(fd_, p, bytes);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      throw std::runtime_error("cannot write " + tmp_ + ": " +
-                               std::strerror(errno));
-    p += n;
-    bytes -= static_cast<size_t>(n);
-  }
+  if (const int err = mfile::writeAll(fd_, buf, bytes))
+    throw std::runtime_error("cannot write " + tmp_ + ": " +
+                             std::strerror(err));
 }
 
 void SafetensorsWriter::write(const float *data, int64_t count) {
@@ -326,20 +320,7 @@ void SafetensorsWriter::commit() {
     throw std::runtime_error("cannot rename " + tmp_ + " to " + path_ + ": " +
                              std::strerror(errno));
   committed_ = true;
-  // The rename survives a crash once the directory holding it is on disk.
-  const size_t slash = path_.rfind('/');
-  const std::string dir = slash == std::string::npos ? "."
-                          : slash == 0               ? "/"
-                                                     : path_.substr(0, slash);
-  const int dirFd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dirFd < 0 || ::fsync(dirFd) != 0) {
-    const int error = errno;
-    if (dirFd >= 0)
-      ::close(dirFd);
-    throw std::runtime_error("cannot sync the directory of " + path_ + ": " +
-                             std::strerror(error));
-  }
-  ::close(dirFd);
+  mfile::syncDirectoryOf(path_);
 }
 
 } // namespace mrun

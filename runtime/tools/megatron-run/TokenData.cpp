@@ -1,6 +1,7 @@
 #include "TokenData.h"
 
 #include <algorithm>
+#include <stdexcept>
 #include <vector>
 
 namespace mrun {
@@ -20,18 +21,11 @@ TokenFile::TokenFile(const std::string &path) : file_("data", path) {
            "-byte header");
     int32_t header[mtok::kTokenFileHeaderInts];
     file_.readExactly(header, headerBytes, 0);
-    if (header[1] != mtok::kTokenFileVersion)
-      fail("bad llm.c header: unsupported version " +
-           std::to_string(header[1]) + " (expected " +
-           std::to_string(mtok::kTokenFileVersion) + ")");
-    const int64_t n = header[2];
-    const uint64_t have = (size - headerBytes) / 2;
-    if (n < 0 || (size - headerBytes) % 2 != 0 ||
-        static_cast<uint64_t>(n) != have)
-      fail("bad llm.c header: it says " + std::to_string(n) +
-           " tokens but the file holds " + std::to_string(size - headerBytes) +
-           " bytes of tokens (" + std::to_string(have) + " tokens)");
-    count_ = n;
+    try {
+      count_ = mtok::checkedTokenCount(header, size);
+    } catch (const std::runtime_error &e) {
+      fail(e.what());
+    }
     dataStart_ = headerBytes;
   } else {
     if (size % 2 != 0)

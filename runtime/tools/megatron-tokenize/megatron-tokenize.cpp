@@ -103,7 +103,7 @@ Options parseOptions(const std::vector<std::string> &args) {
 }
 
 void encodeFile(const mtok::Tokenizer &tok, const Options &opt) {
-  const std::string text = mtok::readFileBytes("input", opt.input);
+  const std::string text = mfile::readFileBytes("input", opt.input);
   const std::vector<int32_t> tokens = tok.encode(text);
   mtok::writeTokenFile(opt.output, tokens);
   std::printf("%s: %zu bytes -> %zu tokens (%s, vocabulary %lld) -> %s\n",

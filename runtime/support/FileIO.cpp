@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-namespace mtok {
+namespace mfile {
 
 namespace {
 
@@ -36,22 +36,6 @@ private:
 
 std::string errorText(int err) { return std::strerror(err); }
 
-// Writes all of bytes to fd; 0 or the errno of the failure.
-int writeAll(int fd, const std::string &bytes) {
-  const char *p = bytes.data();
-  size_t left = bytes.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      return errno;
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  return 0;
-}
-
 std::string directoryOf(const std::string &path) {
   const size_t slash = path.rfind('/');
   return slash == std::string::npos ? "."
@@ -59,15 +43,28 @@ std::string directoryOf(const std::string &path) {
                                     : path.substr(0, slash);
 }
 
-// The rename survives a crash once the directory holding it is on disk.
+} // namespace
+
+int writeAll(int fd, const void *data, size_t size) {
+  const char *p = static_cast<const char *>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd, p, size);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return errno;
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return 0;
+}
+
 void syncDirectoryOf(const std::string &path) {
   Fd dir(::open(directoryOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir.get() < 0 || ::fsync(dir.get()) != 0)
     throw std::runtime_error("cannot sync the directory of " + path + ": " +
                              errorText(errno));
 }
-
-} // namespace
 
 std::string readFileBytes(const std::string &kind, const std::string &path) {
   const auto fail = [&](const std::string &what) {
@@ -101,7 +98,7 @@ void writeFileAtomically(const std::string &path, const std::string &bytes) {
   Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (fd.get() < 0)
     throw std::runtime_error("cannot write " + tmp + ": " + errorText(errno));
-  int err = writeAll(fd.get(), bytes);
+  int err = writeAll(fd.get(), bytes.data(), bytes.size());
   if (err == 0 && ::fsync(fd.get()) != 0)
     err = errno;
   const int closeErr = fd.close();
@@ -120,4 +117,4 @@ void writeFileAtomically(const std::string &path, const std::string &bytes) {
   syncDirectoryOf(path);
 }
 
-} // namespace mtok
+} // namespace mfile
