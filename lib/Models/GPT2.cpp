@@ -1,8 +1,10 @@
 //===- GPT2.cpp - GPT-2 forward pass and loss in the tp dialect -----------===//
 #include "megatron/Models/GPT2.h"
 #include "megatron/Dialect/TP/IR/TP.h"
+#include "megatron/Dialect/TP/IR/WrittenArguments.h"
 #include "megatron_rt/contract.h"
 
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
@@ -116,6 +118,13 @@ int64_t megatron::countParameters(const GPT2Config &config) {
 namespace {
 constexpr float kLayerNormEpsilon = 1e-5f;
 
+/// Generation's state, threaded through the layers: the chunk each
+/// sequence adds, where it starts, and the caches as each layer leaves them.
+struct KVCache {
+  int64_t chunk;
+  Value positions, keys, values;
+};
+
 /// Emits the ops of one forward pass; each op is located at the Hugging Face
 /// module it comes from so that diagnostics name e.g. "h.3.mlp".
 class GPT2Emitter {
@@ -125,22 +134,23 @@ public:
       : b(builder), config(config), params(std::move(params)) {}
 
   Value forwardLoss(Value ids, Value targets) {
-    Value x = embed(ids);
-    for (int64_t layer = 0; layer < config.layers; ++layer) {
-      currentLayer = layer;
-      x = block(x, "h." + std::to_string(layer));
-    }
-    currentLayer.reset();
-    Value normed = layerNorm(x, "ln_f");
-    // The LM head is tied to the token embedding: logits = x * wte^T.
-    auto logitsType = activation(config.vocab);
-    Value logits = tp::MatmulOp::create(b, at("lm_head"), logitsType, normed,
-                                        param("wte.weight"),
-                                        /*transpose_lhs=*/false,
-                                        /*transpose_rhs=*/true);
+    Value logits = lmHead(layerNorm(layers(embed(ids)), "ln_f"));
     return tp::CrossEntropyOp::create(
         b, at("loss"), RankedTensorType::get({}, b.getF32Type()), logits,
         targets, config.vocab);
+  }
+
+  /// Generation's step on a chunk of `ids` ([B, chunk]) at `cache`'s
+  /// positions: fills the caches and returns the logits ([B, V]) of each
+  /// sequence's column `last`.
+  Value generate(Value ids, KVCache &state, Value last) {
+    cache = &state;
+    Value x = layerNorm(layers(embed(ids)), "ln_f");
+    auto hiddenType = RankedTensorType::get({config.batch, config.embd},
+                                            b.getF32Type());
+    Value h = tp::TakePositionOp::create(b, at("ln_f"), hiddenType, x, last);
+    cache = nullptr;
+    return lmHead(h);
   }
 
 private:
@@ -153,20 +163,66 @@ private:
                          b.getContext());
   }
   Value param(const std::string &name) { return params.lookup(name); }
+  /// [B, T, width] for the T tokens of each sequence the program takes.
   RankedTensorType activation(int64_t width) {
-    return RankedTensorType::get({config.batch, config.seq, width},
+    return RankedTensorType::get({config.batch, chunk(), width},
                                  b.getF32Type());
+  }
+  int64_t chunk() const { return cache ? cache->chunk : config.seq; }
+
+  Value layers(Value x) {
+    for (int64_t layer = 0; layer < config.layers; ++layer) {
+      currentLayer = layer;
+      x = block(x, "h." + std::to_string(layer));
+    }
+    currentLayer.reset();
+    return x;
+  }
+
+  /// The LM head is tied to the token embedding: logits = x * wte^T.
+  Value lmHead(Value x) {
+    auto type = cast<RankedTensorType>(x.getType());
+    SmallVector<int64_t> shape(type.getShape());
+    shape.back() = config.vocab;
+    return tp::MatmulOp::create(b, at("lm_head"), type.clone(shape), x,
+                                param("wte.weight"), /*transpose_lhs=*/false,
+                                /*transpose_rhs=*/true);
   }
 
   Value embed(Value ids) {
     Value tokens = tp::EmbeddingOp::create(b, at("wte"), activation(config.embd),
                                            param("wte.weight"), ids,
                                            /*offset=*/Value());
+    if (cache) {
+      Value positions = tp::PositionEmbeddingAtOp::create(
+          b, at("wpe"), activation(config.embd), param("wpe.weight"),
+          cache->positions);
+      return tp::AddOp::create(b, at("wpe"), tokens, positions);
+    }
     auto positionsType =
         RankedTensorType::get({config.seq, config.embd}, b.getF32Type());
     Value positions = tp::PositionEmbeddingOp::create(
         b, at("wpe"), positionsType, param("wpe.weight"));
     return tp::BiasAddOp::create(b, at("wpe"), tokens, positions);
+  }
+
+  /// Causal self-attention of the block: over the chunk itself, or,
+  /// generating, over the cache the chunk is added to.
+  Value attention(Value qkv, const std::string &h) {
+    if (!cache)
+      return tp::AttentionOp::create(b, at(h + ".attn"),
+                                     activation(config.embd), qkv,
+                                     config.heads);
+    auto store = [&](Value into, tp::CacheSection section) -> Value {
+      return tp::KVCacheStoreOp::create(b, at(h + ".attn"), qkv, into,
+                                        cache->positions, *currentLayer,
+                                        section, config.heads);
+    };
+    cache->keys = store(cache->keys, tp::CacheSection::key);
+    cache->values = store(cache->values, tp::CacheSection::value);
+    return tp::CachedAttentionOp::create(
+        b, at(h + ".attn"), activation(config.embd), qkv, cache->keys,
+        cache->values, cache->positions, *currentLayer, config.heads);
   }
 
   Value layerNorm(Value x, const std::string &prefix) {
@@ -188,8 +244,7 @@ private:
   Value block(Value x, const std::string &h) {
     const int64_t c = config.embd;
     Value qkv = linear(layerNorm(x, h + ".ln_1"), h + ".attn.c_attn", 3 * c);
-    Value heads = tp::AttentionOp::create(b, at(h + ".attn"), activation(c),
-                                          qkv, config.heads);
+    Value heads = attention(qkv, h);
     Value attn = linear(heads, h + ".attn.c_proj", c);
     x = tp::AddOp::create(b, at(h + ".attn"), x, attn);
     Value fc = linear(layerNorm(x, h + ".ln_2"), h + ".mlp.c_fc", 4 * c);
@@ -202,6 +257,7 @@ private:
   const GPT2Config &config;
   llvm::StringMap<Value> params;
   std::optional<int64_t> currentLayer;
+  KVCache *cache = nullptr; // while emitting a generation step
 };
 
 /// The argument attributes of a parameter: its name, role, init and layer.
@@ -232,6 +288,92 @@ DictionaryAttr inputAttrs(Builder &b, StringRef name, tp::ArgumentRole role) {
 }
 } // namespace
 
+namespace {
+/// Every parameter as an argument, in state-dict order, with its attributes.
+struct ParameterArguments {
+  llvm::SmallVector<ParameterSpec> specs;
+  SmallVector<Type> types;
+  SmallVector<DictionaryAttr> attrs;
+};
+ParameterArguments parameterArguments(Builder &b, const GPT2Config &config) {
+  ParameterArguments params;
+  params.specs = getParameterSpecs(config);
+  for (const ParameterSpec &spec : params.specs) {
+    params.types.push_back(RankedTensorType::get(spec.shape, b.getF32Type()));
+    params.attrs.push_back(parameterAttrs(b, spec));
+  }
+  return params;
+}
+
+/// A function of `params` and then the `inputs`, its entry block ready.
+func::FuncOp createModelFunction(OpBuilder &b, Location loc, StringRef name,
+                                 const ParameterArguments &params,
+                                 ArrayRef<std::pair<Type, DictionaryAttr>> inputs,
+                                 TypeRange results) {
+  SmallVector<Type> types(params.types);
+  SmallVector<DictionaryAttr> attrs(params.attrs);
+  for (auto [type, attr] : inputs) {
+    types.push_back(type);
+    attrs.push_back(attr);
+  }
+  auto function =
+      func::FuncOp::create(b, loc, name, b.getFunctionType(types, results));
+  function.setAllArgAttrs(attrs);
+  // Hugging Face's GPT-2 checkpoints load as they are published.
+  function->setAttr(tp::TPDialect::kCheckpointNamesAttrName,
+                    b.getStringAttr(MGT_CHECKPOINT_NAMES_HF_GPT2));
+  b.setInsertionPointToStart(function.addEntryBlock());
+  return function;
+}
+
+llvm::StringMap<Value> parameterValues(const ParameterArguments &params,
+                                       func::FuncOp function) {
+  llvm::StringMap<Value> values;
+  for (auto [spec, arg] : llvm::zip(params.specs, function.getArguments()))
+    values[spec.name] = arg;
+  return values;
+}
+
+/// Generation's step on chunks of `chunk` tokens: `entry` (prefill or
+/// decode) of the generation program. Decode, the library's last entry,
+/// carries the model's name, as the train step does beside @gpt2_forward.
+void buildGenerationStep(OpBuilder &b, Location loc, const GPT2Config &config,
+                         const ParameterArguments &params, StringRef entry,
+                         int64_t chunk) {
+  const bool prefill = entry == MGT_ENTRY_KIND_PREFILL;
+  auto perSequence = RankedTensorType::get({config.batch}, b.getI32Type());
+  auto cacheType = RankedTensorType::get(
+      {config.layers, config.batch, config.heads, config.ctx,
+       config.embd / config.heads},
+      b.getF32Type());
+  auto logitsType =
+      RankedTensorType::get({config.batch, config.vocab}, b.getF32Type());
+  std::pair<Type, DictionaryAttr> inputs[] = {
+      {RankedTensorType::get({config.batch, chunk}, b.getI32Type()),
+       prefill ? inputAttrs(b, "input_ids", tp::ArgumentRole::Tokens)
+               : inputAttrs(b, "next_ids", tp::ArgumentRole::NextTokens)},
+      {perSequence, inputAttrs(b, "positions", tp::ArgumentRole::Positions)},
+      {perSequence, inputAttrs(b, "last_index", tp::ArgumentRole::LastIndex)},
+      {cacheType, inputAttrs(b, "k_cache", tp::ArgumentRole::KVCache)},
+      {cacheType, inputAttrs(b, "v_cache", tp::ArgumentRole::KVCache)},
+      {logitsType, inputAttrs(b, "logits", tp::ArgumentRole::Logits)}};
+  OpBuilder::InsertionGuard guard(b);
+  func::FuncOp function = createModelFunction(
+      b, loc, prefill ? "gpt2_prefill" : "gpt2", params, inputs, {});
+  function->setAttr(tp::TPDialect::kEntryAttrName, b.getStringAttr(entry));
+  auto input = [&](size_t i) {
+    return function.getArgument(params.specs.size() + i);
+  };
+  KVCache cache{chunk, input(1), input(3), input(4)};
+  GPT2Emitter emitter(b, config, parameterValues(params, function));
+  Value logits = emitter.generate(input(0), cache, input(2));
+  func::ReturnOp::create(b, loc);
+  tp::returnWrittenInto(function, cache.keys, input(3));
+  tp::returnWrittenInto(function, cache.values, input(4));
+  tp::returnWrittenInto(function, logits, input(5));
+}
+} // namespace
+
 OwningOpRef<ModuleOp> megatron::buildGPT2Module(MLIRContext &context,
                                                 const GPT2Config &config) {
   context.loadDialect<tp::TPDialect, func::FuncDialect>();
@@ -240,36 +382,35 @@ OwningOpRef<ModuleOp> megatron::buildGPT2Module(MLIRContext &context,
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   b.setInsertionPointToEnd(module->getBody());
 
-  llvm::SmallVector<ParameterSpec> specs = getParameterSpecs(config);
+  ParameterArguments params = parameterArguments(b, config);
   auto tokensType =
       RankedTensorType::get({config.batch, config.seq}, b.getI32Type());
-  SmallVector<Type> argTypes;
-  SmallVector<DictionaryAttr> argAttrs;
-  for (const ParameterSpec &spec : specs) {
-    argTypes.push_back(RankedTensorType::get(spec.shape, b.getF32Type()));
-    argAttrs.push_back(parameterAttrs(b, spec));
-  }
-  argTypes.append({tokensType, tokensType});
-  argAttrs.append({inputAttrs(b, "input_ids", tp::ArgumentRole::Tokens),
-                   inputAttrs(b, "targets", tp::ArgumentRole::Targets)});
-  auto lossType = RankedTensorType::get({}, b.getF32Type());
-
-  auto function = func::FuncOp::create(
-      b, loc, "gpt2", b.getFunctionType(argTypes, {lossType}));
-  function.setAllArgAttrs(argAttrs);
-  // Hugging Face's GPT-2 checkpoints load as they are published.
-  function->setAttr(tp::TPDialect::kCheckpointNamesAttrName,
-                    b.getStringAttr(MGT_CHECKPOINT_NAMES_HF_GPT2));
-  Block *entry = function.addEntryBlock();
-  b.setInsertionPointToStart(entry);
-
-  llvm::StringMap<Value> params;
-  for (auto [spec, arg] : llvm::zip(specs, entry->getArguments()))
-    params[spec.name] = arg;
-  GPT2Emitter emitter(b, config, std::move(params));
-  size_t numParams = specs.size();
-  Value loss = emitter.forwardLoss(entry->getArgument(numParams),
-                                   entry->getArgument(numParams + 1));
+  std::pair<Type, DictionaryAttr> inputs[] = {
+      {tokensType, inputAttrs(b, "input_ids", tp::ArgumentRole::Tokens)},
+      {tokensType, inputAttrs(b, "targets", tp::ArgumentRole::Targets)}};
+  Type lossType = RankedTensorType::get({}, b.getF32Type());
+  func::FuncOp function =
+      createModelFunction(b, loc, "gpt2", params, inputs, lossType);
+  GPT2Emitter emitter(b, config, parameterValues(params, function));
+  size_t numParams = params.specs.size();
+  Value loss = emitter.forwardLoss(function.getArgument(numParams),
+                                   function.getArgument(numParams + 1));
   func::ReturnOp::create(b, loc, loss);
+  return module;
+}
+
+OwningOpRef<ModuleOp>
+megatron::buildGPT2GenerationModule(MLIRContext &context,
+                                    const GPT2Config &config) {
+  context.loadDialect<tp::TPDialect, func::FuncDialect,
+                      bufferization::BufferizationDialect>();
+  OpBuilder b(&context);
+  Location loc = NameLoc::get(b.getStringAttr("gpt2"));
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  b.setInsertionPointToEnd(module->getBody());
+  ParameterArguments params = parameterArguments(b, config);
+  buildGenerationStep(b, loc, config, params, MGT_ENTRY_KIND_PREFILL,
+                      config.seq);
+  buildGenerationStep(b, loc, config, params, MGT_ENTRY_KIND_DECODE, 1);
   return module;
 }

@@ -40,13 +40,14 @@ llvm::SmallVector<llvm::Value *> unpackArguments(llvm::IRBuilder<> &b,
   return args;
 }
 
-/// `void mgt_function(ctx, args)`: the function writes its outputs into
-/// their arguments and returns nothing.
+/// `void mgt_function(ctx, args)` (and mgt_prefill, mgt_decode): the
+/// function writes its outputs into their arguments and returns nothing.
 LogicalResult addFunctionEntry(llvm::Module &module, llvm::Function &function,
                                const megatron::StepEntry &step, Location loc) {
   if (!function.getReturnType()->isVoidTy())
-    return emitError(loc) << "the function entry must return nothing (every "
-                             "result written into its output argument)";
+    return emitError(loc) << "the " << step.kind
+                          << " entry must return nothing (every result "
+                             "written into its output argument)";
   llvm::LLVMContext &context = module.getContext();
   llvm::IRBuilder<> b(context);
   auto *ptr = llvm::PointerType::getUnqual(context);
@@ -70,7 +71,10 @@ LogicalResult addEntry(llvm::Module &module, const megatron::StepEntry &step,
     return emitError(loc) << "the lowered module has no function '"
                           << step.function << "'";
   function->setLinkage(llvm::GlobalValue::InternalLinkage);
-  if (step.kind == MGT_ENTRY_KIND_FUNCTION)
+  // A framework's function and generation's steps write their outputs
+  // into arguments and return nothing.
+  if (step.kind == MGT_ENTRY_KIND_FUNCTION ||
+      step.kind == MGT_ENTRY_KIND_PREFILL || step.kind == MGT_ENTRY_KIND_DECODE)
     return addFunctionEntry(module, *function, step, loc);
   llvm::LLVMContext &context = module.getContext();
   llvm::IRBuilder<> b(context);

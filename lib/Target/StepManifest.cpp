@@ -50,7 +50,8 @@ llvm::json::Array splitJson(ShardingAttr sharding) {
   return split;
 }
 
-/// The valid vocabulary of the model's loss.
+/// The valid vocabulary of the model's loss, or of the logits a generation
+/// step writes (their unpadded width).
 std::optional<int64_t> validVocab(func::FuncOp function) {
   std::optional<int64_t> vocab;
   function.walk([&](Operation *op) {
@@ -59,7 +60,59 @@ std::optional<int64_t> validVocab(func::FuncOp function) {
     else if (auto max = dyn_cast<XentMaxOp>(op))
       vocab = max.getValidVocab();
   });
-  return vocab;
+  if (vocab || !isGenerationEntry(function))
+    return vocab;
+  for (unsigned i = 0; i < function.getNumArguments(); ++i) {
+    if (getArgumentKind(function, i).role != ArgumentRole::Logits)
+      continue;
+    // The unpadded shape where the vocabulary was padded, else the global
+    // one (the argument's type is this rank's share).
+    for (StringRef shape : {TPDialect::kUnpaddedShapeAttrName,
+                            TPDialect::kGlobalShapeAttrName})
+      if (auto attr = function.getArgAttrOfType<DenseI64ArrayAttr>(i, shape))
+        return attr.asArrayRef().back();
+    return cast<ShapedType>(function.getArgumentTypes()[i]).getShape().back();
+  }
+  return std::nullopt;
+}
+
+/// An argument of one of the library's entry functions.
+struct EntryArgument {
+  // Op handles are values; their accessors are not const.
+  mutable func::FuncOp function;
+  unsigned index;
+  StringAttr name() const {
+    return function.getArgAttrOfType<StringAttr>(index,
+                                                 TPDialect::kNameAttrName);
+  }
+  Type type() const { return function.getArgumentTypes()[index]; }
+};
+
+/// The manifest's arguments: every argument of the last entry (a train step
+/// takes all of its forward entry's), then those of the earlier entries it
+/// has not (generation's prefill and decode differ in their tokens), matched
+/// by tp.name. A located error for an argument without one, or one name of
+/// two types.
+FailureOr<SmallVector<EntryArgument>>
+manifestArguments(ArrayRef<func::FuncOp> functions) {
+  SmallVector<EntryArgument> args;
+  llvm::StringMap<Type> seen;
+  for (func::FuncOp function : llvm::reverse(functions))
+    for (unsigned index = 0; index < function.getNumArguments(); ++index) {
+      EntryArgument arg{function, index};
+      if (!arg.name())
+        return function.emitError("argument #")
+               << index << " has no tp.name: the runtime cannot feed it";
+      auto [known, added] = seen.try_emplace(arg.name(), arg.type());
+      if (added)
+        args.push_back(arg);
+      else if (known->second != arg.type())
+        return function.emitError("argument #")
+               << index << " (" << arg.name() << ") has type " << arg.type()
+               << " but another entry's argument of that name "
+               << known->second;
+    }
+  return args;
 }
 
 /// A parameter's initialisation rule, as the model's #tp.init states it.
@@ -70,7 +123,9 @@ llvm::json::Object initJson(InitAttr init) {
       {MGT_FIELD_INIT_VALUE, init.getValue().convertToDouble()}};
 }
 
-FailureOr<std::string> buildStepManifest(ModuleOp module, func::FuncOp function,
+FailureOr<std::string> buildStepManifest(ModuleOp module,
+                                         ArrayRef<EntryArgument> arguments,
+                                         func::FuncOp function,
                                          ArrayRef<StepEntry> entries,
                                          Target target) {
   int64_t tp = 1, dp = 1;
@@ -80,26 +135,23 @@ FailureOr<std::string> buildStepManifest(ModuleOp module, func::FuncOp function,
   }
   llvm::json::Array args;
   int64_t batch = 0, seq = 0;
-  for (BlockArgument arg : function.getArguments()) {
-    unsigned index = arg.getArgNumber();
-    auto name =
-        function.getArgAttrOfType<StringAttr>(index, TPDialect::kNameAttrName);
-    if (!name)
-      return function.emitError("argument #")
-             << index << " has no tp.name: the runtime cannot feed it";
-    auto type = cast<RankedTensorType>(arg.getType());
-    ArgumentKind kind = getArgumentKind(function, index);
-    if (kind.role == ArgumentRole::Parameter && !isParameter(function, index))
-      return function.emitError("argument #")
+  for (const EntryArgument &arg : arguments) {
+    func::FuncOp owner = arg.function;
+    unsigned index = arg.index;
+    StringAttr name = arg.name();
+    auto type = cast<RankedTensorType>(arg.type());
+    ArgumentKind kind = getArgumentKind(owner, index);
+    if (kind.role == ArgumentRole::Parameter && !isParameter(owner, index))
+      return owner.emitError("argument #")
              << index << " (" << name << ") holds " << type.getElementType()
              << ", which no parameter can: its tp.role must say what the "
                 "runtime feeds it (\""
              << MGT_ROLE_TOKENS << "\", \"" << MGT_ROLE_TARGETS << "\")";
     ArrayRef<int64_t> local = type.getShape();
-    auto globalAttr = function.getArgAttrOfType<DenseI64ArrayAttr>(
+    auto globalAttr = owner.getArgAttrOfType<DenseI64ArrayAttr>(
         index, TPDialect::kGlobalShapeAttrName);
     ArrayRef<int64_t> global = globalAttr ? globalAttr.asArrayRef() : local;
-    auto unpadded = function.getArgAttrOfType<DenseI64ArrayAttr>(
+    auto unpadded = owner.getArgAttrOfType<DenseI64ArrayAttr>(
         index, TPDialect::kUnpaddedShapeAttrName);
     if (kind.role == ArgumentRole::Tokens && type.getRank() == 2) {
       batch = global[0];
@@ -113,11 +165,11 @@ FailureOr<std::string> buildStepManifest(ModuleOp module, func::FuncOp function,
         {MGT_FIELD_LOCAL_SHAPE, shapeJson(local)},
         {MGT_FIELD_CHECKPOINT_SHAPE,
          shapeJson(unpadded ? unpadded.asArrayRef() : global)},
-        {MGT_FIELD_SPLIT, splitJson(getSharding(arg))}};
+        {MGT_FIELD_SPLIT, splitJson(getSharding(owner.getArgument(index)))}};
     if (!kind.parameter.empty())
       entry[MGT_FIELD_PARAM] = kind.parameter;
     if (auto init =
-            function.getArgAttrOfType<InitAttr>(index, TPDialect::kInitAttrName))
+            owner.getArgAttrOfType<InitAttr>(index, TPDialect::kInitAttrName))
       entry[MGT_FIELD_INIT] = initJson(init);
     // The host code of a CUDA step reads the hyperparameters itself (they
     // become kernel arguments); every other buffer is the kernels'.
@@ -162,30 +214,16 @@ constexpr StringLiteral kKindField = "kind";
 constexpr StringLiteral kFunctionField = "function";
 constexpr StringLiteral kArgumentsField = "arguments";
 
-/// Argument positions of `function` in the manifest of `step` (whose
-/// arguments buildStepManifest checked all have a tp.name), matched by
-/// tp.name and type; a located error for an argument the step has not.
-FailureOr<SmallVector<int32_t>> manifestIndices(func::FuncOp function,
-                                                func::FuncOp step) {
-  llvm::StringMap<unsigned> position;
-  for (unsigned i = 0; i < step.getNumArguments(); ++i)
-    if (auto name =
-            step.getArgAttrOfType<StringAttr>(i, TPDialect::kNameAttrName))
-      position[name.getValue()] = i;
+/// Argument positions of `function` in the manifest's `arguments`, matched
+/// by tp.name (manifestArguments checked that the names agree on types).
+SmallVector<int32_t> manifestIndices(func::FuncOp function,
+                                     ArrayRef<EntryArgument> arguments) {
+  llvm::StringMap<int32_t> position;
+  for (auto [i, arg] : llvm::enumerate(arguments))
+    position[arg.name()] = i;
   SmallVector<int32_t> indices;
-  for (unsigned i = 0; i < function.getNumArguments(); ++i) {
-    auto name =
-        function.getArgAttrOfType<StringAttr>(i, TPDialect::kNameAttrName);
-    auto found = name ? position.find(name.getValue()) : position.end();
-    if (found == position.end() ||
-        step.getArgumentTypes()[found->second] !=
-            function.getArgumentTypes()[i])
-      return function.emitError("tp-step-manifest: argument #")
-             << i << " of the entry '@" << function.getName()
-             << "' is no argument of the step '@" << step.getName()
-             << "' (matched by tp.name and type)";
-    indices.push_back(found->second);
-  }
+  for (unsigned i = 0; i < function.getNumArguments(); ++i)
+    indices.push_back(position.lookup(EntryArgument{function, i}.name()));
   return indices;
 }
 
@@ -195,27 +233,45 @@ bool isFunctionEntry(func::FuncOp function) {
   return kind && kind.getValue() == MGT_ENTRY_KIND_FUNCTION;
 }
 
-/// The functions the library exports: a framework's function alone, or the
-/// forward entry first, those tp-keep-forward marked or the module's one
-/// function with a body.
+/// The functions the library exports: a framework's function alone;
+/// generation's prefill and decode; or the forward entry first, those
+/// tp-keep-forward marked or the module's one function with a body.
 FailureOr<SmallVector<func::FuncOp>> entryFunctions(ModuleOp module) {
-  SmallVector<func::FuncOp> defined, forward, trainStep, functions;
+  SmallVector<func::FuncOp> defined, forward, trainStep, functions, prefill,
+      decode;
   for (auto function : module.getOps<func::FuncOp>()) {
     if (function.isExternal())
       continue;
     defined.push_back(function);
-    if (isFunctionEntry(function))
+    auto kind = function->getAttrOfType<StringAttr>(TPDialect::kEntryAttrName);
+    if (!kind)
+      continue;
+    if (kind.getValue() == MGT_ENTRY_KIND_FUNCTION)
       functions.push_back(function);
-    else if (function->hasAttr(TPDialect::kEntryAttrName))
+    else if (kind.getValue() == MGT_ENTRY_KIND_PREFILL)
+      prefill.push_back(function);
+    else if (kind.getValue() == MGT_ENTRY_KIND_DECODE)
+      decode.push_back(function);
+    else
       (isForwardEntry(function) ? forward : trainStep).push_back(function);
   }
+  size_t models = forward.size() + trainStep.size();
   if (!functions.empty()) {
-    if (functions.size() != 1 || !forward.empty() || !trainStep.empty())
+    if (functions.size() != 1 || models || !prefill.empty() || !decode.empty())
       return module.emitError("tp-step-manifest: a function's step library "
                               "exports that function alone; the module marks ")
              << functions.size() << " functions and "
-             << forward.size() + trainStep.size() << " model entries";
+             << models + prefill.size() + decode.size() << " model entries";
     return functions;
+  }
+  if (!prefill.empty() || !decode.empty()) {
+    if (prefill.size() != 1 || decode.size() != 1 || models)
+      return module.emitError("tp-step-manifest: a generation step library "
+                              "exports one prefill and one decode entry; the "
+                              "module marks ")
+             << prefill.size() << " and " << decode.size() << ", and "
+             << models << " training entries";
+    return SmallVector<func::FuncOp>{prefill.front(), decode.front()};
   }
   if (forward.empty() && trainStep.empty()) {
     if (defined.size() != 1)
@@ -257,8 +313,12 @@ struct StepManifestPass
     FailureOr<SmallVector<func::FuncOp>> functions = entryFunctions(module);
     if (failed(functions))
       return signalPassFailure();
-    // The last entry takes every argument: the train step, or the forward
-    // pass alone.
+    FailureOr<SmallVector<EntryArgument>> arguments =
+        manifestArguments(*functions);
+    if (failed(arguments))
+      return signalPassFailure();
+    // The model's name, its checkpoints' names and its vocabulary are the
+    // last entry's: the train step, the forward pass alone, or decode.
     func::FuncOp step = functions->back();
     SmallVector<StepEntry> entries;
     for (func::FuncOp function : *functions) {
@@ -269,16 +329,11 @@ struct StepManifestPass
                          {}});
     }
     FailureOr<std::string> manifest =
-        buildStepManifest(module, step, entries, *where);
+        buildStepManifest(module, *arguments, step, entries, *where);
     if (failed(manifest))
       return signalPassFailure();
-    for (auto [entry, function] : llvm::zip(entries, *functions)) {
-      FailureOr<SmallVector<int32_t>> indices =
-          manifestIndices(function, step);
-      if (failed(indices))
-        return signalPassFailure();
-      entry.argIndices = std::move(*indices);
-    }
+    for (auto [entry, function] : llvm::zip(entries, *functions))
+      entry.argIndices = manifestIndices(function, *arguments);
     Builder b(module.getContext());
     SmallVector<Attribute> entryAttrs;
     for (const StepEntry &entry : entries)
@@ -316,9 +371,12 @@ FailureOr<StepEntry> readEntry(ModuleOp module, Attribute attr) {
       getField<DenseI32ArrayAttr>(module, entry, kArgumentsField);
   if (failed(kind) || failed(function) || failed(arguments))
     return failure();
-  if (kind->getValue() != MGT_ENTRY_KIND_FORWARD &&
-      kind->getValue() != MGT_ENTRY_KIND_TRAIN_STEP &&
-      kind->getValue() != MGT_ENTRY_KIND_FUNCTION)
+  if (!llvm::is_contained({StringRef(MGT_ENTRY_KIND_FORWARD),
+                            StringRef(MGT_ENTRY_KIND_TRAIN_STEP),
+                            StringRef(MGT_ENTRY_KIND_FUNCTION),
+                            StringRef(MGT_ENTRY_KIND_PREFILL),
+                            StringRef(MGT_ENTRY_KIND_DECODE)},
+                           kind->getValue()))
     return module.emitError("unknown entry kind '") << kind->getValue() << "'";
   return StepEntry{kind->str(), function->str(),
                    SmallVector<int32_t>(arguments->asArrayRef())};

@@ -1,5 +1,5 @@
 //===- ExportLogits.cpp - write the loss's logits into an argument --------===//
-#include "WrittenArguments.h"
+#include "megatron/Dialect/TP/IR/WrittenArguments.h"
 #include "megatron/Dialect/TP/IR/ShardingUtils.h"
 #include "megatron/Transforms/Passes.h"
 

@@ -1,5 +1,5 @@
 //===- FunctionEntry.cpp - a framework's function as the step's entry -----===//
-#include "WrittenArguments.h"
+#include "megatron/Dialect/TP/IR/WrittenArguments.h"
 #include "megatron/Transforms/Passes.h"
 #include "megatron_rt/contract.h"
 

@@ -31,6 +31,12 @@ struct KeepForwardPass
     for (auto step : llvm::to_vector(module.getOps<func::FuncOp>())) {
       if (step.isExternal())
         continue;
+      if (isGenerationEntry(step)) {
+        step.emitError() << "tp-keep-forward: '@" << step.getName()
+                         << "' is a generation step: it has no loss to "
+                            "train (compile it without train)";
+        return signalPassFailure();
+      }
       if (step->hasAttr(TPDialect::kEntryAttrName)) {
         step.emitError() << "tp-keep-forward: '@" << step.getName()
                          << "' is already an entry ("

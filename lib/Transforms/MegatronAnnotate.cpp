@@ -3,6 +3,7 @@
 #include "megatron/Transforms/Passes.h"
 #include "megatron_rt/contract.h"
 
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/Debug.h"
@@ -158,26 +159,64 @@ private:
         continue;
       auto head = dyn_cast<MatmulOp>(user);
       if (!head || head.getRhs() != table || !head.getTransposeRhs() ||
-          !llvm::all_of(head->getUsers(),
-                        [](Operation *op) { return isa<CrossEntropyOp>(op); }))
+          !llvm::all_of(head->getUsers(), [&](Operation *op) {
+            return isa<CrossEntropyOp>(op) || logitsOutput(op);
+          }))
         return user->emitError("cannot pad the vocabulary from ")
                << vocab << " to " << padded
                << " rows: the table is used other than by the embedding and "
-                  "a tied LM head feeding the loss";
+                  "a tied LM head feeding the loss or the logits output";
     }
-    function.setArgAttr(table.getArgNumber(), TPDialect::kUnpaddedShapeAttrName,
-                        b.getDenseI64ArrayAttr(type.getShape()));
+    setUnpadded(table);
     table.setType(type.clone({padded, type.getDimSize(1)}));
     for (Operation *user : table.getUsers())
       if (auto head = dyn_cast<MatmulOp>(user)) {
-        auto logits = head.getType();
-        SmallVector<int64_t> shape(logits.getShape());
-        shape.back() = padded;
-        head.getResult().setType(logits.clone(shape));
+        head.getResult().setType(withVocab(head.getType(), padded));
+        for (Operation *write : head->getUsers())
+          if (BlockArgument output = logitsOutput(write))
+            padLogitsOutput(cast<bufferization::MaterializeInDestinationOp>(write),
+                            output, padded);
       }
     function.setType(b.getFunctionType(function.front().getArgumentTypes(),
                                        function.getResultTypes()));
     return success();
+  }
+
+  static RankedTensorType withVocab(RankedTensorType logits, int64_t vocab) {
+    SmallVector<int64_t> shape(logits.getShape());
+    shape.back() = vocab;
+    return logits.clone(shape);
+  }
+
+  /// The argument `op` writes the logits into (a generation step's output),
+  /// or null.
+  BlockArgument logitsOutput(Operation *op) {
+    auto write = dyn_cast<bufferization::MaterializeInDestinationOp>(op);
+    auto output =
+        write ? dyn_cast<BlockArgument>(write.getDest()) : BlockArgument();
+    if (!output || output.getOwner()->getParentOp() != function ||
+        getArgumentKind(function, output.getArgNumber()).role !=
+            ArgumentRole::Logits)
+      return {};
+    return output;
+  }
+
+  void setUnpadded(BlockArgument arg) {
+    function.setArgAttr(
+        arg.getArgNumber(), TPDialect::kUnpaddedShapeAttrName,
+        b.getDenseI64ArrayAttr(cast<ShapedType>(arg.getType()).getShape()));
+  }
+
+  /// The logits output grows with the head; the launcher reads its
+  /// unpadded shape.
+  void padLogitsOutput(bufferization::MaterializeInDestinationOp write,
+                       BlockArgument output, int64_t padded) {
+    setUnpadded(output);
+    output.setType(withVocab(cast<RankedTensorType>(output.getType()), padded));
+    write.getResult().setType(cast<TensorType>(output.getType()));
+    auto ret = cast<func::ReturnOp>(function.front().getTerminator());
+    function.setType(b.getFunctionType(function.front().getArgumentTypes(),
+                                       ret.getOperandTypes()));
   }
 
   /// Data parallelism: each dp rank takes its rows of the global batch, the
@@ -207,9 +246,11 @@ private:
   }
 
   /// Layer norms, row-parallel biases and the position embedding: whole.
+  /// The other float arguments (a generation step's KV cache and logits)
+  /// take the shardings of the ops that use them.
   void replicateTheRest() {
     for (BlockArgument arg : function.getArguments())
-      if (isa<FloatType>(getElementTypeOrSelf(arg.getType())))
+      if (isParameter(function, arg.getArgNumber()))
         annotateParameter(arg, getReplicated(meshRef, arg.getType()));
   }
 

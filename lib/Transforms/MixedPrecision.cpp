@@ -181,10 +181,20 @@ struct MixedPrecisionPass
   void runOnOperation() override {
     if (failed(tp::verifyProgramDialects(getOperation(), getArgument())))
       return signalPassFailure();
-    for (auto function : getOperation().getOps<func::FuncOp>())
-      if (!function.isExternal() &&
-          failed(MixedPrecisionRewriter(function).run()))
+    for (auto function : getOperation().getOps<func::FuncOp>()) {
+      if (function.isExternal())
+        continue;
+      // bf16 storage with fp32 master weights is a training recipe; the
+      // KV cache and the sampled logits keep fp32.
+      if (isGenerationEntry(function)) {
+        function.emitError() << "tp-mixed-precision: '@" << function.getName()
+                             << "' is a generation step, which compiles in "
+                                "fp32 (precision=fp32)";
         return signalPassFailure();
+      }
+      if (failed(MixedPrecisionRewriter(function).run()))
+        return signalPassFailure();
+    }
   }
 };
 

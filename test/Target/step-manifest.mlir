@@ -69,7 +69,7 @@ module {
 
 // -----
 
-// An entry's arguments are the step's, found by name and type.
+// The entries' arguments are matched by name: one name has one type.
 func.func @step(%x: tensor<4x16xf32> {tp.name = "x", tp.role = "tokens"}, %w: tensor<16x8xf32> {tp.name = "w"},
                 %t: tensor<4xi32> {tp.name = "t", tp.role = "targets"}) -> tensor<f32>
     attributes {tp.entry = "train_step"} {
@@ -80,8 +80,8 @@ func.func @step(%x: tensor<4x16xf32> {tp.name = "x", tp.role = "tokens"}, %w: te
   %loss = tp.xent_loss %se, %max, %tl : tensor<4xf32> -> tensor<f32>
   return %loss : tensor<f32>
 }
-// expected-error @+1 {{tp-step-manifest: argument #0 of the entry '@step_forward' is no argument of the step '@step' (matched by tp.name and type)}}
-func.func @step_forward(%x: tensor<4x16xf32> {tp.name = "other"}) -> tensor<f32>
+// expected-error @+1 {{argument #0 (x) has type 'tensor<4x8xf32>' but another entry's argument of that name 'tensor<4x16xf32>'}}
+func.func @step_forward(%x: tensor<4x8xf32> {tp.name = "x"}) -> tensor<f32>
     attributes {tp.entry = "forward"} {
   %c = arith.constant dense<0.0> : tensor<f32>
   return %c : tensor<f32>

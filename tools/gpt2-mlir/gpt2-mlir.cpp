@@ -31,6 +31,11 @@ static cl::opt<int64_t> seq("seq", cl::desc("sequence length of a batch"),
                             cl::cat(category));
 static cl::opt<int64_t> batch("batch", cl::desc("sequences per batch"),
                               cl::cat(category));
+static cl::opt<bool> generate(
+    "generate",
+    cl::desc("the generation program (prefill of --seq prompt tokens, decode "
+             "of one, a KV cache of --ctx positions) instead of the loss"),
+    cl::cat(category));
 static cl::opt<bool>
     printParams("print-params",
                 cl::desc("list the parameters and their count instead of IR"),
@@ -90,7 +95,9 @@ int main(int argc, char **argv) {
     printParameterTable(out.os(), *config);
   } else {
     mlir::MLIRContext context;
-    mlir::OwningOpRef<mlir::ModuleOp> module = buildGPT2Module(context, *config);
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        generate ? buildGPT2GenerationModule(context, *config)
+                 : buildGPT2Module(context, *config);
     if (failed(mlir::verify(*module)))
       return 1;
     // Ops carry the Hugging Face module they implement as their location

@@ -11,6 +11,13 @@
                      --valid-vocab V --steps 10 --lr 1e-4 [--beta1 0.9 \
                      --beta2 0.999 --eps 1e-8 --weight-decay 0 --grad-clip 1]
       -> "step S loss X grad_norm G" per step (torch.optim.AdamW semantics)
+  reference.py generate --model M --prompts P.txt --max-new N --heads H \
+                     --valid-vocab V [--temperature 0 --top-k 0 --top-p 1 \
+                     --seed S]
+      -> {"generated": [[ids...], ...]}: each line of P.txt (byte tokens)
+         continued by N tokens, each from a full forward pass over the
+         sequence so far (no KV cache); greedy at temperature 0, else
+         megatron-run's Gumbel-max sampling (sampling.py) on the same logits
 
 Numbers are printed with repr() of the float32 value (exact). --heads
 defaults to the checkpoint's n_head metadata, --valid-vocab to its
@@ -117,6 +124,38 @@ def cmd_train(a):
               f"(incl. load + jit)", file=sys.stderr)
 
 
+def cmd_generate(a):
+    import json
+
+    import jax
+    import sampling
+    params, info = load_gpt2(a.model, with_info=True)
+    jp = gpt2_jax.to_jax(params)
+    with open(a.prompts, "rb") as f:
+        prompts = [list(line) for line in f.read().splitlines()]
+    # One compiled forward over the whole context: causal attention makes
+    # the logits of position n independent of the padding after it.
+    ctx = info["n_ctx"]
+    forward = jax.jit(gpt2_jax.forward, static_argnums=2)
+    generated = []
+    for b, prompt in enumerate(prompts):
+        ids, new = list(prompt), []
+        for step in range(a.max_new):
+            if len(ids) > ctx:
+                sys.exit(f"error: prompt {b} needs {len(ids)} positions, "
+                         f"n_ctx is {ctx}")
+            padded = np.zeros((1, ctx), np.int32)
+            padded[0, :len(ids)] = ids
+            logits = np.asarray(forward(jp, padded, a.heads))[
+                0, len(ids) - 1, :a.valid_vocab]
+            token = sampling.choose(logits, a.temperature, a.top_k, a.top_p,
+                                    a.seed, b, step)
+            ids.append(token)
+            new.append(token)
+        generated.append(new)
+    print(json.dumps({"generated": generated}))
+
+
 def _timing(t0, times):
     tot = time.perf_counter() - t0
     msg = f"# total {tot:.3f}s; first step (incl. jit) {times[0]:.3f}s"
@@ -156,6 +195,17 @@ def main(argv=None):
                    help="clip_grad_norm_ max norm; <= 0 disables")
     p.add_argument("--out", default=None, help="save final params here")
     p.set_defaults(fn=cmd_train)
+    p = sub.add_parser("generate", help="continue prompts, full recompute")
+    p.add_argument("--model", required=True)
+    p.add_argument("--prompts", required=True, help="one text prompt a line")
+    p.add_argument("--max-new", type=int, required=True)
+    p.add_argument("--heads", type=int, required=True)
+    p.add_argument("--valid-vocab", type=int, required=True)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=1337)
+    p.set_defaults(fn=cmd_generate)
     a = ap.parse_args(argv)
     a.fn(a)
 

@@ -17,7 +17,8 @@ struct GPT2Config {
   int64_t vocab = 50257;
   /// Rows of the position table (GPT-2's n_ctx).
   int64_t ctx = 1024;
-  /// Sequence length and batch of the generated step.
+  /// Sequence length and batch of the generated step (generating: the
+  /// prompt chunk prefill takes, and the sequences generated at once).
   int64_t seq = 64;
   int64_t batch = 4;
 
@@ -51,6 +52,15 @@ int64_t countParameters(const GPT2Config &config);
 /// shapes, every argument's role, init and layer stated in the IR. The config must have been validated.
 OwningOpRef<ModuleOp> buildGPT2Module(MLIRContext &context,
                                       const GPT2Config &config);
+
+/// Builds GPT-2's generation program at global shapes: `@gpt2_prefill` on
+/// chunks of `seq` prompt tokens and `@gpt2` (decode) on one new token per
+/// sequence, each at per-sequence positions, both filling a KV cache of
+/// [layers, batch, heads, ctx, head width] in place and writing the [batch,
+/// vocab] logits of one column per sequence. The parameters are those of
+/// buildGPT2Module, so its checkpoints load.
+OwningOpRef<ModuleOp> buildGPT2GenerationModule(MLIRContext &context,
+                                                const GPT2Config &config);
 
 } // namespace mlir::megatron
 

@@ -141,6 +141,38 @@ Value CallBuilder::tensor(const Output &out) {
       out.buffer, /*restrict=*/true, /*writable=*/true);
 }
 
+CallBuilder::Output CallBuilder::inPlace(Value value) {
+  auto type = cast<RankedTensorType>(value.getType());
+  Value buffer = bufferization::ToBufferOp::create(
+      b, loc, MemRefType::get(type.getShape(), type.getElementType()), value);
+  return {buffer, flat(buffer)};
+}
+
+Value CallBuilder::gather(RankedTensorType result, Value source, Value perRow,
+                          GatherIndices where) {
+  int64_t rank = result.getRank();
+  SmallVector<AffineMap> maps = {
+      AffineMap::get(rank, 0, b.getAffineDimExpr(0)),
+      b.getMultiDimIdentityMap(rank)};
+  Value init = tensor::EmptyOp::create(b, loc, result.getShape(),
+                                       result.getElementType());
+  SmallVector<utils::IteratorType> iterators(rank,
+                                             utils::IteratorType::parallel);
+  auto generic = linalg::GenericOp::create(
+      b, loc, result, perRow, init, maps, iterators,
+      [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
+        SmallVector<Value> indices;
+        for (int64_t dim = 0; dim < rank; ++dim)
+          indices.push_back(linalg::IndexOp::create(nested, nestedLoc, dim));
+        Value row = arith::IndexCastOp::create(
+            nested, nestedLoc, nested.getIndexType(), args.front());
+        Value element = tensor::ExtractOp::create(
+            nested, nestedLoc, source, where(nested, nestedLoc, indices, row));
+        linalg::YieldOp::create(nested, nestedLoc, element);
+      });
+  return generic.getResult(0);
+}
+
 Value CallBuilder::vocabStart(Value offset) {
   if (!offset)
     return i64(0);

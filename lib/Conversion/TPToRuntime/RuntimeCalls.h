@@ -77,6 +77,18 @@ public:
   };
   Output output(Type type);
   Value tensor(const Output &out);
+  /// The buffer behind tensor `value`, which a kernel updates in place;
+  /// `tensor()` hands it back as the updated value. No use of `value` may
+  /// follow (the KV cache, threaded from layer to layer).
+  Output inPlace(Value value);
+
+  /// A linalg.generic over `result`'s shape whose element is read from
+  /// `source` at the indices `where` computes from the iteration's indices
+  /// and `perRow`'s i32 element of its first index (a sequence's position).
+  using GatherIndices = function_ref<SmallVector<Value>(
+      OpBuilder &, Location, ValueRange indices, Value rowValue)>;
+  Value gather(RankedTensorType result, Value source, Value perRow,
+               GatherIndices where);
 
   /// The first row of this rank's vocabulary slice (0 when not split).
   Value vocabStart(Value offset);

@@ -35,6 +35,7 @@ void megatron::populateTPToRuntimePatterns(RewritePatternSet &patterns,
                                            const RuntimeTargetInfo &target) {
   populateGemmToRuntimePatterns(patterns, target);
   populateAttentionToRuntimePatterns(patterns, target);
+  populateGenerationToRuntimePatterns(patterns, target);
   populateNormalizationToRuntimePatterns(patterns, target);
   populateEmbeddingToRuntimePatterns(patterns, target);
   populateElementwiseToRuntimePatterns(patterns, target);

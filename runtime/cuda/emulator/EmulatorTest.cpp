@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -30,6 +31,8 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+
+#include <unistd.h>
 
 using namespace mrt_test;
 
@@ -390,6 +393,94 @@ INSTANTIATE_TEST_SUITE_P(Long, AttentionTest,
                          ::testing::Combine(::testing::Values(kLongAttention),
                                             kF32Only),
                          typedName(attentionName));
+
+// --- generation: the KV cache ----------------------------------------------
+
+struct CacheShape {
+  int64_t L, B, T, H, D, N;
+  size_t qkv() const { return B * T * 3 * H * D; }
+  size_t cache() const { return L * B * H * N * D; }
+  size_t out() const { return B * T * H * D; }
+};
+
+// Each sequence's chunk starts at its own position; the last one ends at the
+// cache's end.
+std::vector<int32_t> chunkPositions(const CacheShape &s) {
+  std::vector<int32_t> positions(s.B);
+  for (int64_t b = 0; b < s.B; ++b)
+    positions[b] = static_cast<int32_t>((s.N - s.T) * b / std::max<int64_t>(s.B - 1, 1));
+  return positions;
+}
+
+class KVCacheTest : public ::testing::TestWithParam<CacheShape> {
+protected:
+  const CacheShape s = GetParam();
+  std::vector<float> qkv = randomVector(s.qkv(), 41, -2.0f, 2.0f);
+  std::vector<float> keys = randomVector(s.cache(), 42);
+  std::vector<float> values = randomVector(s.cache(), 43);
+  std::vector<int32_t> positions = chunkPositions(s);
+  const int64_t layer = s.L - 1;
+};
+
+// Both sections land where the CPU puts them and nothing else changes.
+TEST_P(KVCacheTest, Store) {
+  for (int64_t section : {1, 2}) {
+    std::vector<float> cache = keys;
+    Buffer gQkv(qkv), gCache(cache);
+    mrt_kv_cache_store_f32(qkv.data(), cache.data(), positions.data(), section,
+                           layer, s.L, s.B, s.T, s.H, s.D, s.N);
+    gpu_mrt_kv_cache_store_f32(gQkv.data(), gCache.data(), positions.data(),
+                               section, layer, s.L, s.B, s.T, s.H, s.D, s.N);
+    EXPECT_TRUE(matches(gCache, cache, kExact)) << "section " << section;
+  }
+}
+
+TEST_P(KVCacheTest, CachedAttention) {
+  std::vector<float> out(s.out());
+  mrt_attention_cached_f32(qkv.data(), keys.data(), values.data(),
+                           positions.data(), out.data(), layer, s.L, s.B, s.T,
+                           s.H, s.D, s.N);
+  Buffer gQkv(qkv), gKeys(keys), gValues(values),
+      gOut = Buffer::garbage(s.out());
+  gpu_mrt_attention_cached_f32(gQkv.data(), gKeys.data(), gValues.data(),
+                               positions.data(), gOut.data(), layer, s.L, s.B,
+                               s.T, s.H, s.D, s.N);
+  EXPECT_TRUE(matches(gOut, out, 1e-5));
+}
+
+// Decoding (one token), a prefill chunk, more positions than a block has
+// threads, and a cache past the 48 KiB of scores a kernel gets unasked.
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, KVCacheTest,
+    ::testing::Values(CacheShape{2, 3, 1, 2, 16, 40},
+                      CacheShape{1, 2, 7, 3, 20, 30},
+                      CacheShape{2, 1, 1, 1, 64, 700},
+                      CacheShape{1, 1, 1, 1, 4, 13000}),
+    [](const auto &info) {
+      const CacheShape &s = info.param;
+      return "L" + std::to_string(s.L) + "_B" + std::to_string(s.B) + "_T" +
+             std::to_string(s.T) + "_H" + std::to_string(s.H) + "_D" +
+             std::to_string(s.D) + "_N" + std::to_string(s.N);
+    });
+
+// A token past the cache's end: the GPU traps (the next CUDA call fails)
+// after printing the sequence and position. Device printf writes to stdout,
+// which the death test does not see: it goes to stderr here.
+void storeAtPosition(int32_t position) {
+  std::fflush(stdout);
+  dup2(STDERR_FILENO, STDOUT_FILENO);
+  const CacheShape s{1, 1, 2, 1, 4, 8};
+  std::vector<float> qkv(s.qkv(), 1.0f), cache(s.cache());
+  const int32_t positions[] = {position};
+  gpu_mrt_kv_cache_store_f32(qkv.data(), cache.data(), positions, 1, 0, s.L,
+                             s.B, s.T, s.H, s.D, s.N);
+}
+
+TEST(KVCacheDeathTest, PositionOutsideTheCacheTraps) {
+  EXPECT_EXIT(storeAtPosition(7), ::testing::KilledBySignal(SIGABRT),
+              "sequence 0's token at position 8 is outside the KV cache of "
+              "8 positions");
+}
 
 // A wmma call is collective: a warp whose lane 5 skips it, or whose lanes
 // pass different arguments, ends the emulator as it would hang or misbehave
@@ -775,6 +866,8 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(EntryPoints, EveryOneIsTested) {
   const std::set<std::string> tested = {"mrt_attention_fwd_f32",
                                         "mrt_attention_bwd_f32",
+                                        "mrt_kv_cache_store_f32",
+                                        "mrt_attention_cached_f32",
                                         "mrt_layernorm_fwd_f32",
                                         "mrt_layernorm_stats_f32",
                                         "mrt_layernorm_bwd_f32",

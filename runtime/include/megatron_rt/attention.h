@@ -31,6 +31,27 @@ MRT_API void mrt_attention_bwd_bf16(const mrt_bf16 *qkv, const mrt_bf16 *out,
                                     mrt_bf16 *dqkv, int64_t B, int64_t T,
                                     int64_t H, int64_t D);
 
+/* Generation. qkv [B,T,3HD] (the layout above) holds T new tokens of each
+ * sequence, token t of sequence b at position positions[b] + t; a cache is
+ * [L,B,H,N,D]. A position outside [0, N) ends the process (mrt fatal).
+ *
+ * mrt_kv_cache_store_f32 writes section `section` (1: keys, 2: values) of
+ * the chunk into layer `layer` of `cache` at those positions. */
+MRT_API void mrt_kv_cache_store_f32(const float *qkv, float *cache,
+                                    const int32_t *positions, int64_t section,
+                                    int64_t layer, int64_t L, int64_t B,
+                                    int64_t T, int64_t H, int64_t D,
+                                    int64_t N);
+
+/* out [B,T,HD] = softmax(q k^T / sqrt(D)) v for the chunk's queries over
+ * layer `layer` of the caches at positions 0..each query's own. */
+MRT_API void mrt_attention_cached_f32(const float *qkv, const float *k_cache,
+                                      const float *v_cache,
+                                      const int32_t *positions, float *out,
+                                      int64_t layer, int64_t L, int64_t B,
+                                      int64_t T, int64_t H, int64_t D,
+                                      int64_t N);
+
 MRT_EXTERN_C_END
 
 #endif /* MEGATRON_RT_ATTENTION_H */

@@ -27,10 +27,18 @@
 /* A framework's function (megatron-compile --entry): the library's only
  * entry. */
 #define MGT_ENTRY_KIND_FUNCTION "function"
+/* Generation (gpt2-mlir --generate): the prompt's chunk and one new token
+ * per sequence. Both read and write the KV cache in place and write the
+ * logits of one position per sequence; they return nothing, as a
+ * function. */
+#define MGT_ENTRY_KIND_PREFILL "prefill"
+#define MGT_ENTRY_KIND_DECODE "decode"
 #define MGT_ENTRY_MANIFEST MGT_ENTRY_PREFIX "manifest"
 #define MGT_ENTRY_FORWARD MGT_ENTRY_PREFIX MGT_ENTRY_KIND_FORWARD
 #define MGT_ENTRY_TRAIN_STEP MGT_ENTRY_PREFIX MGT_ENTRY_KIND_TRAIN_STEP
 #define MGT_ENTRY_FUNCTION MGT_ENTRY_PREFIX MGT_ENTRY_KIND_FUNCTION
+#define MGT_ENTRY_PREFILL MGT_ENTRY_PREFIX MGT_ENTRY_KIND_PREFILL
+#define MGT_ENTRY_DECODE MGT_ENTRY_PREFIX MGT_ENTRY_KIND_DECODE
 
 struct mrt_context;
 /* The manifest: NUL-terminated JSON, owned by the library. */
@@ -40,7 +48,8 @@ typedef float (*mgt_forward_fn)(struct mrt_context *ctx, void **args);
 /* One optimizer step; writes MGT_TRAIN_RESULT_COUNT floats to `results`. */
 typedef void (*mgt_train_step_fn)(struct mrt_context *ctx, void **args,
                                   float *results);
-/* A function: reads its "input" args, writes its "output" args. */
+/* A function: reads its "input" args, writes its "output" args; prefill and
+ * decode have the same signature. */
 typedef void (*mgt_function_fn)(struct mrt_context *ctx, void **args);
 enum {
   MGT_TRAIN_RESULT_LOSS = 0,
@@ -104,10 +113,20 @@ enum {
 #define MGT_ROLE_TOKENS "tokens"           /* i32 [batch, seq] */
 #define MGT_ROLE_TARGETS "targets"         /* i32 [batch, seq] */
 #define MGT_ROLE_HYPERPARAMETERS "hyperparameters" /* f32 [MGT_HP_COUNT] */
-#define MGT_ROLE_LOGITS "logits"           /* f32 [batch, seq, vocab] */
+#define MGT_ROLE_LOGITS "logits"           /* f32 [batch, seq, vocab]; generation: [batch, vocab] */
 #define MGT_ROLE_ADAM_M "adam_m"
 #define MGT_ROLE_ADAM_V "adam_v"
 #define MGT_ROLE_GRAD "grad"
+/* Generation. A chunk of tokens per sequence: the prompt's (role tokens,
+ * [batch, seq]) or the last new one (next_tokens, [batch, 1]); the position
+ * of each sequence's first token in it (positions, [batch]); the column
+ * whose logits are written (last_index, [batch]); and the keys and values
+ * of every position so far (kv_cache, named k_cache and v_cache, [layers,
+ * batch, heads, ctx, head_dim], split by heads). */
+#define MGT_ROLE_NEXT_TOKENS "next_tokens"
+#define MGT_ROLE_POSITIONS "positions"
+#define MGT_ROLE_LAST_INDEX "last_index"
+#define MGT_ROLE_KV_CACHE "kv_cache"
 /* A function's arguments and results, by position: argument i is the input
  * MGT_INPUT_PREFIX "i" ("arg0"), result i the output MGT_OUTPUT_PREFIX "i"
  * ("result0"), each a global tensor the launcher slices or gathers. */

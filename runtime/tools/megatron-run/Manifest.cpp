@@ -148,7 +148,12 @@ Arg parseArg(const json &j, size_t index, int64_t dp, int64_t tp) {
     if (a.dtype != MGT_DTYPE_F32)
       fail(where + ": dtype \"" + a.dtype + "\" (a function's " + a.role +
            "s are f32)");
-  } else if (a.role == MGT_ROLE_TOKENS || a.role == MGT_ROLE_TARGETS) {
+  } else if (a.role == MGT_ROLE_KV_CACHE) {
+    if (a.dtype != MGT_DTYPE_F32)
+      fail(where + ": dtype \"" + a.dtype + "\" (a KV cache is f32)");
+  } else if (a.role == MGT_ROLE_TOKENS || a.role == MGT_ROLE_TARGETS ||
+             a.role == MGT_ROLE_NEXT_TOKENS || a.role == MGT_ROLE_POSITIONS ||
+             a.role == MGT_ROLE_LAST_INDEX) {
     if (a.dtype != MGT_DTYPE_I32)
       fail(where + ": dtype \"" + a.dtype + "\" (" + a.role + " must be i32)");
   } else {
@@ -221,6 +226,70 @@ Arg parseArg(const json &j, size_t index, int64_t dp, int64_t tp) {
   return a;
 }
 
+// Where a generation step's per-sequence arg of `role` goes.
+int *perSequenceSlot(const std::string &role, Manifest &m) {
+  return role == MGT_ROLE_NEXT_TOKENS ? &m.nextTokens
+         : role == MGT_ROLE_POSITIONS ? &m.positions
+                                      : &m.lastIndex;
+}
+
+// next_tokens [batch, 1], positions and last_index [batch]: replicated, one
+// of each, in a generation step only (`slot` null otherwise), at args
+// `index`.
+void checkPerSequence(const Arg &a, const Manifest &m, int *slot,
+                      size_t index) {
+  const std::string where = "\"" + a.name + "\" (" + a.role + ")";
+  if (!slot)
+    fail(where + ": only a generation step (entries prefill, decode) takes "
+                 "one");
+  if (*slot >= 0)
+    fail("more than one arg with role \"" + a.role + "\"");
+  std::vector<int64_t> shape{m.batch};
+  if (a.role == MGT_ROLE_NEXT_TOKENS)
+    shape.push_back(1);
+  if (a.globalShape != shape || a.localShape != shape || !a.splits.empty())
+    fail(where + " must have global and local shape " + shapeString(shape) +
+         " and no split");
+  *slot = static_cast<int>(index);
+}
+
+// A KV cache: [layers, batch, heads, ctx, head_dim], split by heads (dim 2)
+// only; both caches alike. Sets m.ctx.
+void checkKVCache(const Arg &a, Manifest &m, bool generation, int &caches) {
+  const std::string where = "\"" + a.name + "\" (kv_cache)";
+  if (!generation)
+    fail(where + ": only a generation step (entries prefill, decode) takes "
+                 "one");
+  bool ok = a.globalShape.size() == 5 && a.globalShape[1] == m.batch &&
+            a.globalShape[3] >= m.seq;
+  for (const Split &sp : a.splits)
+    ok &= sp.dim == 2;
+  if (!ok || (caches > 0 && a.globalShape[3] != m.ctx))
+    fail(where + " must have global_shape [layers, " +
+         std::to_string(m.batch) + ", heads, ctx, head_dim] with ctx >= seq " +
+         std::to_string(m.seq) + " (the same for both caches) and no split "
+         "but of the heads (got " + shapeString(a.globalShape) + ")");
+  m.ctx = a.globalShape[3];
+  ++caches;
+}
+
+// Everything generation feeds and reads, and ids a float holds exactly (the
+// vocabulary-parallel sampling exchanges them as floats).
+void checkGenerationArgs(const Manifest &m, int caches) {
+  if (m.tokens < 0 || m.nextTokens < 0 || m.positions < 0 ||
+      m.lastIndex < 0 || m.logits < 0 || caches != 2)
+    fail("a generation step needs one arg each with role \"" MGT_ROLE_TOKENS
+         "\", \"" MGT_ROLE_NEXT_TOKENS "\", \"" MGT_ROLE_POSITIONS
+         "\", \"" MGT_ROLE_LAST_INDEX "\" and \"" MGT_ROLE_LOGITS
+         "\", and two with \"" MGT_ROLE_KV_CACHE "\"");
+  if (m.targets >= 0)
+    fail("a generation step has no \"" MGT_ROLE_TARGETS "\"");
+  constexpr int64_t kExactFloatIds = int64_t{1} << 24;
+  if (m.validVocab >= kExactFloatIds)
+    fail("valid_vocab " + std::to_string(m.validVocab) +
+         ": generation's sampling takes vocabularies below 2^24");
+}
+
 } // namespace
 
 Manifest parseManifest(const std::string &text) {
@@ -253,10 +322,12 @@ Manifest parseManifest(const std::string &text) {
       if (!e.is_string() ||
           (e.get<std::string>() != MGT_ENTRY_KIND_FORWARD &&
            e.get<std::string>() != MGT_ENTRY_KIND_TRAIN_STEP &&
-           e.get<std::string>() != MGT_ENTRY_KIND_FUNCTION))
+           e.get<std::string>() != MGT_ENTRY_KIND_FUNCTION &&
+           e.get<std::string>() != MGT_ENTRY_KIND_PREFILL &&
+           e.get<std::string>() != MGT_ENTRY_KIND_DECODE))
         fail("unknown entry " + e.dump() +
              " in \"entries\" (known: \"forward\", \"train_step\", "
-             "\"function\")");
+             "\"function\", \"prefill\", \"decode\")");
       m.entries.push_back(e.get<std::string>());
     }
   } else {
@@ -265,6 +336,12 @@ Manifest parseManifest(const std::string &text) {
   const bool function = m.hasEntry(MGT_ENTRY_KIND_FUNCTION);
   if (function && m.entries.size() != 1)
     fail("a \"function\" step has no other entry");
+  const bool generation = m.hasEntry(MGT_ENTRY_KIND_PREFILL) ||
+                          m.hasEntry(MGT_ENTRY_KIND_DECODE);
+  if (generation &&
+      m.entries != std::vector<std::string>{MGT_ENTRY_KIND_PREFILL,
+                                            MGT_ENTRY_KIND_DECODE})
+    fail("a generation step's entries are [\"prefill\", \"decode\"]");
   m.dp = getInt(j, MGT_FIELD_DP, "manifest");
   m.tp = getInt(j, MGT_FIELD_TP, "manifest");
   m.batch = getInt(j, MGT_FIELD_BATCH, "manifest");
@@ -288,6 +365,7 @@ Manifest parseManifest(const std::string &text) {
   if (!j.contains(MGT_FIELD_ARGS) || !j[MGT_FIELD_ARGS].is_array())
     fail("missing \"args\" array");
   std::set<std::string> names;
+  int kvCaches = 0;
   for (size_t i = 0; i < j[MGT_FIELD_ARGS].size(); ++i) {
     Arg a = parseArg(j[MGT_FIELD_ARGS][i], i, m.dp, m.tp);
     if (!names.insert(a.name).second)
@@ -314,20 +392,33 @@ Manifest parseManifest(const std::string &text) {
     if (a.role == MGT_ROLE_LOGITS) {
       if (m.logits >= 0)
         fail("more than one arg with role \"logits\"");
-      const std::vector<int64_t> ckpt{m.batch, m.seq, m.validVocab};
-      bool ok = a.globalShape.size() == 3 && a.checkpointShape == ckpt &&
-                a.globalShape[0] == m.batch && a.globalShape[1] == m.seq;
+      // Generation's logits are those of one position per sequence.
+      std::vector<int64_t> ckpt{m.batch, m.seq, m.validVocab};
+      if (generation)
+        ckpt.erase(ckpt.begin() + 1);
+      const int vocabDim = static_cast<int>(ckpt.size()) - 1;
+      bool ok = a.globalShape.size() == ckpt.size() &&
+                a.checkpointShape == ckpt &&
+                std::equal(ckpt.begin(), ckpt.end() - 1, a.globalShape.begin());
       for (const Split &sp : a.splits)
-        ok &= sp.dim == 2;
+        ok &= sp.dim == vocabDim;
       if (!ok)
-        fail("\"" + a.name + "\" (logits) must have global_shape [" +
-             std::to_string(m.batch) + ", " + std::to_string(m.seq) +
-             ", V], checkpoint_shape " + shapeString(ckpt) +
-             " and no split but of dim 2 (got global_shape " +
-             shapeString(a.globalShape) + ", checkpoint_shape " +
-             shapeString(a.checkpointShape) + ")");
+        fail("\"" + a.name + "\" (logits) must have global_shape " +
+             (generation ? "[" + std::to_string(m.batch) + ", V]"
+                         : "[" + std::to_string(m.batch) + ", " +
+                               std::to_string(m.seq) + ", V]") +
+             ", checkpoint_shape " + shapeString(ckpt) +
+             " and no split but of dim " + std::to_string(vocabDim) +
+             " (got global_shape " + shapeString(a.globalShape) +
+             ", checkpoint_shape " + shapeString(a.checkpointShape) + ")");
       m.logits = static_cast<int>(i);
     }
+    if (a.role == MGT_ROLE_NEXT_TOKENS || a.role == MGT_ROLE_POSITIONS ||
+        a.role == MGT_ROLE_LAST_INDEX)
+      checkPerSequence(a, m, generation ? perSequenceSlot(a.role, m) : nullptr,
+                       i);
+    if (a.role == MGT_ROLE_KV_CACHE)
+      checkKVCache(a, m, generation, kvCaches);
     int *slot = a.role == MGT_ROLE_TOKENS    ? &m.tokens
                 : a.role == MGT_ROLE_TARGETS ? &m.targets
                                              : nullptr;
@@ -348,7 +439,9 @@ Manifest parseManifest(const std::string &text) {
     }
     m.args.push_back(std::move(a));
   }
-  if (!function && (m.tokens < 0 || m.targets < 0))
+  if (generation)
+    checkGenerationArgs(m, kvCaches);
+  else if (!function && (m.tokens < 0 || m.targets < 0))
     fail("needs one arg with role \"" MGT_ROLE_TOKENS
          "\" and one with \"" MGT_ROLE_TARGETS "\"");
 

@@ -27,7 +27,12 @@ struct Split {
 // only the vocabulary dim may be split): written by mgt_forward (compiled
 // with --export-logits); "input" and "output" (f32, any split): a
 // function's arguments "arg<i>" and results "result<i>", in a step whose
-// one entry is "function".
+// one entry is "function". Generation (entries "prefill" and "decode"):
+// "tokens" (the prompt's chunk, i32 [batch, seq]), "next_tokens" (i32
+// [batch, 1]), "positions" and "last_index" (i32 [batch]), two "kv_cache"
+// (f32 [layers, batch, heads, ctx, head_dim], only the heads split) and
+// "logits" (f32 [batch, padded vocab], checkpoint_shape [batch,
+// valid_vocab], only the vocabulary split); no "targets".
 struct Arg {
   std::string name;
   std::string role;
@@ -70,9 +75,15 @@ struct Manifest {
   int tokens = -1, targets = -1; // indices into args
   int hyperparameters = -1;        // index of the "hyperparameters" arg
   int logits = -1;                 // index of the "logits" arg (-1: none)
-  // "forward" and maybe "train_step", or "function" alone.
+  // Generation's args (indices, -1: none) and the positions its KV cache
+  // holds.
+  int nextTokens = -1, positions = -1, lastIndex = -1;
+  int64_t ctx = 0;
+  // "forward" and maybe "train_step", "function" alone, or "prefill" and
+  // "decode".
   std::vector<std::string> entries;
   bool hasEntry(const std::string &e) const;
+  bool generates() const { return hasEntry(MGT_ENTRY_KIND_PREFILL); }
   // Every param has a "grad" arg (compiled with --export-grads).
   bool hasGrads() const;
 };

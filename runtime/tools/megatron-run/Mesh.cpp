@@ -71,6 +71,10 @@ void Mesh::allGather(int axis, const float *in, float *out, int64_t n) const {
   rt_.allGather(ctx_, axis, in, out, n);
 }
 
+void Mesh::allReduce(int axis, float *data, int64_t n, int op) const {
+  rt_.allReduce(ctx_, axis, data, n, op);
+}
+
 std::string meshFailure(const std::string &library, const Manifest &m,
                         const std::string &why) {
   // A CUDA runtime's reasons (no GPU, too few GPUs, ...) speak for

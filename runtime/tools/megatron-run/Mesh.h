@@ -49,6 +49,9 @@ public:
   // out[size * n] = every rank's in[n] along `axis` (MRT_AXIS_TP or
   // MRT_AXIS_DP), in rank order (n fits an int).
   void allGather(int axis, const float *in, float *out, int64_t n) const;
+  // In place: data[n] becomes the element-wise `op` (MRT_REDUCE_SUM or
+  // MRT_REDUCE_MAX) over the ranks along `axis`.
+  void allReduce(int axis, float *data, int64_t n, int op) const;
   int64_t axisSize(int axis) const {
     return axis == MRT_AXIS_DP ? dpSize_ : tpSize_;
   }

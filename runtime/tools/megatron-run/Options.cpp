@@ -1,5 +1,7 @@
 #include "Options.h"
 
+#include "Tokenizer.h"
+
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -87,6 +89,26 @@ const char *const kUsage =
     "                     from the ranks, named result0, result1, ...\n"
     "  (only --collective-timeout goes with them)\n"
     "\n"
+    "generation (STEP.so compiled with megatron-compile --generate):\n"
+    "  megatron-run STEP.so --generate [--init-from FILE | --seed S] PROMPT\n"
+    "  --prompt-tokens IDS  one prompt of token ids, \"1,2,3\"\n"
+    "  --prompt TEXT      one prompt, tokenized by --tokenizer\n"
+    "  --prompts-file F   one text prompt per line (up to the step's batch)\n"
+    "  --max-new N        new tokens per prompt (default 32)\n"
+    "  --temperature T    0: greedy; else sample from softmax(logits / T)\n"
+    "                     (default 1)\n"
+    "  --top-k K          sample among the K most likely tokens (default 0:\n"
+    "                     all)\n"
+    "  --top-p P          sample among the most likely tokens whose\n"
+    "                     probabilities first reach P (default 1: all)\n"
+    "  --seed S           the sampling's seed (and, without --init-from, the\n"
+    "                     weights'): the same tokens at every TP size\n"
+    "  --tokenizer K      byte (default) or gpt2 (with --vocab vocab.json\n"
+    "                     --merges merges.txt)\n"
+    "  (with --init-from or --seed, and --collective-timeout)\n"
+    "  Rank 0 prints each prompt's text as it grows and, last, one JSON line\n"
+    "  {\"generated\", \"prompt_tokens\", \"new_tokens\", \"tokens_per_second\"}.\n"
+    "\n"
     "Rank 0 prints \"step S loss X\" per step (training: \"step S loss X grad_norm\n"
     "G lr L ms M\"). Exit status: 0 success, 1 error, 2 usage error.\n";
 
@@ -156,6 +178,26 @@ bool takenByFunctionRun(const std::string &option) {
          option == "--outputs" || option == "--collective-timeout";
 }
 
+// The options a generation run (--generate) takes.
+bool takenByGeneration(const std::string &option) {
+  for (const char *taken :
+       {"--generate", "--init-from", "--seed", "--prompt-tokens", "--prompt",
+        "--prompts-file", "--max-new", "--temperature", "--top-k", "--top-p",
+        "--tokenizer", "--vocab", "--merges", "--collective-timeout"})
+    if (option == taken)
+      return true;
+  return false;
+}
+
+// A run of another kind than training (`kind`, named as its option) takes
+// only the options `takes` allows.
+void checkOnlyTaken(const std::vector<std::string> &given,
+                    bool (*takes)(const std::string &), const char *what) {
+  for (const std::string &option : given)
+    if (!takes(option))
+      throw std::invalid_argument(option + " is not for " + what);
+}
+
 // A function run needs --entry, --inputs and --outputs, and no option of a
 // model's run; none of the three goes without the others.
 void checkFunctionRun(const Options &o, const std::vector<std::string> &given) {
@@ -165,11 +207,24 @@ void checkFunctionRun(const Options &o, const std::vector<std::string> &given) {
   if (o.entry.empty() || o.inputs.empty() || o.outputs.empty())
     throw std::invalid_argument("--entry, --inputs and --outputs go together "
                                 "(the function, its arguments, its results)");
-  for (const std::string &option : given)
-    if (!takenByFunctionRun(option))
-      throw std::invalid_argument(option +
-                                  " is for a model's step, not a function "
-                                  "(--entry)");
+  checkOnlyTaken(given, takenByFunctionRun, "a function (--entry)");
+}
+
+// Generation needs exactly one source of prompts, and a tokenizer for the
+// text it prints (and a text prompt): gpt2 with its two files, byte with
+// none.
+void checkGeneration(const Options &o, const std::vector<std::string> &given) {
+  checkOnlyTaken(given, takenByGeneration, "--generate");
+  const int sources = !o.promptTokens.empty() + !o.prompt.empty() +
+                      !o.promptsFile.empty();
+  if (sources != 1)
+    throw std::invalid_argument("--generate takes one of --prompt-tokens, "
+                                "--prompt and --prompts-file");
+  try {
+    mtok::checkTokenizerChoice(o.tokenizer, o.vocab, o.merges);
+  } catch (const std::exception &e) {
+    throw std::invalid_argument(e.what());
+  }
 }
 
 } // namespace
@@ -217,6 +272,36 @@ Options parseOptions(const std::vector<std::string> &args) {
       o.inputs = fileName(arg, takeValue());
     } else if (arg == "--outputs") {
       o.outputs = fileName(arg, takeValue());
+    } else if (arg == "--generate") {
+      noValue();
+      o.generate = true;
+    } else if (arg == "--prompt-tokens") {
+      o.promptTokens = takeValue();
+      if (o.promptTokens.empty())
+        throw std::invalid_argument("--prompt-tokens: no token ids");
+    } else if (arg == "--prompt") {
+      o.prompt = takeValue();
+      if (o.prompt.empty())
+        throw std::invalid_argument("--prompt: empty prompt");
+    } else if (arg == "--prompts-file") {
+      o.promptsFile = fileName(arg, takeValue());
+    } else if (arg == "--max-new") {
+      o.maxNew = parseInt(arg, takeValue(), 1);
+    } else if (arg == "--temperature") {
+      o.temperature = parseDouble(arg, takeValue(), 0.0);
+    } else if (arg == "--top-k") {
+      o.topK = parseInt(arg, takeValue(), 0);
+    } else if (arg == "--top-p") {
+      o.topP = parseDouble(arg, takeValue(), 0.0, 1.0 + 1e-12);
+      if (o.topP == 0.0)
+        throw std::invalid_argument("--top-p: expected a number in (0, 1], "
+                                    "got 0");
+    } else if (arg == "--tokenizer") {
+      o.tokenizer = takeValue();
+    } else if (arg == "--vocab") {
+      o.vocab = fileName(arg, takeValue());
+    } else if (arg == "--merges") {
+      o.merges = fileName(arg, takeValue());
     } else if (arg == "--eval-only") {
       noValue();
       o.evalOnly = true;
@@ -295,6 +380,10 @@ Options parseOptions(const std::vector<std::string> &args) {
   checkFunctionRun(o, given);
   if (o.runsFunction())
     return o;
+  if (o.generate) {
+    checkGeneration(o, given);
+    return o;
+  }
   if (o.data.empty())
     throw std::invalid_argument("--data FILE is required");
   if (o.evalOnly) {

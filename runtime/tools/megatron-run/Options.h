@@ -38,6 +38,16 @@ struct Options {
   // A framework's function (--entry): its global inputs and outputs.
   std::string entry, inputs, outputs;
   bool runsFunction() const { return !entry.empty(); }
+  // Generation (--generate): the prompts, given one way (token ids
+  // "1,2,3", text, or a file of one text prompt per line), and how the new
+  // tokens are chosen: temperature 0 is greedy; top-k 0 and top-p 1 keep
+  // the whole vocabulary. --seed seeds the sampling (and, without
+  // --init-from, the weights).
+  bool generate = false;
+  std::string promptTokens, prompt, promptsFile;
+  int64_t maxNew = 32, topK = 0;
+  double temperature = 1.0, topP = 1.0;
+  std::string tokenizer = "byte", vocab, merges;
 };
 
 // The learning rate of step t (0-based; steps = --steps N, the schedule's

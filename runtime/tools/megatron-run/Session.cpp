@@ -75,6 +75,8 @@ int64_t loadState(Session &s) {
   if (s.opt.saveEvery > 0)
     checkSaveDirectory(s.opt.saveDir, s.startStep);
   const int64_t localParams = loadWeights(s, ckpt.get());
+  if (s.opt.generate)
+    return localParams;
   s.data = openTokens(s.opt.data, s.m, s.opt.steps);
   if (!s.opt.evalOnly && !s.opt.valData.empty())
     s.valData = openTokens(s.opt.valData, s.m, s.opt.valSteps);
@@ -139,7 +141,8 @@ bool prepare(Session &s) {
     return false;
   s.buffers.uploadAll();
   if (s.mesh.rank0())
-    report(runSummary(s.opt, s.m, localParams, s.data->count(), s.startStep));
+    report(runSummary(s.opt, s.m, localParams, s.data ? s.data->count() : 0,
+                      s.startStep));
   return true;
 }
 
@@ -201,8 +204,13 @@ std::string runSummary(const Options &opt, const Manifest &m,
       std::to_string(m.tp) +
       ", batch " + std::to_string(m.batch) + ", seq " + std::to_string(m.seq) +
       ", " + std::to_string(rank0Params) + " parameters on rank 0; weights " +
-      weightsSource(opt, startStep) + "; data " + opt.data + " (" +
-      std::to_string(dataTokens) + " tokens)";
+      weightsSource(opt, startStep);
+  if (opt.generate)
+    return summary + "; KV cache of " + std::to_string(m.ctx) +
+           " positions; up to " + std::to_string(opt.maxNew) +
+           " new tokens per prompt";
+  summary += "; data " + opt.data + " (" + std::to_string(dataTokens) +
+             " tokens)";
   if (!opt.evalOnly)
     summary += "; training steps " + std::to_string(startStep) + ".." +
                std::to_string(opt.steps - 1);

@@ -36,6 +36,8 @@ std::string openStepLibrary(const Options &opt, RuntimeApi &rt,
   step.forward = entry<mgt_forward_fn>(lib, MGT_ENTRY_FORWARD);
   step.trainStep = entry<mgt_train_step_fn>(lib, MGT_ENTRY_TRAIN_STEP);
   step.function = entry<mgt_function_fn>(lib, MGT_ENTRY_FUNCTION);
+  step.prefill = entry<mgt_function_fn>(lib, MGT_ENTRY_PREFILL);
+  step.decode = entry<mgt_function_fn>(lib, MGT_ENTRY_DECODE);
   const std::string missing = loadRuntimeApi(lib, rt);
   if (!missing.empty())
     return name + " is not linked against a megatron runtime (no " + missing +
@@ -46,11 +48,18 @@ std::string openStepLibrary(const Options &opt, RuntimeApi &rt,
   } catch (const std::exception &e) {
     return name + ": " + e.what();
   }
-  // The manifest's first entry is what the library must export.
-  const bool isFunction = step.manifest.hasEntry(MGT_ENTRY_KIND_FUNCTION);
-  if (isFunction ? !step.function : !step.forward)
-    return name + " does not export " +
-           (isFunction ? MGT_ENTRY_FUNCTION : MGT_ENTRY_FORWARD) +
+  // The manifest's first entries are what the library must export.
+  const Manifest &m = step.manifest;
+  const bool isFunction = m.hasEntry(MGT_ENTRY_KIND_FUNCTION);
+  const char *missingEntry =
+      isFunction        ? (step.function ? nullptr : MGT_ENTRY_FUNCTION)
+      : m.generates()   ? (!step.prefill  ? MGT_ENTRY_PREFILL
+                           : !step.decode ? MGT_ENTRY_DECODE
+                                          : nullptr)
+      : !step.forward   ? MGT_ENTRY_FORWARD
+                        : nullptr;
+  if (missingEntry)
+    return name + " does not export " + missingEntry +
            ", which its manifest lists";
   return capabilityError(opt, step, rt.hasDeviceMemory());
 }
@@ -82,13 +91,22 @@ std::string capabilityError(const Options &opt, const StepLibrary &step,
                             " --inputs IN --outputs OUT"
                       : "--entry: " + name +
                             " is a model's step library, not a function's";
+  if (m.generates() != opt.generate)
+    return m.generates()
+               ? name + " is a generation step (megatron-compile "
+                        "--generate); run it with --generate and a prompt"
+               : "--generate: " + name +
+                     " was compiled without --generate (megatron-compile "
+                     "--generate builds the prefill and decode steps)";
   if (isFunction) {
     if (opt.entry != m.model)
       return "--entry " + opt.entry + ": " + name + " exports the function " +
              m.model;
-  } else if (!opt.evalOnly) {
+  } else if (!opt.evalOnly && !opt.generate) {
     if (!step.trainStep)
-      return name + " was compiled without --train; pass --eval-only";
+      return name + " was compiled without --train: compile it with "
+                    "megatron-compile --train to train, or pass --eval-only "
+                    "to evaluate it";
     if (!m.hasEntry(MGT_ENTRY_KIND_TRAIN_STEP))
       return name + " exports " MGT_ENTRY_TRAIN_STEP ", but its manifest does "
                     "not list the entry \"" MGT_ENTRY_KIND_TRAIN_STEP "\"";

@@ -20,6 +20,8 @@ struct StepLibrary {
   mgt_forward_fn forward = nullptr;
   mgt_train_step_fn trainStep = nullptr; // null: compiled without --train
   mgt_function_fn function = nullptr;    // a framework's function's library
+  // A generation library's: the prompt's chunk, one new token.
+  mgt_function_fn prefill = nullptr, decode = nullptr;
 };
 
 // dlopens opt.stepLibrary (kept loaded for the whole run), fills `step` and

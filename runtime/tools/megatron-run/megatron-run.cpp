@@ -3,10 +3,11 @@
 // initialises this rank's parameter slices (the model's init rules from a
 // seed, or a global safetensors checkpoint), feeds token batches and runs the
 // step; or, for a framework's function, feeds its inputs and gathers its
-// outputs. See README.md. run() is the sequence of phases; each phase lives in
+// outputs; or, for a generation step, continues prompts. See README.md. run() is the sequence of phases; each phase lives in
 // its own file and reports its own errors.
 #include "Buffers.h"
 #include "FunctionRun.h"
+#include "Generate.h"
 #include "Mesh.h"
 #include "Options.h"
 #include "Report.h"
@@ -53,8 +54,9 @@ int run(const Options &opt) {
     return runFunction(s) ? 0 : 1;
   if (!prepare(s))
     return 1;
-  bool ok = opt.evalOnly ? evaluate(s)
-                         : train(s) && (opt.save.empty() || saveCheckpoint(s));
+  bool ok = opt.generate   ? generate(s)
+            : opt.evalOnly ? evaluate(s)
+                           : train(s) && (opt.save.empty() || saveCheckpoint(s));
   // The log is closed on every path; its failure matters to a run that
   // succeeded otherwise.
   const std::string logError = s.log.close();

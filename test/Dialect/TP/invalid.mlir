@@ -574,7 +574,7 @@ func.func @checkpoint_names() attributes {tp.checkpoint_names = 2 : i64} {
 
 // -----
 
-// expected-error @+1 {{'tp.entry' must be "forward", "train_step" or "function" on a function}}
+// expected-error @+1 {{'tp.entry' must be on a function, one of "forward" "train_step" "function" "prefill" "decode"}}
 func.func @entry_kind() attributes {tp.entry = "backward"} {
   return
 }

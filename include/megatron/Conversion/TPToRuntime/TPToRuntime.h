@@ -50,6 +50,11 @@ void populateGemmToRuntimePatterns(RewritePatternSet &patterns,
 /// (linalg reductions).
 void populateAttentionToRuntimePatterns(RewritePatternSet &patterns,
                                         const RuntimeTargetInfo &target);
+/// Generation's ops: the KV cache's update (a runtime kernel writing the
+/// cache in place) and attention over it, the position embedding at each sequence's start
+/// and the column of the last prompt token (linalg gathers).
+void populateGenerationToRuntimePatterns(RewritePatternSet &patterns,
+                                         const RuntimeTargetInfo &target);
 /// Layer norm and its gradient.
 void populateNormalizationToRuntimePatterns(RewritePatternSet &patterns,
                                             const RuntimeTargetInfo &target);

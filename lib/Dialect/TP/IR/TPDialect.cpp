@@ -32,7 +32,11 @@ static constexpr std::pair<ArgumentRole, const char *> kRoleNames[] = {
     {ArgumentRole::AdamV, MGT_ROLE_ADAM_V},
     {ArgumentRole::Grad, MGT_ROLE_GRAD},
     {ArgumentRole::Input, MGT_ROLE_INPUT},
-    {ArgumentRole::Output, MGT_ROLE_OUTPUT}};
+    {ArgumentRole::Output, MGT_ROLE_OUTPUT},
+    {ArgumentRole::NextTokens, MGT_ROLE_NEXT_TOKENS},
+    {ArgumentRole::Positions, MGT_ROLE_POSITIONS},
+    {ArgumentRole::LastIndex, MGT_ROLE_LAST_INDEX},
+    {ArgumentRole::KVCache, MGT_ROLE_KV_CACHE}};
 
 /// `tp.sharding` on a value of type `type`, reported at `anchor`.
 static LogicalResult verifyShardingAttr(Operation *anchor, NamedAttribute attr,
@@ -68,17 +72,19 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
     return success();
   }
   if (attr.getName() == kEntryAttrName) {
+    static constexpr const char *kKinds[] = {
+        MGT_ENTRY_KIND_FORWARD, MGT_ENTRY_KIND_TRAIN_STEP,
+        MGT_ENTRY_KIND_FUNCTION, MGT_ENTRY_KIND_PREFILL, MGT_ENTRY_KIND_DECODE};
     auto entry = dyn_cast<StringAttr>(attr.getValue());
-    if (!entry || !isa<FunctionOpInterface>(op) ||
-        (entry.getValue() != MGT_ENTRY_KIND_FORWARD &&
-         entry.getValue() != MGT_ENTRY_KIND_TRAIN_STEP &&
-         entry.getValue() != MGT_ENTRY_KIND_FUNCTION))
-      return op->emitOpError() << "'" << kEntryAttrName
-                               << "' must be \"" MGT_ENTRY_KIND_FORWARD
-                                  "\", \"" MGT_ENTRY_KIND_TRAIN_STEP
-                                  "\" or \"" MGT_ENTRY_KIND_FUNCTION
-                                  "\" on a function";
-    return success();
+    if (entry && isa<FunctionOpInterface>(op) &&
+        llvm::is_contained(kKinds, entry.getValue()))
+      return success();
+    InFlightDiagnostic diag = op->emitOpError()
+                              << "'" << kEntryAttrName
+                              << "' must be on a function, one of";
+    for (const char *kind : kKinds)
+      diag << " \"" << kind << "\"";
+    return diag;
   }
   if (attr.getName() == kStepAttrName) {
     // Its fields are read, with located errors, where the library is made.
@@ -227,6 +233,12 @@ bool tp::isParameter(FunctionOpInterface function, unsigned index) {
 bool tp::isForwardEntry(FunctionOpInterface function) {
   auto entry = function->getAttrOfType<StringAttr>(TPDialect::kEntryAttrName);
   return entry && entry.getValue() == MGT_ENTRY_KIND_FORWARD;
+}
+
+bool tp::isGenerationEntry(FunctionOpInterface function) {
+  auto entry = function->getAttrOfType<StringAttr>(TPDialect::kEntryAttrName);
+  return entry && (entry.getValue() == MGT_ENTRY_KIND_PREFILL ||
+                   entry.getValue() == MGT_ENTRY_KIND_DECODE);
 }
 
 void tp::setArgumentKind(FunctionOpInterface function, unsigned index,

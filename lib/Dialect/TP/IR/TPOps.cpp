@@ -208,23 +208,116 @@ LogicalResult BiasAddOp::verify() {
                                getBias().getType(), "bias");
 }
 
-LogicalResult AttentionOp::verify() {
-  auto qkv = getQkv().getType();
+/// A fused [B, T, 3C] qkv of `heads` heads and the [B, T, C] attention it
+/// gives, as tp.attention and tp.cached_attention take them.
+static LogicalResult verifyFusedQkv(Operation *op, RankedTensorType qkv,
+                                    int64_t heads, RankedTensorType result) {
   if (qkv.getRank() != 3)
-    return emitOpError("qkv must be [batch, seq, 3 * width], got rank ")
+    return op->emitOpError("qkv must be [batch, seq, 3 * width], got rank ")
            << qkv.getRank();
   int64_t fused = qkv.getDimSize(2);
   if (fused % 3 != 0)
-    return emitOpError("qkv width ") << fused << " is not 3 * width";
+    return op->emitOpError("qkv width ") << fused << " is not 3 * width";
   int64_t width = fused / 3;
-  if (width % getNumHeads() != 0)
-    return emitOpError("num_heads ")
-           << getNumHeads() << " does not divide the embedding width "
-           << width;
-  if (failed(expectSameElementType(*this, qkv, getType(), "result")))
+  if (width % heads != 0)
+    return op->emitOpError("num_heads ")
+           << heads << " does not divide the embedding width " << width;
+  if (failed(expectSameElementType(op, qkv, result, "result")))
     return failure();
-  return expectShape(*this, "result", getType().getShape(),
+  return expectShape(op, "result", result.getShape(),
                      {qkv.getDimSize(0), qkv.getDimSize(1), width});
+}
+
+/// One position (or chunk start) per sequence of a [B, ...] batch.
+static LogicalResult expectPerSequence(Operation *op, StringRef what,
+                                       RankedTensorType perSequence,
+                                       int64_t batch) {
+  if (!perSequence.getElementType().isInteger(32))
+    return op->emitOpError() << what << " must hold i32, not "
+                             << perSequence.getElementType();
+  return expectShape(op, what, perSequence.getShape(), {batch});
+}
+
+LogicalResult AttentionOp::verify() {
+  return verifyFusedQkv(*this, getQkv().getType(), getNumHeads(), getType());
+}
+
+/// A KV cache [L, B, H, N, D] of the heads of a fused `qkv` and a
+/// chunk's `positions`, its layer `layer`: what tp.kv_cache_store and
+/// tp.cached_attention take.
+static LogicalResult verifyKVCache(Operation *op, RankedTensorType qkv,
+                                   int64_t heads, Type cacheType,
+                                   int64_t layer, RankedTensorType positions) {
+  auto cache = cast<RankedTensorType>(cacheType);
+  if (cache.getRank() != 5)
+    return op->emitOpError("the caches must be [layers, batch, heads, "
+                           "context, head width], got rank ")
+           << cache.getRank();
+  int64_t batch = qkv.getDimSize(0), chunk = qkv.getDimSize(1);
+  int64_t headWidth = qkv.getDimSize(2) / 3 / heads;
+  if (layer >= cache.getDimSize(0))
+    return op->emitOpError("layer ") << layer << " is beyond the caches' "
+                                     << cache.getDimSize(0) << " layers";
+  if (cache.getDimSize(3) < chunk)
+    return op->emitOpError("the chunk of ")
+           << chunk << " tokens does not fit the caches' context of "
+           << cache.getDimSize(3);
+  if (failed(expectSameElementType(op, qkv, cache, "the caches")) ||
+      failed(expectShape(op, "the caches' [batch, heads, head width]",
+                         {cache.getDimSize(1), cache.getDimSize(2),
+                          cache.getDimSize(4)},
+                         {batch, heads, headWidth})))
+    return failure();
+  return expectPerSequence(op, "positions", positions, batch);
+}
+
+LogicalResult KVCacheStoreOp::verify() {
+  auto qkv = getQkv().getType();
+  if (failed(verifyFusedQkv(*this, qkv, getNumHeads(),
+                            qkv.clone({qkv.getDimSize(0), qkv.getDimSize(1),
+                                       qkv.getDimSize(2) / 3}))))
+    return failure();
+  return verifyKVCache(*this, qkv, getNumHeads(), getCache().getType(),
+                       getLayer(), getPositions().getType());
+}
+
+LogicalResult CachedAttentionOp::verify() {
+  auto qkv = getQkv().getType();
+  if (failed(verifyFusedQkv(*this, qkv, getNumHeads(), getType())))
+    return failure();
+  return verifyKVCache(*this, qkv, getNumHeads(), getKCache().getType(),
+                       getLayer(), getPositions().getType());
+}
+
+LogicalResult PositionEmbeddingAtOp::verify() {
+  auto table = getTable().getType();
+  auto result = getType();
+  if (table.getRank() != 2 || result.getRank() != 3)
+    return emitOpError("table must be [positions, width] and the result "
+                       "[batch, chunk, width]");
+  if (result.getDimSize(1) > table.getDimSize(0))
+    return emitOpError("a chunk of ")
+           << result.getDimSize(1) << " positions does not fit the table's "
+           << table.getDimSize(0);
+  if (failed(expectSameElementType(*this, table, result, "result")) ||
+      failed(expectShape(*this, "result width", result.getDimSize(2),
+                         table.getDimSize(1))))
+    return failure();
+  return expectPerSequence(*this, "positions", getPositions().getType(),
+                           result.getDimSize(0));
+}
+
+LogicalResult TakePositionOp::verify() {
+  auto input = getInput().getType();
+  if (input.getRank() != 3)
+    return emitOpError("input must be [batch, chunk, width], got rank ")
+           << input.getRank();
+  if (failed(expectSameElementType(*this, input, getType(), "result")) ||
+      failed(expectShape(*this, "result", getType().getShape(),
+                         {input.getDimSize(0), input.getDimSize(2)})))
+    return failure();
+  return expectPerSequence(*this, "index", getIndex().getType(),
+                           input.getDimSize(0));
 }
 
 LogicalResult SoftmaxOp::verify() {

@@ -51,19 +51,42 @@ void PartitionContext::replaceOp(Operation *op, Value replacement) {
 
 /// Megatron splits the fused [q|k|v] columns per section: whole heads.
 int64_t AttentionOp::getColumnSections() { return 3; }
+int64_t CachedAttentionOp::getColumnSections() { return 3; }
 
-LogicalResult AttentionOp::verifyTensorParallelSize(int64_t tp) {
-  if (getNumHeads() % tp != 0)
-    return emitError("tensor-parallel size ")
-           << tp << " does not divide the " << getNumHeads()
-           << " attention heads";
+/// Ranks share attention by whole heads.
+static LogicalResult verifyHeadsDivide(Operation *op, int64_t heads,
+                                       int64_t tp) {
+  if (heads % tp != 0)
+    return op->emitError("tensor-parallel size ")
+           << tp << " does not divide the " << heads << " attention heads";
   return success();
 }
 
-/// Each rank keeps num_heads / N whole heads of q, k and v.
+LogicalResult AttentionOp::verifyTensorParallelSize(int64_t tp) {
+  return verifyHeadsDivide(*this, getNumHeads(), tp);
+}
+LogicalResult CachedAttentionOp::verifyTensorParallelSize(int64_t tp) {
+  return verifyHeadsDivide(*this, getNumHeads(), tp);
+}
+
+/// The heads of a rank whose qkv is split as it is in `context`.
+static int64_t localHeads(PartitionContext &context, Value qkv,
+                          int64_t heads) {
+  return heads / context.shardCount(context.shardingOf(qkv), 2);
+}
+
+/// Each rank keeps num_heads / N whole heads of q, k and v (and, generating,
+/// the caches of those heads).
 LogicalResult AttentionOp::partition(PartitionContext &context) {
-  ShardingAttr qkv = context.shardingOf(getQkv());
-  setNumHeads(getNumHeads() / context.shardCount(qkv, 2));
+  setNumHeads(localHeads(context, getQkv(), getNumHeads()));
+  return success();
+}
+LogicalResult CachedAttentionOp::partition(PartitionContext &context) {
+  setNumHeads(localHeads(context, getQkv(), getNumHeads()));
+  return success();
+}
+LogicalResult KVCacheStoreOp::partition(PartitionContext &context) {
+  setNumHeads(localHeads(context, getQkv(), getNumHeads()));
   return success();
 }
 

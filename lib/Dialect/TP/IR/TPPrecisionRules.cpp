@@ -31,6 +31,10 @@ PrecisionRule LayerNormOp::getPrecisionRule() { return low(*this); }
 PrecisionRule EmbeddingOp::getPrecisionRule() { return low(*this); }
 PrecisionRule PositionEmbeddingOp::getPrecisionRule() { return low(*this); }
 PrecisionRule AttentionOp::getPrecisionRule() { return low(*this); }
+PrecisionRule CachedAttentionOp::getPrecisionRule() { return low(*this); }
+PrecisionRule KVCacheStoreOp::getPrecisionRule() { return low(*this); }
+PrecisionRule PositionEmbeddingAtOp::getPrecisionRule() { return low(*this); }
+PrecisionRule TakePositionOp::getPrecisionRule() { return low(*this); }
 PrecisionRule AttentionGradOp::getPrecisionRule() { return low(*this); }
 PrecisionRule GeluOp::getPrecisionRule() { return low(*this); }
 PrecisionRule GeluGradOp::getPrecisionRule() { return low(*this); }

@@ -100,6 +100,54 @@ ShardingRule AttentionOp::getShardingRule() {
   return rule;
 }
 
+/// A generation op's operands by whole heads, as tp.attention's: the fused
+/// qkv, the caches of the same heads (every layer, position and head width
+/// whole) and the positions of each sequence; `caches` of them.
+static ShardingRule cacheRule(int64_t caches) {
+  ShardingRule rule;
+  int64_t batch = rule.addFactor();
+  int64_t heads = rule.addFactor();
+  Dims cache = {{ShardingRule::kWhole, 1},
+                {batch, 1},
+                {heads, 1},
+                {ShardingRule::kWhole, 1},
+                {ShardingRule::kWhole, 1}};
+  rule.operands = {{{batch, 1}, {ShardingRule::kWhole, 1}, {heads, 3}}};
+  rule.operands.append(caches, cache);
+  rule.operands.push_back({{batch, 1}});
+  rule.results = {cache};
+  return rule;
+}
+
+ShardingRule KVCacheStoreOp::getShardingRule() { return cacheRule(1); }
+
+ShardingRule CachedAttentionOp::getShardingRule() {
+  ShardingRule rule = cacheRule(2);
+  rule.results = {{rule.operands[0][0],
+                   {ShardingRule::kWhole, 1},
+                   {rule.operands[0][2].factor, 1}}};
+  return rule;
+}
+
+ShardingRule PositionEmbeddingAtOp::getShardingRule() {
+  ShardingRule rule;
+  int64_t batch = rule.addFactor();
+  int64_t width = rule.addFactor();
+  rule.operands = {{{ShardingRule::kWhole, 1}, {width, 1}}, {{batch, 1}}};
+  rule.results = {{{batch, 1}, {ShardingRule::kWhole, 1}, {width, 1}}};
+  return rule;
+}
+
+ShardingRule TakePositionOp::getShardingRule() {
+  ShardingRule rule;
+  int64_t batch = rule.addFactor();
+  int64_t width = rule.addFactor();
+  rule.operands = {{{batch, 1}, {ShardingRule::kWhole, 1}, {width, 1}},
+                   {{batch, 1}}};
+  rule.results = {{{batch, 1}, {width, 1}}};
+  return rule;
+}
+
 ShardingRule SoftmaxOp::getShardingRule() {
   ShardingRule rule = ShardingRule::elementwise(1, rankOf(getInput()));
   rule.operands[0][getDim()].factor = ShardingRule::kWhole;

@@ -7,6 +7,8 @@
 #define MEGATRON_RT_CUDA_EMULATOR_CUDA_RUNTIME_H
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -118,6 +120,13 @@ inline const dim3 &blockDim = emu::currentBlockDim;
 inline const dim3 &gridDim = emu::currentGridDim;
 
 inline void __syncthreads() { emu::syncThreads(); }
+
+// The GPU ends the kernel and poisons the context; here the process ends,
+// after what the kernel printed.
+[[noreturn]] inline void __trap() {
+  std::fflush(stdout);
+  std::abort();
+}
 inline void __syncwarp(unsigned mask = 0xffffffffu) { emu::syncWarp(mask); }
 
 template <typename T> T __shfl_xor_sync(unsigned mask, T value, int laneMask) {

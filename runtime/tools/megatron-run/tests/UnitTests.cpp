@@ -1370,7 +1370,9 @@ TEST(StepLibrary, CapabilityErrors) {
   StepLibrary forwardOnly = step;
   forwardOnly.trainStep = nullptr;
   EXPECT_EQ(capabilityError(train, forwardOnly, false),
-            "s.so was compiled without --train; pass --eval-only");
+            "s.so was compiled without --train: compile it with "
+            "megatron-compile --train to train, or pass --eval-only to "
+            "evaluate it");
   EXPECT_EQ(capabilityError(eval, forwardOnly, false), "");
 
   StepLibrary unlisted = step;

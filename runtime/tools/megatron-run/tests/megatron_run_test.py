@@ -399,10 +399,12 @@ def case_load_errors():
 def case_no_train():
     t = token_file(range(10))
     expect_fail([A.megatron_run, A.mock_tp1_eval, "--data", t],
-                r"_eval\.so was compiled without --train; pass --eval-only",
+                r"_eval\.so was compiled without --train: compile it with "
+                r"megatron-compile --train to train, or pass --eval-only",
                 what="tp1 without mgt_train_step, without --eval-only", code=1)
     expect_fail(command(2, ["--data", t], variant="eval"),
-                r"_eval\.so was compiled without --train; pass --eval-only",
+                r"_eval\.so was compiled without --train: compile it with "
+                r"megatron-compile --train to train, or pass --eval-only",
                 what="tp2 without mgt_train_step, without --eval-only")
     out = expect_ok(command(2, ["--data", t, "--eval-only"], variant="eval"),
                     what="the forward-only library runs --eval-only")

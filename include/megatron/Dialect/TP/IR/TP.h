@@ -76,6 +76,8 @@ bool isParameter(FunctionOpInterface function, unsigned index);
 /// A function kept as the forward entry of a training step's library
 /// (tp.entry = "forward"): the passes that build the training step leave it.
 bool isForwardEntry(FunctionOpInterface function);
+/// Whether `function` is generation's prefill or decode entry.
+bool isGenerationEntry(FunctionOpInterface function);
 
 /// Ring passes a collective of `kind` makes over its tensor: 2 for an
 /// all-reduce (a reduce-scatter, then an all-gather), 1 for an all-gather
@@ -115,7 +117,10 @@ void markPhase(Operation *first, Operation *end, StringRef phase);
 enum class ArgumentRole {
   Parameter, Tokens, Targets, Hyperparameters, Logits, AdamM, AdamV, Grad,
   /// A framework function's arguments and results (tp-function-entry).
-  Input, Output
+  Input, Output,
+  /// Generation: the new token of each sequence, where each sequence's
+  /// chunk starts, the column whose logits are written, the KV cache.
+  NextTokens, Positions, LastIndex, KVCache
 };
 struct ArgumentKind {
   ArgumentRole role;

@@ -11,6 +11,12 @@ def TP_ReductionKind : I32EnumAttr<"ReductionKind", "collective reduction",
   let cppNamespace = "::mlir::tp";
 }
 
+// The value is the section's index in a fused [q|k|v] tensor.
+def TP_CacheSection : I32EnumAttr<"CacheSection", "a KV cache's section",
+    [I32EnumAttrCase<"key", 1>, I32EnumAttrCase<"value", 2>]> {
+  let cppNamespace = "::mlir::tp";
+}
+
 def TP_CollectiveKind : I32EnumAttr<"CollectiveKind", "what a collective does",
     [I32EnumAttrCase<"identity", 0>, I32EnumAttrCase<"all_reduce", 1>,
      I32EnumAttrCase<"all_gather", 2>, I32EnumAttrCase<"reduce_scatter", 3>,

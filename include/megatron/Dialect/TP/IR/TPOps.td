@@ -254,6 +254,127 @@ def TP_AttentionOp : TP_Op<"attention", [DeclareOpInterfaceMethods<TP_MegatronRe
   let hasVerifier = 1;
 }
 
+def TP_KVCacheStoreOp : TP_Op<"kv_cache_store", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>, AllTypesMatch<["cache", "result"]>]> {
+  let summary = "Writes a chunk's keys or values into a KV cache";
+  let description = [{
+    Generation's cache update. `qkv` is `[B, T, 3C]` as for `tp.attention`:
+    T new tokens of each of B sequences, token t of sequence b at position
+    `positions[b] + t`. `cache` is `[L, B, H, N, D]`: the keys (or values)
+    of every layer, sequence, head and position (N the context,
+    `D = C / H`). The result is `cache` with the chunk's `section` (key or
+    value) of each head written into layer `layer` at those positions; the
+    lowering writes the cache's buffer in place, so the cache is threaded
+    from layer to layer and read only before it is written again. A
+    position beyond the cache is a runtime error.
+
+    It splits by whole heads, as `tp.attention`: after tp-partition each
+    rank keeps the cache of its own `H / TP` heads.
+
+    Example:
+
+    ```mlir
+    %k1 = tp.kv_cache_store %qkv, %k, %pos layer = 0 section = key heads = 4
+        : tensor<2x1x192xf32>, tensor<2x2x4x64x16xf32>, tensor<2xi32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$qkv, TP_FloatTensor:$cache,
+                   TP_IndexTensor:$positions,
+                   ConfinedAttr<I64Attr, [IntNonNegative]>:$layer,
+                   TP_CacheSection:$section,
+                   ConfinedAttr<I64Attr, [IntPositive]>:$num_heads);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $qkv `,` $cache `,` $positions `layer` `=` $layer `section` `=` $section
+    `heads` `=` $num_heads attr-dict `:` type($qkv) `,` type($cache) `,`
+    type($positions)
+  }];
+  let hasVerifier = 1;
+}
+
+def TP_CachedAttentionOp : TP_Op<"cached_attention", [DeclareOpInterfaceMethods<TP_MegatronRegionOpInterface, ["getColumnSections", "verifyTensorParallelSize"]>, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>, AllTypesMatch<["k_cache", "v_cache"]>]> {
+  let summary = "Causal attention of a chunk of tokens over a KV cache";
+  let description = [{
+    Generation's attention: the queries of `qkv` (`[B, T, 3C]`, as for
+    `tp.attention`; token t of sequence b at position `positions[b] + t`)
+    attend to the keys and values of layer `layer` of `k_cache` and
+    `v_cache` (`[L, B, H, N, D]`, which `tp.kv_cache_store` filled with
+    this chunk's) at positions 0 to their own (causal), as
+    `softmax(q k^T / sqrt(D)) v`. The result is `[B, T, C]`, heads
+    concatenated.
+
+    Like `tp.attention` it splits by whole heads of q, k and v, and the
+    caches by the same heads. It has no gradient: generation is not
+    trained.
+
+    Example:
+
+    ```mlir
+    %a = tp.cached_attention %qkv, %k1, %v1, %pos layer = 0 heads = 4
+        : tensor<2x1x192xf32>, tensor<2x2x4x64x16xf32>, tensor<2xi32>
+        -> tensor<2x1x64xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$qkv, TP_FloatTensor:$k_cache,
+                   TP_FloatTensor:$v_cache, TP_IndexTensor:$positions,
+                   ConfinedAttr<I64Attr, [IntNonNegative]>:$layer,
+                   ConfinedAttr<I64Attr, [IntPositive]>:$num_heads);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $qkv `,` $k_cache `,` $v_cache `,` $positions `layer` `=` $layer
+    `heads` `=` $num_heads attr-dict `:` type($qkv) `,` type($k_cache) `,`
+    type($positions) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def TP_PositionEmbeddingAtOp : TP_Op<"position_embedding_at", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>]> {
+  let summary = "Position embedding of each sequence's chunk from its own start";
+  let description = [{
+    Generation's `tp.position_embedding`: `table` is [N, C], `positions` [B]
+    and the result [B, T, C] holds row `positions[b] + t` at `[b, t]`. A
+    position beyond the table reads its last row; the cache rejects it in
+    the same step (`tp.cached_attention`). Only the width may be split.
+
+    Example:
+
+    ```mlir
+    %pos = tp.position_embedding_at %wpe, %start
+        : tensor<64x64xf32>, tensor<2xi32> -> tensor<2x1x64xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$table, TP_IndexTensor:$positions);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $table `,` $positions attr-dict `:` type($table) `,` type($positions)
+    `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def TP_TakePositionOp : TP_Op<"take_position", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>]> {
+  let summary = "Each sequence's activation at one column of its chunk";
+  let description = [{
+    `input` is [B, T, C] and `index` [B]; the result [B, C] is
+    `input[b, index[b], :]`: the last prompt token's hidden state, whose
+    logits give the first new token (an index beyond T reads column T - 1).
+    The batch and the width may be split; the chunk stays whole.
+
+    Example:
+
+    ```mlir
+    %h = tp.take_position %x, %last
+        : tensor<2x8x64xf32>, tensor<2xi32> -> tensor<2x64xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$input, TP_IndexTensor:$index);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $index attr-dict `:` type($input) `,` type($index) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def TP_SoftmaxOp : TP_Op<"softmax", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, DeclareOpInterfaceMethods<TP_VJPOpInterface>, SameOperandsAndResultType]> {
   let summary = "Softmax along one dimension";
   let description = [{

@@ -1,5 +1,5 @@
 //===- WrittenArguments.cpp - results the step writes into arguments ------===//
-#include "WrittenArguments.h"
+#include "megatron/Dialect/TP/IR/WrittenArguments.h"
 
 #include "mlir/IR/Builders.h"
 

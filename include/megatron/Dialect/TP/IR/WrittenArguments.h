@@ -2,11 +2,13 @@
 //
 // The step library returns nothing but scalars: a tensor the caller reads
 // back (the logits, a function's results) is written into an argument the
-// caller allocates. tp-export-logits and tp-function-entry add them alike.
+// caller allocates (or, as the KV cache, an argument it reads too).
+// tp-export-logits, tp-function-entry and gpt2-mlir's generation program
+// write them alike.
 //
 //===----------------------------------------------------------------------===//
-#ifndef MEGATRON_LIB_TRANSFORMS_WRITTENARGUMENTS_H
-#define MEGATRON_LIB_TRANSFORMS_WRITTENARGUMENTS_H
+#ifndef MEGATRON_DIALECT_TP_IR_WRITTENARGUMENTS_H
+#define MEGATRON_DIALECT_TP_IR_WRITTENARGUMENTS_H
 
 #include "megatron/Dialect/TP/IR/TP.h"
 
@@ -28,4 +30,4 @@ returnWrittenInto(func::FuncOp function, Value value, BlockArgument output);
 
 } // namespace mlir::tp
 
-#endif // MEGATRON_LIB_TRANSFORMS_WRITTENARGUMENTS_H
+#endif // MEGATRON_DIALECT_TP_IR_WRITTENARGUMENTS_H
