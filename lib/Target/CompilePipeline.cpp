@@ -28,10 +28,29 @@ std::optional<std::string> functionConflict(const CompileOptions &options) {
   return std::nullopt;
 }
 
+/// Why a generation program cannot be compiled with `options`, or nothing:
+/// it is not trained, runs on tp ranks only and keeps fp32.
+std::optional<std::string> generationConflict(const CompileOptions &options) {
+  if (options.train || options.exportLogits || options.exportGrads ||
+      !options.entry.empty())
+    return "generate compiles the prefill and decode entries; drop train, "
+           "export-logits, export-grads and entry";
+  if (options.dp != 1 || options.microBatches != 1)
+    return "generate runs on the tp ranks of one replica; drop dp and "
+           "micro-batches";
+  if (options.precision == "bf16")
+    return "generate compiles in fp32 (the KV cache and the sampled "
+           "logits); drop precision=bf16";
+  return std::nullopt;
+}
+
 /// Why `options` cannot be compiled, or nothing.
 std::optional<std::string> conflict(const CompileOptions &options) {
   if (!options.entry.empty())
     if (std::optional<std::string> why = functionConflict(options))
+      return why;
+  if (options.generate)
+    if (std::optional<std::string> why = generationConflict(options))
       return why;
   if (options.exportLogits && options.train)
     return "export-logits is for the forward entry; drop train";
@@ -63,7 +82,7 @@ std::optional<std::string> conflict(const CompileOptions &options) {
 
 bool usesBF16(const CompileOptions &options) {
   if (options.precision == "auto")
-    return options.target == Target::CUDA;
+    return options.target == Target::CUDA && !options.generate;
   return options.precision == "bf16";
 }
 
@@ -121,8 +140,8 @@ LogicalResult megatron::buildCompilePipeline(
   addPartitionStages(pm, options);
   if (stopAfter == CompileStage::Partitioned)
     return success();
-  pm.addPass(createStepManifest(
-      StepManifestOptions{stringifyTarget(options.target).str()}));
+  pm.addPass(createStepManifest(StepManifestOptions{
+      stringifyTarget(options.target).str(), options.generate}));
   if (stopAfter == CompileStage::Manifest)
     return success();
   addLoweringStages(pm, options);

@@ -108,7 +108,8 @@ manifestArguments(ArrayRef<func::FuncOp> functions) {
         args.push_back(arg);
       else if (known->second != arg.type())
         return function.emitError("argument #")
-               << index << " (" << arg.name() << ") has type " << arg.type()
+               << index << " (" << arg.name().getValue() << ") has type "
+               << arg.type()
                << " but another entry's argument of that name "
                << known->second;
     }
@@ -234,9 +235,10 @@ bool isFunctionEntry(func::FuncOp function) {
 }
 
 /// The functions the library exports: a framework's function alone;
-/// generation's prefill and decode; or the forward entry first, those
+/// generation's prefill and decode (exactly when `generate`); or the forward entry first, those
 /// tp-keep-forward marked or the module's one function with a body.
-FailureOr<SmallVector<func::FuncOp>> entryFunctions(ModuleOp module) {
+FailureOr<SmallVector<func::FuncOp>> entryFunctions(ModuleOp module,
+                                                    bool generate) {
   SmallVector<func::FuncOp> defined, forward, trainStep, functions, prefill,
       decode;
   for (auto function : module.getOps<func::FuncOp>()) {
@@ -264,7 +266,13 @@ FailureOr<SmallVector<func::FuncOp>> entryFunctions(ModuleOp module) {
              << models + prefill.size() + decode.size() << " model entries";
     return functions;
   }
-  if (!prefill.empty() || !decode.empty()) {
+  if (generate != (!prefill.empty() || !decode.empty()))
+    return module.emitError("tp-step-manifest: ")
+           << (generate ? "generate, but the module has no prefill and "
+                          "decode entries (gpt2-mlir --generate writes them)"
+                        : "the module's entries are generation's (prefill, "
+                          "decode): compile it with generate");
+  if (generate) {
     if (prefill.size() != 1 || decode.size() != 1 || models)
       return module.emitError("tp-step-manifest: a generation step library "
                               "exports one prefill and one decode entry; the "
@@ -310,7 +318,8 @@ struct StepManifestPass
           << target << "'; use cpu, cuda or cuda-on-host";
       return signalPassFailure();
     }
-    FailureOr<SmallVector<func::FuncOp>> functions = entryFunctions(module);
+    FailureOr<SmallVector<func::FuncOp>> functions =
+        entryFunctions(module, generate);
     if (failed(functions))
       return signalPassFailure();
     FailureOr<SmallVector<EntryArgument>> arguments =

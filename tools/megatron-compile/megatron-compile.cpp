@@ -88,6 +88,11 @@ static cl::opt<bool> exportLogits(
     cl::desc("the forward entry also writes the logits into a `logits` "
              "argument (for checking against a reference)"),
     cl::cat(category));
+static cl::opt<bool> generate(
+    "generate",
+    cl::desc("compile a generation program (gpt2-mlir --generate: prefill "
+             "and decode over a head-sharded KV cache), in fp32"),
+    cl::cat(category));
 static cl::opt<std::string> entry(
     "entry",
     cl::desc("compile the function of this name, as a framework lowered it "
@@ -162,6 +167,7 @@ static void setCompileOptions(megatron::CompileOptions &options) {
   options.exportLogits = exportLogits;
   options.arch = arch;
   options.entry = entry;
+  options.generate = generate;
   if (emit == Emit::PTX)
     options.binaryFormat = "isa";
 }

@@ -14,8 +14,9 @@ def StepManifest : Pass<"tp-step-manifest", "ModuleOp"> {
     entries, each the function it wraps and where its arguments sit in the
     manifest, as the module attribute `tp.step`, which the lowering keeps.
 
-    The entries are the functions marked `tp.entry` (tp-keep-forward), or
-    the module's one function with a body as the forward entry.
+    The entries are the functions marked `tp.entry` (tp-keep-forward, or
+    generation's prefill and decode, which need `generate`), or the module's
+    one function with a body as the forward entry.
 
     Example:
 
@@ -32,6 +33,9 @@ def StepManifest : Pass<"tp-step-manifest", "ModuleOp"> {
   let options = [
     Option<"target", "target", "std::string", "\"cpu\"",
            "where the step runs: cpu, cuda or cuda-on-host">,
+    Option<"generate", "generate", "bool", "false",
+           "the module is a generation program: its entries are prefill and "
+           "decode (and a module with those entries needs this option)">,
   ];
 }
 

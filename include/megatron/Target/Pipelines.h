@@ -100,6 +100,11 @@ struct CompileOptions : public LayoutOptions<CompileOptions> {
       llvm::cl::desc("with target=cuda: fatbin (what the step loads) or isa "
                      "(PTX text, to read)"),
       llvm::cl::init("fatbin")};
+  Option<bool> generate{
+      *this, "generate",
+      llvm::cl::desc("compile a generation program (gpt2-mlir --generate: "
+                     "prefill and decode over a KV cache), in fp32 at dp=1"),
+      llvm::cl::init(false)};
   Option<std::string> entry{
       *this, "entry",
       llvm::cl::desc("compile a framework's function (linalg with tp.sharding "

@@ -181,7 +181,7 @@ bool generate(Session &s) {
   } catch (const std::exception &e) {
     failure = e.what();
   }
-  if (!s.mesh.agree(failure))
+  if (!s.mesh.agree(failure) || !prepare(s))
     return false;
   Rows rows = batchRows(std::move(prompts), s.m.batch);
   if (s.mesh.rank0() && rows.real == 1) {

@@ -22,9 +22,9 @@ int64_t chunkStart(int64_t chunk, int64_t seq, int64_t ctx);
 // The prefill chunks that cover prompts of at most `longest` tokens.
 int64_t prefillChunks(int64_t longest, int64_t seq, int64_t ctx);
 
-// Collective: reads and checks the prompts, runs the generation and prints
-// (rank 0) the text as it grows and the final JSON line. After prepare().
-// False on every rank if any rank failed.
+// Collective: reads and checks the prompts, then prepares the session (the
+// weights; prepare()), runs the generation and prints (rank 0) the text as
+// it grows and the final JSON line. False on every rank if any rank failed.
 bool generate(Session &s);
 
 } // namespace mrun

@@ -273,8 +273,7 @@ void checkKVCache(const Arg &a, Manifest &m, bool generation, int &caches) {
   ++caches;
 }
 
-// Everything generation feeds and reads, and ids a float holds exactly (the
-// vocabulary-parallel sampling exchanges them as floats).
+// Everything generation feeds and reads.
 void checkGenerationArgs(const Manifest &m, int caches) {
   if (m.tokens < 0 || m.nextTokens < 0 || m.positions < 0 ||
       m.lastIndex < 0 || m.logits < 0 || caches != 2)
@@ -284,10 +283,6 @@ void checkGenerationArgs(const Manifest &m, int caches) {
          "\", and two with \"" MGT_ROLE_KV_CACHE "\"");
   if (m.targets >= 0)
     fail("a generation step has no \"" MGT_ROLE_TARGETS "\"");
-  constexpr int64_t kExactFloatIds = int64_t{1} << 24;
-  if (m.validVocab >= kExactFloatIds)
-    fail("valid_vocab " + std::to_string(m.validVocab) +
-         ": generation's sampling takes vocabularies below 2^24");
 }
 
 } // namespace
@@ -349,6 +344,12 @@ Manifest parseManifest(const std::string &text) {
   m.validVocab = getInt(j, MGT_FIELD_VALID_VOCAB, "manifest");
   if (m.dp < 1 || m.tp < 1)
     fail("dp and tp must be positive");
+  // The vocabulary-parallel sampling exchanges token ids as floats, exact
+  // below 2^24.
+  constexpr int64_t kExactFloatIds = int64_t{1} << 24;
+  if (generation && m.validVocab >= kExactFloatIds)
+    fail("valid_vocab " + std::to_string(m.validVocab) +
+         ": generation's sampling takes vocabularies below 2^24");
   // A function has no tokens and no loss.
   if (function ? m.batch != 0 || m.seq != 0 || m.validVocab != 0
                : m.batch < 1 || m.seq < 1 || m.validVocab < 1)

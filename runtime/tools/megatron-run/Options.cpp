@@ -189,13 +189,13 @@ bool takenByGeneration(const std::string &option) {
   return false;
 }
 
-// A run of another kind than training (`kind`, named as its option) takes
-// only the options `takes` allows.
+// A run of another kind than training takes only the options `takes`
+// allows; another is an error "<option><why>".
 void checkOnlyTaken(const std::vector<std::string> &given,
-                    bool (*takes)(const std::string &), const char *what) {
+                    bool (*takes)(const std::string &), const char *why) {
   for (const std::string &option : given)
     if (!takes(option))
-      throw std::invalid_argument(option + " is not for " + what);
+      throw std::invalid_argument(option + why);
 }
 
 // A function run needs --entry, --inputs and --outputs, and no option of a
@@ -207,14 +207,15 @@ void checkFunctionRun(const Options &o, const std::vector<std::string> &given) {
   if (o.entry.empty() || o.inputs.empty() || o.outputs.empty())
     throw std::invalid_argument("--entry, --inputs and --outputs go together "
                                 "(the function, its arguments, its results)");
-  checkOnlyTaken(given, takenByFunctionRun, "a function (--entry)");
+  checkOnlyTaken(given, takenByFunctionRun,
+                 " is for a model's step, not a function (--entry)");
 }
 
 // Generation needs exactly one source of prompts, and a tokenizer for the
 // text it prints (and a text prompt): gpt2 with its two files, byte with
 // none.
 void checkGeneration(const Options &o, const std::vector<std::string> &given) {
-  checkOnlyTaken(given, takenByGeneration, "--generate");
+  checkOnlyTaken(given, takenByGeneration, " is not for --generate");
   const int sources = !o.promptTokens.empty() + !o.prompt.empty() +
                       !o.promptsFile.empty();
   if (sources != 1)

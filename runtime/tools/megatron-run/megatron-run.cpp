@@ -52,11 +52,12 @@ int run(const Options &opt) {
   Session s(opt, step, *mesh, buffers);
   if (opt.runsFunction())
     return runFunction(s) ? 0 : 1;
+  if (opt.generate)
+    return generate(s) ? 0 : 1;
   if (!prepare(s))
     return 1;
-  bool ok = opt.generate   ? generate(s)
-            : opt.evalOnly ? evaluate(s)
-                           : train(s) && (opt.save.empty() || saveCheckpoint(s));
+  bool ok = opt.evalOnly ? evaluate(s)
+                         : train(s) && (opt.save.empty() || saveCheckpoint(s));
   // The log is closed on every path; its failure matters to a run that
   // succeeded otherwise.
   const std::string logError = s.log.close();

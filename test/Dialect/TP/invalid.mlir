@@ -611,3 +611,59 @@ func.func @bucket_axis(%x: tensor<4xf32>) {
   %r = tp.all_reduce_bucket sum %x over @m["dp"] : tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @positions_not_i32(%qkv: tensor<2x1x192xf32>, %k: tensor<2x2x4x64x16xf32>, %pos: tensor<2xi64>) {
+  // expected-error @+1 {{'tp.kv_cache_store' op positions must hold i32, not 'i64'}}
+  %0 = tp.kv_cache_store %qkv, %k, %pos layer = 0 section = key heads = 4 : tensor<2x1x192xf32>, tensor<2x2x4x64x16xf32>, tensor<2xi64>
+  return
+}
+
+// -----
+
+func.func @cache_rank(%qkv: tensor<2x1x192xf32>, %k: tensor<2x4x64x16xf32>, %pos: tensor<2xi32>) {
+  // expected-error @+1 {{'tp.kv_cache_store' op the caches must be [layers, batch, heads, context, head width], got rank 4}}
+  %0 = tp.kv_cache_store %qkv, %k, %pos layer = 0 section = value heads = 4 : tensor<2x1x192xf32>, tensor<2x4x64x16xf32>, tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @layer_beyond_cache(%qkv: tensor<2x1x192xf32>, %k: tensor<2x2x4x64x16xf32>, %pos: tensor<2xi32>) {
+  // expected-error @+1 {{'tp.kv_cache_store' op layer 2 is beyond the caches' 2 layers}}
+  %0 = tp.kv_cache_store %qkv, %k, %pos layer = 2 section = key heads = 4 : tensor<2x1x192xf32>, tensor<2x2x4x64x16xf32>, tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @chunk_beyond_context(%qkv: tensor<2x8x192xf32>, %k: tensor<2x2x4x4x16xf32>, %v: tensor<2x2x4x4x16xf32>, %pos: tensor<2xi32>) {
+  // expected-error @+1 {{'tp.cached_attention' op the chunk of 8 tokens does not fit the caches' context of 4}}
+  %0 = tp.cached_attention %qkv, %k, %v, %pos layer = 0 heads = 4 : tensor<2x8x192xf32>, tensor<2x2x4x4x16xf32>, tensor<2xi32> -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @position_table_rank(%wpe: tensor<64xf32>, %pos: tensor<2xi32>) {
+  // expected-error @+1 {{'tp.position_embedding_at' op table must be [positions, width] and the result [batch, chunk, width]}}
+  %0 = tp.position_embedding_at %wpe, %pos : tensor<64xf32>, tensor<2xi32> -> tensor<2x1x64xf32>
+  return
+}
+
+// -----
+
+func.func @chunk_beyond_table(%wpe: tensor<4x64xf32>, %pos: tensor<2xi32>) {
+  // expected-error @+1 {{'tp.position_embedding_at' op a chunk of 8 positions does not fit the table's 4}}
+  %0 = tp.position_embedding_at %wpe, %pos : tensor<4x64xf32>, tensor<2xi32> -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @take_position_rank(%x: tensor<2x64xf32>, %last: tensor<2xi32>) {
+  // expected-error @+1 {{'tp.take_position' op input must be [batch, chunk, width], got rank 2}}
+  %0 = tp.take_position %x, %last : tensor<2x64xf32>, tensor<2xi32> -> tensor<2x64xf32>
+  return
+}

@@ -4,14 +4,17 @@
 // mesh agreement, load or init, step loop, validation, what is saved).
 #include "Buffers.h"
 #include "Checkpoint.h"
+#include "Generate.h"
 #include "GlobalWriter.h"
 #include "Init.h"
 #include "InputFile.h"
 #include "Manifest.h"
 #include "Mesh.h"
 #include "Options.h"
+#include "Prompts.h"
 #include "Report.h"
 #include "RuntimeApi.h"
+#include "Sampling.h"
 #include "Save.h"
 #include "Session.h"
 #include "Slicing.h"
@@ -33,6 +36,7 @@
 #include <numeric>
 #include <optional>
 #include <random>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -691,6 +695,179 @@ TEST(Manifest, Logits) {
 
 namespace {
 
+// A generation step's manifest: batch 2, chunk seq 3, valid vocabulary 10
+// padded to 16 and split over tp=2, caches of 2 layers, 4 heads, ctx 8 and
+// head width 4 (`extra` args first; `replace` edits the text).
+std::string generationManifest(const std::string &extra = "") {
+  return "{\"format\":\"megatron-step\",\"version\":" +
+         std::to_string(MGT_MANIFEST_VERSION) +
+         R"(,"dp":1,"tp":2,"batch":2,"seq":3,"valid_vocab":10,
+            "entries":["prefill","decode"],"args":[)" +
+         extra + (extra.empty() ? "" : ",") +
+         R"({"name":"input_ids","role":"tokens","dtype":"i32",
+             "global_shape":[2,3],"local_shape":[2,3]},
+            {"name":"next_ids","role":"next_tokens","dtype":"i32",
+             "global_shape":[2,1],"local_shape":[2,1]},
+            {"name":"positions","role":"positions","dtype":"i32",
+             "global_shape":[2],"local_shape":[2]},
+            {"name":"last_index","role":"last_index","dtype":"i32",
+             "global_shape":[2],"local_shape":[2]},
+            {"name":"k_cache","role":"kv_cache","dtype":"f32",
+             "global_shape":[2,2,4,8,4],"local_shape":[2,2,2,8,4],
+             "split":[{"dim":2,"axis":"tp","sections":1}]},
+            {"name":"v_cache","role":"kv_cache","dtype":"f32",
+             "global_shape":[2,2,4,8,4],"local_shape":[2,2,2,8,4],
+             "split":[{"dim":2,"axis":"tp","sections":1}]},
+            {"name":"logits","role":"logits","dtype":"f32",
+             "global_shape":[2,16],"local_shape":[2,8],
+             "checkpoint_shape":[2,10],
+             "split":[{"dim":1,"axis":"tp","sections":1}]}]})";
+}
+
+} // namespace
+
+TEST(Manifest, Generation) {
+  Manifest m = parseManifest(generationManifest());
+  EXPECT_TRUE(m.generates());
+  EXPECT_EQ(m.tokens, 0);
+  EXPECT_EQ(m.nextTokens, 1);
+  EXPECT_EQ(m.positions, 2);
+  EXPECT_EQ(m.lastIndex, 3);
+  EXPECT_EQ(m.logits, 6);
+  EXPECT_EQ(m.targets, -1);
+  EXPECT_EQ(m.ctx, 8);
+  EXPECT_FALSE(parseManifest(manifestWith("")).generates());
+  auto err = [](const std::string &text, const std::string &what) {
+    const std::string e = manifestError(text);
+    EXPECT_NE(e.find(what), std::string::npos) << e;
+  };
+  const std::string g = generationManifest();
+  err(replaceFirst(g, R"(["prefill","decode"])", R"(["prefill"])"),
+      "a generation step's entries are [\"prefill\", \"decode\"]");
+  err(replaceFirst(g, R"("global_shape":[2,1],"local_shape":[2,1])",
+                   R"("global_shape":[2,2],"local_shape":[2,2])"),
+      "\"next_ids\" (next_tokens) must have global and local shape [2, 1] "
+      "and no split");
+  err(replaceFirst(g, R"("global_shape":[2,2,4,8,4],"local_shape":[2,2,2,8,4],
+             "split":[{"dim":2)",
+                   R"("global_shape":[2,2,4,8,4],"local_shape":[1,2,4,8,4],
+             "split":[{"dim":0)"),
+      "\"k_cache\" (kv_cache) must have global_shape [layers, 2, heads, ctx, "
+      "head_dim] with ctx >= seq 3");
+  err(replaceFirst(g, R"("global_shape":[2,16],"local_shape":[2,8],
+             "checkpoint_shape":[2,10],
+             "split":[{"dim":1)",
+                   R"("global_shape":[2,3,16],"local_shape":[2,3,8],
+             "checkpoint_shape":[2,3,10],
+             "split":[{"dim":2)"),
+      "\"logits\" (logits) must have global_shape [2, V], checkpoint_shape "
+      "[2, 10]");
+  err(replaceFirst(g, R"({"name":"positions","role":"positions")",
+                   R"({"name":"positions","role":"last_index")"),
+      "more than one arg with role \"last_index\"");
+  err(generationManifest(
+          R"({"name":"targets","role":"targets","dtype":"i32",
+              "global_shape":[2,3],"local_shape":[2,3]})"),
+      "a generation step has no \"targets\"");
+  err(replaceFirst(g, R"("valid_vocab":10)", R"("valid_vocab":16777216)"),
+      "valid_vocab 16777216: generation's sampling takes vocabularies below "
+      "2^24");
+  err(manifestWith(R"({"name":"positions","role":"positions","dtype":"i32",
+                       "global_shape":[2],"local_shape":[2]})"),
+      "\"positions\" (positions): only a generation step (entries prefill, "
+      "decode) takes one");
+  err(replaceFirst(g, R"({"name":"k_cache","role":"kv_cache","dtype":"f32")",
+                   R"({"name":"k_cache","role":"param","dtype":"f32")"),
+      "a generation step needs one arg each with role");
+}
+
+TEST(Prompts, TokenIds) {
+  EXPECT_EQ(parseTokenIds("1,2, 3 ,40"), (Prompt{1, 2, 3, 40}));
+  EXPECT_EQ(parseTokenIds("7"), (Prompt{7}));
+  for (const char *bad : {"", "1,", ",1", "1,,2", "x", "-1", "1.5",
+                          "99999999999"}) {
+    try {
+      parseTokenIds(bad);
+      ADD_FAILURE() << "accepted \"" << bad << "\"";
+    } catch (const std::runtime_error &e) {
+      EXPECT_NE(std::string(e.what()).find("is not a token id"),
+                std::string::npos);
+    }
+  }
+}
+
+TEST(Prompts, Lines) {
+  EXPECT_EQ(promptLines("p", "a\r\nbc\nd"),
+            (std::vector<std::string>{"a", "bc", "d"}));
+  EXPECT_EQ(promptLines("p", "a\n"), (std::vector<std::string>{"a"}));
+  EXPECT_THROW(promptLines("p", ""), std::runtime_error);
+  try {
+    promptLines("p.txt", "a\n\nb\n");
+    ADD_FAILURE() << "accepted an empty line";
+  } catch (const std::runtime_error &e) {
+    EXPECT_STREQ(e.what(),
+                 "prompts file p.txt: line 2 is empty (one prompt per line)");
+  }
+}
+
+TEST(Prompts, FitTheStep) {
+  const Manifest m = parseManifest(generationManifest());
+  EXPECT_NO_THROW(checkPrompts({{1, 2, 3}, {9}}, m, 5));
+  auto why = [&](const std::vector<Prompt> &p, int64_t maxNew) {
+    try {
+      checkPrompts(p, m, maxNew);
+    } catch (const std::runtime_error &e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(why({{1}, {2}, {3}}, 1),
+            "3 prompts, but the step generates 2 sequences at a time "
+            "(megatron-compile --generate's batch)");
+  EXPECT_EQ(why({{1}, {}}, 1), "prompt 1 has no tokens");
+  EXPECT_EQ(why({{1, 10}}, 1),
+            "prompt 0's token 1 is 10, outside the model's vocabulary of 10");
+  EXPECT_EQ(why({{1, 2, 3, 4}}, 5),
+            "prompt 0 has 4 tokens: with --max-new 5 it needs 9 positions, "
+            "but the model's context (its KV cache) holds 8");
+}
+
+// Chunks of 3 over a context of 8: starts 0, 3, then 5 (the last moved
+// back to end at 8).
+TEST(Generate, PrefillChunks) {
+  EXPECT_EQ(chunkStart(0, 3, 8), 0);
+  EXPECT_EQ(chunkStart(1, 3, 8), 3);
+  EXPECT_EQ(chunkStart(2, 3, 8), 5);
+  EXPECT_EQ(prefillChunks(1, 3, 8), 1);
+  EXPECT_EQ(prefillChunks(3, 3, 8), 1);
+  EXPECT_EQ(prefillChunks(4, 3, 8), 2);
+  EXPECT_EQ(prefillChunks(7, 3, 8), 3);
+  EXPECT_EQ(prefillChunks(8, 3, 8), 3);
+  EXPECT_EQ(prefillChunks(8, 8, 8), 1);
+}
+
+// The noise of a token is a function of (seed, sequence, step, token) alone,
+// Gumbel distributed: its mean is the Euler-Mascheroni constant.
+TEST(Sampling, GumbelNoise) {
+  EXPECT_EQ(gumbelNoise(1, 2, 3, 4), gumbelNoise(1, 2, 3, 4));
+  EXPECT_NE(gumbelNoise(1, 2, 3, 4), gumbelNoise(2, 2, 3, 4));
+  EXPECT_NE(gumbelNoise(1, 2, 3, 4), gumbelNoise(1, 3, 3, 4));
+  EXPECT_NE(gumbelNoise(1, 2, 3, 4), gumbelNoise(1, 2, 4, 4));
+  EXPECT_NE(gumbelNoise(1, 2, 3, 4), gumbelNoise(1, 2, 3, 5));
+  double sum = 0;
+  constexpr int kDraws = 200000;
+  for (int v = 0; v < kDraws; ++v) {
+    const float g = gumbelNoise(7, 0, 0, v);
+    ASSERT_TRUE(std::isfinite(g));
+    sum += g;
+  }
+  // The standard deviation is pi / sqrt(6), the standard error of the mean
+  // of 200000 draws 0.0029: 0.01 is 3.5 of them (the draws are fixed).
+  EXPECT_NEAR(sum / kDraws, 0.5772156649, 0.01);
+}
+
+namespace {
+
 // A parameter drawn from normal(0, std).
 Arg param(const std::string &name, std::vector<int64_t> global,
           std::vector<int64_t> ckpt = {}, std::vector<Split> splits = {},
@@ -893,6 +1070,43 @@ TEST(Options, FunctionRun) {
   EXPECT_EQ(optionsError({"f.so", "--entry=", "--inputs", "i", "--outputs",
                           "o"}),
             "--entry: empty function name");
+}
+
+TEST(Options, Generation) {
+  Options o = parseOptions({"g.so", "--generate", "--prompt-tokens", "1,2",
+                            "--max-new", "5", "--temperature", "0.5",
+                            "--top-k", "3", "--top-p", "0.9", "--seed", "4"});
+  EXPECT_TRUE(o.generate);
+  EXPECT_EQ(o.promptTokens, "1,2");
+  EXPECT_EQ(o.maxNew, 5);
+  EXPECT_EQ(o.temperature, 0.5);
+  EXPECT_EQ(o.topK, 3);
+  EXPECT_EQ(o.topP, 0.9);
+  EXPECT_EQ(o.seed, 4u);
+  EXPECT_EQ(optionsError({"g.so", "--generate"}),
+            "--generate takes one of --prompt-tokens, --prompt and "
+            "--prompts-file");
+  EXPECT_EQ(optionsError({"g.so", "--generate", "--prompt", "a",
+                          "--prompts-file", "f"}),
+            "--generate takes one of --prompt-tokens, --prompt and "
+            "--prompts-file");
+  EXPECT_EQ(optionsError({"g.so", "--generate", "--prompt", "a", "--steps",
+                          "2"}),
+            "--steps is not for --generate");
+  EXPECT_EQ(optionsError({"g.so", "--generate", "--prompt", "a", "--top-p",
+                          "0"}),
+            "--top-p: expected a number in (0, 1], got 0");
+  EXPECT_NE(optionsError({"g.so", "--generate", "--prompt", "a", "--top-p",
+                          "1.5"})
+                .find("--top-p: expected a number >= 0"),
+            std::string::npos);
+  EXPECT_NE(optionsError({"g.so", "--generate", "--prompt", "a",
+                          "--tokenizer", "gpt2"})
+                .find("gpt2"),
+            std::string::npos);
+  EXPECT_EQ(optionsError({"g.so", "--generate", "--prompt", "a",
+                          "--max-new", "0"}),
+            "--max-new: expected an integer >= 1, got \"0\"");
 }
 
 TEST(Options, Training) {
@@ -1265,10 +1479,9 @@ int64_t fakeAxisSize(const mrt_context *, int axis) {
 }
 int64_t fakeWorldRank(const mrt_context *) { return fake.rank; }
 void fakeAllReduce(mrt_context *, int axis, float *buf, int64_t n, int op) {
-  EXPECT_EQ(op, MRT_REDUCE_MAX);
   // The other ranks answer agree()'s two flags; the DP axis has this rank
-  // alone.
-  if (axis == MRT_AXIS_TP && n == 2)
+  // alone, and so has a TP of 1 (a sum is the rank's own values).
+  if (op == MRT_REDUCE_MAX && axis == MRT_AXIS_TP && n == 2)
     for (int64_t k = 0; k < n; ++k)
       buf[k] = std::max(buf[k], fake.othersFlags[k]);
 }
@@ -1306,6 +1519,67 @@ std::unique_ptr<Mesh> fakeMeshOf(const RuntimeApi &rt, const Manifest &m) {
   std::unique_ptr<Mesh> mesh = Mesh::create(rt, "s.so", m, 600.0, error);
   EXPECT_TRUE(mesh) << error;
   return mesh;
+}
+
+// The tokens chooseNextTokens picks from one row of logits at TP=1 over
+// `steps` steps (each step draws other noise).
+std::set<int32_t> tokensChosen(const std::vector<float> &row, int64_t valid,
+                               const SamplingOptions &opt, int steps = 300) {
+  const RuntimeApi rt = fakeRuntime(1, 0);
+  const std::unique_ptr<Mesh> mesh =
+      fakeMeshOf(rt, parseManifest(manifestWith("", 1)));
+  const int64_t V = static_cast<int64_t>(row.size());
+  const VocabShard shard{{Interval{0, 0, V}}, V, valid};
+  std::set<int32_t> chosen;
+  for (int step = 0; step < steps; ++step)
+    chosen.insert(chooseNextTokens(*mesh, row.data(), shard, 1, opt, step)[0]);
+  return chosen;
+}
+
+// Logits 0, 1, 2, 3, 3 and padding columns (never chosen, however large):
+// probabilities 0.020, 0.053, 0.144, 0.392, 0.392.
+const std::vector<float> kRow = {0, 1, 2, 3, 3, 100, 100, 100};
+
+TEST(Sampling, GreedyTakesTheLowestIdOfTheMaximum) {
+  EXPECT_EQ(tokensChosen(kRow, 5, {0.0, 0, 1.0, 1}), (std::set<int32_t>{3}));
+}
+
+TEST(Sampling, TopKKeepsTiesAtTheThreshold) {
+  EXPECT_EQ(tokensChosen(kRow, 5, {1.0, 1, 1.0, 1}),
+            (std::set<int32_t>{3, 4}));
+  EXPECT_EQ(tokensChosen(kRow, 5, {1.0, 3, 1.0, 1}),
+            (std::set<int32_t>{2, 3, 4}));
+  EXPECT_EQ(tokensChosen(kRow, 5, {1.0, 0, 1.0, 1}),
+            (std::set<int32_t>{0, 1, 2, 3, 4}));
+}
+
+// The smallest set of the most likely tokens whose mass reaches p: 0.78 for
+// {3, 4}, 0.93 with 2, 0.98 with 1.
+TEST(Sampling, TopPKeepsTheSmallestSetThatReachesP) {
+  EXPECT_EQ(tokensChosen(kRow, 5, {1.0, 0, 0.5, 1}),
+            (std::set<int32_t>{3, 4}));
+  EXPECT_EQ(tokensChosen(kRow, 5, {1.0, 0, 0.78, 1}),
+            (std::set<int32_t>{3, 4}));
+  EXPECT_EQ(tokensChosen(kRow, 5, {1.0, 0, 0.9, 1}),
+            (std::set<int32_t>{2, 3, 4}));
+  EXPECT_EQ(tokensChosen(kRow, 5, {1.0, 0, 0.95, 1}, 1000),
+            (std::set<int32_t>{1, 2, 3, 4}));
+  // top-k first, then top-p among what it kept: top-k 3 keeps {2, 3, 4},
+  // of whose mass {3, 4} holds 0.84.
+  EXPECT_EQ(tokensChosen(kRow, 5, {1.0, 3, 0.8, 1}),
+            (std::set<int32_t>{3, 4}));
+}
+
+TEST(Sampling, NonFiniteLogitsAreAnError) {
+  std::vector<float> row = kRow;
+  row[1] = NAN;
+  try {
+    tokensChosen(row, 5, {0.0, 0, 1.0, 1}, 1);
+    ADD_FAILURE() << "chose a token from NaN logits";
+  } catch (const std::runtime_error &e) {
+    EXPECT_STREQ(e.what(), "the logits of sequence 0 at step 0 are not "
+                           "finite: no token to choose");
+  }
 }
 
 // What agree(failure) returns and prints on stderr.
