@@ -30,6 +30,21 @@ std::optional<GPT2Config> GPT2Config::fromPreset(llvm::StringRef name) {
     config.batch = 2;
     return config;
   }
+  // The Megatron-LM paper's Table 1 (Shoeybi et al. 2019): 96 channels per
+  // head at every size, GPT-2's vocabulary padded to 51200, 1024 positions.
+  auto megatron = [&](int64_t layers, int64_t heads) {
+    GPT2Config config = make(layers, heads, 96 * heads);
+    config.vocab = 51200;
+    return config;
+  };
+  if (name == "megatron-1.2B")
+    return megatron(40, 16);
+  if (name == "megatron-2.5B")
+    return megatron(54, 20);
+  if (name == "megatron-4.2B")
+    return megatron(64, 24);
+  if (name == "megatron-8.3B")
+    return megatron(72, 32);
   if (name == "124M")
     return make(12, 12, 768);
   if (name == "350M")

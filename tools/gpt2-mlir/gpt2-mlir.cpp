@@ -14,9 +14,12 @@ using namespace llvm;
 using namespace mlir::megatron;
 
 static cl::OptionCategory category("gpt2-mlir options");
-static cl::opt<std::string> preset("preset", cl::init("124M"),
-                                   cl::desc("tiny, 124M, 350M, 774M or 1558M"),
-                                   cl::cat(category));
+static cl::opt<std::string>
+    preset("preset", cl::init("124M"),
+           cl::desc("tiny, 124M, 350M, 774M, 1558M, or Megatron-LM's Table "
+                    "1: megatron-1.2B, megatron-2.5B, megatron-4.2B, "
+                    "megatron-8.3B"),
+           cl::cat(category));
 static cl::opt<int64_t> layers("layers", cl::desc("transformer blocks"),
                                cl::cat(category));
 static cl::opt<int64_t> heads("heads", cl::desc("attention heads"),
@@ -76,7 +79,8 @@ int main(int argc, char **argv) {
   if (!config) {
     WithColor::error(errs(), "gpt2-mlir")
         << "unknown preset '" << preset
-        << "'; expected tiny, 124M, 350M, 774M or 1558M\n";
+        << "'; expected tiny, 124M, 350M, 774M, 1558M, megatron-1.2B, "
+           "megatron-2.5B, megatron-4.2B or megatron-8.3B\n";
     return 1;
   }
   if (std::string problem = config->validate(); !problem.empty()) {

@@ -6,6 +6,8 @@
 #include "mlir/IR/Verifier.h"
 #include "gtest/gtest.h"
 
+#include <tuple>
+
 using namespace mlir;
 using namespace mlir::megatron;
 
@@ -15,6 +17,22 @@ TEST(GPT2Config, PresetParameterCountsMatchGPT2) {
   EXPECT_EQ(countParameters(*GPT2Config::fromPreset("350M")), 354823168);
   EXPECT_EQ(countParameters(*GPT2Config::fromPreset("774M")), 774030080);
   EXPECT_EQ(countParameters(*GPT2Config::fromPreset("1558M")), 1557611200);
+}
+
+// Table 1 of the Megatron-LM paper: 1.2, 2.5, 4.2 and 8.3 billion
+// parameters, 96 channels per head.
+TEST(GPT2Config, MegatronPresetsMatchTheirTable) {
+  for (auto [name, heads, params] :
+       {std::tuple{"megatron-1.2B", 16, int64_t{1213479936}},
+        std::tuple{"megatron-2.5B", 20, int64_t{2490408960}},
+        std::tuple{"megatron-4.2B", 24, int64_t{4199109120}},
+        std::tuple{"megatron-8.3B", 32, int64_t{8317040640}}}) {
+    std::optional<GPT2Config> config = GPT2Config::fromPreset(name);
+    ASSERT_TRUE(config) << name;
+    EXPECT_EQ(config->heads, heads) << name;
+    EXPECT_EQ(config->embd / config->heads, 96) << name;
+    EXPECT_EQ(countParameters(*config), params) << name;
+  }
 }
 
 TEST(GPT2Config, UnknownPresetIsRejected) {

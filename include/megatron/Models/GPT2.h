@@ -22,7 +22,9 @@ struct GPT2Config {
   int64_t seq = 64;
   int64_t batch = 4;
 
-  /// tiny, 124M, 350M, 774M or 1558M.
+  /// tiny, 124M, 350M, 774M or 1558M, or the Megatron-LM paper's Table 1
+  /// configurations megatron-1.2B, megatron-2.5B, megatron-4.2B and
+  /// megatron-8.3B.
   static std::optional<GPT2Config> fromPreset(llvm::StringRef name);
 
   /// Why this configuration cannot describe a GPT-2, or the empty string.
