@@ -2,7 +2,9 @@
 # The main job: installs and builds, compiles a CPU-sized GPT-2 with tensor
 # parallelism 2 into a training step, and trains it on two MPI ranks on
 # byte-level text (Python's own standard-library sources), printing the
-# falling loss and a validation loss.
+# falling loss and a validation loss; then compiles the same model's
+# generation step at TP=2 and continues three prompts with the trained
+# weights.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,8 +22,25 @@ build/bin/megatron-opt "$OUT/gpt2.mlir" --megatron-pipeline=tp=2 --tp-autodiff \
   --tp-explain=text=true -o /dev/null
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+# This machine's GEMM rate, the peak of each step line's model FLOPs
+# utilisation ("mfu").
+python3 bench/cpu/measure_hardware.py --out "$OUT/hardware.json" > /dev/null
 mpirun --oversubscribe -np 2 build/bin/megatron-run "$OUT/step.so" \
   --data "$OUT/train.bin" --val-data "$OUT/val.bin" --val-every 100 --val-steps 4 \
   --steps 300 --lr 1e-3 --lr-schedule cosine --warmup-steps 30 --min-lr 1e-4 \
   --weight-decay 0.1 --grad-clip 1.0 --log "$OUT/train.jsonl" \
-  --save "$OUT/checkpoint.safetensors"
+  --hardware "$OUT/hardware.json" --save "$OUT/checkpoint.safetensors"
+
+# Generation from the trained checkpoint: prefill in chunks of 32 tokens,
+# three sequences decoded together, each rank keeping the KV cache of its
+# two heads.
+build/bin/gpt2-mlir --layers=4 --heads=4 --embd=128 --vocab=256 --ctx=128 \
+  --seq=32 --batch=3 --generate -o "$OUT/generate.mlir"
+build/bin/megatron-compile "$OUT/generate.mlir" --tp=2 --generate \
+  -o "$OUT/generate.so"
+printf 'def \nimport \nclass \n' > "$OUT/prompts.txt"
+echo "Samples from the trained model (temperature 0.8, top-k 40):"
+mpirun --oversubscribe -np 2 build/bin/megatron-run "$OUT/generate.so" \
+  --generate --init-from "$OUT/checkpoint.safetensors" \
+  --prompts-file "$OUT/prompts.txt" --max-new 80 --temperature 0.8 \
+  --top-k 40 --seed 1

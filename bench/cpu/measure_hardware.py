@@ -54,7 +54,9 @@ def all_reduce_worker():
     rt = ctypes.CDLL(RUNTIME)
     rt.mrt_context_create.restype = ctypes.c_void_p
     error = ctypes.create_string_buffer(256)
-    ctx = rt.mrt_context_create(ctypes.c_int64(2), error, ctypes.c_size_t(256))
+    # tp 2, no collective deadline (0 s), the error buffer.
+    ctx = rt.mrt_context_create(ctypes.c_int64(2), ctypes.c_double(0.0), error,
+                                ctypes.c_size_t(256))
     if not ctx:
         sys.exit(error.value.decode())
     rt.mrt_all_reduce_f32.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,

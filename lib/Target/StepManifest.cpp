@@ -7,6 +7,7 @@
 #include "megatron/Dialect/TP/IR/ShardingUtils.h"
 #include "megatron/Target/Passes.h"
 #include "megatron/Target/StepLibrary.h"
+#include "megatron/Transforms/PerformanceModel.h"
 #include "megatron_rt/contract.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -180,8 +181,11 @@ FailureOr<std::string> buildStepManifest(ModuleOp module,
     args.push_back(std::move(entry));
   }
   llvm::json::Array entryKinds;
-  for (const StepEntry &entry : entries)
+  llvm::json::Object flops;
+  for (const StepEntry &entry : entries) {
     entryKinds.push_back(entry.kind);
+    flops[entry.kind] = entry.flops;
+  }
   // A framework's function has no loss; a model's step needs one.
   bool isFunction = entries.front().kind == MGT_ENTRY_KIND_FUNCTION;
   std::optional<int64_t> vocab =
@@ -199,6 +203,7 @@ FailureOr<std::string> buildStepManifest(ModuleOp module,
       {MGT_FIELD_SEQ, seq},
       {MGT_FIELD_VALID_VOCAB, *vocab},
       {MGT_FIELD_ENTRIES, std::move(entryKinds)},
+      {MGT_FIELD_FLOPS, std::move(flops)},
       {MGT_FIELD_ARGS, std::move(args)}};
   if (auto names = function->getAttrOfType<StringAttr>(
           TPDialect::kCheckpointNamesAttrName))
@@ -228,6 +233,15 @@ SmallVector<int32_t> manifestIndices(func::FuncOp function,
   return indices;
 }
 
+/// The FLOPs one call of `function` runs on this rank.
+int64_t entryFlops(func::FuncOp function) {
+  int64_t flops = 0;
+  function.walk([&](Operation *op) {
+    flops += executionsPerStep(op) * countFlops(op);
+  });
+  return flops;
+}
+
 /// Whether `function` is a framework's function (tp-function-entry).
 bool isFunctionEntry(func::FuncOp function) {
   auto kind = function->getAttrOfType<StringAttr>(TPDialect::kEntryAttrName);
@@ -235,8 +249,9 @@ bool isFunctionEntry(func::FuncOp function) {
 }
 
 /// The functions the library exports: a framework's function alone;
-/// generation's prefill and decode (exactly when `generate`); or the forward entry first, those
-/// tp-keep-forward marked or the module's one function with a body.
+/// generation's prefill and decode (exactly when `generate`); or the
+/// forward entry first, those tp-keep-forward marked or the module's one
+/// function with a body.
 FailureOr<SmallVector<func::FuncOp>> entryFunctions(ModuleOp module,
                                                     bool generate) {
   SmallVector<func::FuncOp> defined, forward, trainStep, functions, prefill,
@@ -335,7 +350,8 @@ struct StepManifestPass
           function->getAttrOfType<StringAttr>(TPDialect::kEntryAttrName);
       entries.push_back({kind ? kind.str() : MGT_ENTRY_KIND_FORWARD,
                          function.getName().str(),
-                         {}});
+                         {},
+                         entryFlops(function)});
     }
     FailureOr<std::string> manifest =
         buildStepManifest(module, *arguments, step, entries, *where);

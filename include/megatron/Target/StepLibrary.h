@@ -38,6 +38,9 @@ struct StepEntry {
   /// For each of the function's arguments after the context, its position
   /// in the manifest's argument list.
   SmallVector<int32_t> argIndices;
+  /// The FLOPs of one call on one rank, as the explain report counts them
+  /// (the manifest's "flops", which megatron-run's MFU divides).
+  int64_t flops = 0;
 };
 
 /// What a step library is made of, besides its code.

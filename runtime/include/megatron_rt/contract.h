@@ -74,6 +74,9 @@ enum {
 /* A function step has no tokens and no loss: batch, seq and valid_vocab are
  * 0. */
 #define MGT_FIELD_ENTRIES "entries"        /* MGT_ENTRY_KIND_* */
+/* {entry kind: the FLOPs of one call on one rank (GEMMs and attention, as
+ * tp-explain counts them)}, for the launcher's model FLOPs utilisation. */
+#define MGT_FIELD_FLOPS "flops"
 /* How the family's checkpoints name tensors (MGT_CHECKPOINT_NAMES_*; absent:
  * the model's own names). */
 #define MGT_FIELD_CHECKPOINT_NAMES "checkpoint_names"

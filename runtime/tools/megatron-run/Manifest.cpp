@@ -58,6 +58,11 @@ bool Manifest::hasEntry(const std::string &e) const {
   return false;
 }
 
+double Manifest::flopsOf(const std::string &entry) const {
+  const auto it = flops.find(entry);
+  return it == flops.end() ? 0.0 : it->second;
+}
+
 bool Manifest::hasGrads() const {
   bool any = false;
   for (const Arg &a : args)
@@ -337,6 +342,16 @@ Manifest parseManifest(const std::string &text) {
       m.entries != std::vector<std::string>{MGT_ENTRY_KIND_PREFILL,
                                             MGT_ENTRY_KIND_DECODE})
     fail("a generation step's entries are [\"prefill\", \"decode\"]");
+  if (j.contains(MGT_FIELD_FLOPS)) {
+    const json &flops = j[MGT_FIELD_FLOPS];
+    if (!flops.is_object())
+      fail("\"flops\" must be an object");
+    for (const auto &[entry, value] : flops.items()) {
+      if (!value.is_number() || value.get<double>() < 0)
+        fail("\"flops\" of \"" + entry + "\" must be a non-negative number");
+      m.flops[entry] = value.get<double>();
+    }
+  }
   m.dp = getInt(j, MGT_FIELD_DP, "manifest");
   m.tp = getInt(j, MGT_FIELD_TP, "manifest");
   m.batch = getInt(j, MGT_FIELD_BATCH, "manifest");

@@ -8,6 +8,7 @@
 #include "megatron_rt/contract.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -84,6 +85,10 @@ struct Manifest {
   std::vector<std::string> entries;
   bool hasEntry(const std::string &e) const;
   bool generates() const { return hasEntry(MGT_ENTRY_KIND_PREFILL); }
+  // The FLOPs of one call of an entry on one rank ("flops"; 0 where the
+  // manifest gives none).
+  std::map<std::string, double> flops;
+  double flopsOf(const std::string &entry) const;
   // Every param has a "grad" arg (compiled with --export-grads).
   bool hasGrads() const;
 };

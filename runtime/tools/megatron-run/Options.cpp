@@ -78,6 +78,14 @@ const char *const kUsage =
     "  --on-nonfinite A   a step whose loss or gradient norm is NaN or\n"
     "                     infinite applies no update; then stop (default:\n"
     "                     exit 1, nothing saved) or skip (go on, count it)\n"
+    "  --peak-flops F     the peak FLOP/s of all the job's hardware: each\n"
+    "                     training line then shows the model FLOPs\n"
+    "                     utilisation \"mfu\" (the step's GEMM and attention\n"
+    "                     FLOPs over all ranks / its time / F)\n"
+    "  --hardware FILE    the peak from a hardware file's \"flops_per_second\"\n"
+    "                     (bench/cpu/measure_hardware.py writes one): one CPU\n"
+    "                     machine's, or one GPU's times the ranks of a CUDA\n"
+    "                     step\n"
     "  --help             show this help\n"
     "\n"
     "a framework's function (STEP.so compiled with megatron-compile --entry):\n"
@@ -110,7 +118,9 @@ const char *const kUsage =
     "  {\"generated\", \"prompt_tokens\", \"new_tokens\", \"tokens_per_second\"}.\n"
     "\n"
     "Rank 0 prints \"step S loss X\" per step (training: \"step S loss X grad_norm\n"
-    "G lr L ms M\"). Exit status: 0 success, 1 error, 2 usage error.\n";
+    "G lr L ms M tokens_per_s T [mfu U] eta H:MM:SS\", and a progress bar on\n"
+    "stderr where stderr is a terminal). Exit status: 0 success, 1 error, 2\n"
+    "usage error.\n";
 
 namespace {
 
@@ -303,6 +313,10 @@ Options parseOptions(const std::vector<std::string> &args) {
       o.vocab = fileName(arg, takeValue());
     } else if (arg == "--merges") {
       o.merges = fileName(arg, takeValue());
+    } else if (arg == "--peak-flops") {
+      o.peakFlops = parseDouble(arg, takeValue(), 1.0);
+    } else if (arg == "--hardware") {
+      o.hardware = fileName(arg, takeValue());
     } else if (arg == "--eval-only") {
       noValue();
       o.evalOnly = true;
@@ -406,6 +420,9 @@ Options parseOptions(const std::vector<std::string> &args) {
                                 "(how often, and where)");
   if (o.keepLast > 0 && o.saveEvery == 0)
     throw std::invalid_argument("--keep-last needs --save-every");
+  if (o.peakFlops > 0 && !o.hardware.empty())
+    throw std::invalid_argument("--peak-flops and --hardware exclude each "
+                                "other (both give the peak)");
   if (!o.resume.empty() && !o.initFrom.empty())
     throw std::invalid_argument("--resume and --init-from exclude each other "
                                 "(--resume loads the weights too)");

@@ -35,6 +35,10 @@ struct Options {
   // A step with a non-finite loss or gradient norm (whose update the step
   // did not apply): stop the run, or go on without the update.
   bool skipNonFinite = false;
+  // The model FLOPs utilisation's peak: --peak-flops (FLOP/s of all the
+  // job's hardware), or a --hardware file (Console.h).
+  double peakFlops = 0;
+  std::string hardware;
   // A framework's function (--entry): its global inputs and outputs.
   std::string entry, inputs, outputs;
   bool runsFunction() const { return !entry.empty(); }

@@ -90,10 +90,11 @@ std::string evalLogLine(int64_t step, float loss, double ms,
 }
 
 std::string trainLogLine(int64_t step, float loss, float gradNorm, float lr,
-                         double ms, int64_t batchTokens) {
+                         double ms, int64_t batchTokens, double mfu) {
   return stepLogFields(step, loss, ms, batchTokens) +
          ",\"grad_norm\":" + jsonNumber(gradNorm, "%.9g") +
-         ",\"lr\":" + jsonNumber(lr, "%.9g") + "}\n";
+         ",\"lr\":" + jsonNumber(lr, "%.9g") +
+         (mfu > 0 ? ",\"mfu\":" + jsonNumber(mfu, "%.4f") : "") + "}\n";
 }
 
 std::string validationLogLine(int64_t updates, float loss) {

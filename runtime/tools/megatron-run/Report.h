@@ -33,7 +33,8 @@ void printLine(const std::string &line);
 // inf nor nan).
 std::string jsonNumber(double v, const char *fmt);
 
-// The stdout lines, '\n' included (README: "step S loss X", ...).
+// The stdout lines, '\n' included (README: "step S loss X", ...); a
+// training line gets Console::rates before its '\n'.
 std::string evalStepLine(int64_t step, float loss);
 std::string trainStepLine(int64_t step, float loss, float gradNorm, float lr,
                           double ms);
@@ -43,8 +44,9 @@ std::string validationLine(int64_t updates, float loss);
 // `batchTokens` = batch * seq gives "tokens_per_s".
 std::string evalLogLine(int64_t step, float loss, double ms,
                         int64_t batchTokens);
+// `mfu` > 0 (a peak was given) adds "mfu".
 std::string trainLogLine(int64_t step, float loss, float gradNorm, float lr,
-                         double ms, int64_t batchTokens);
+                         double ms, int64_t batchTokens, double mfu = 0);
 std::string validationLogLine(int64_t updates, float loss);
 
 // The --log file (rank 0 only). Each line is flushed as it is written, so

@@ -4,6 +4,7 @@
 #define MEGATRON_RUN_SESSION_H
 
 #include "Buffers.h"
+#include "Console.h"
 #include "Manifest.h"
 #include "Mesh.h"
 #include "Options.h"
@@ -35,6 +36,10 @@ struct Session {
   std::unique_ptr<TokenFile> data;
   std::unique_ptr<TokenFile> valData; // training with --val-data only
   RunLog log;                         // rank 0 with --log only
+  // What rank 0 prints, while the step loop runs (StepLoop.h).
+  std::unique_ptr<Console> console;
+  // The peak FLOP/s of the job's hardware for the MFU (0: not given).
+  double peakFlops = 0;
   int64_t startStep = 0; // training: the steps already done (--resume)
   // Training: the steps among them whose non-finite update was skipped.
   int64_t skippedUpdates = 0;

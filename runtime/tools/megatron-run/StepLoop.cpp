@@ -25,6 +25,17 @@ template <typename Fn> double millisecondsOf(Fn &&fn) {
 
 int64_t batchTokens(const Manifest &m) { return m.batch * m.seq; }
 
+// The console of steps [first, --steps) of `entry`, whose FLOPs every rank
+// runs.
+std::unique_ptr<Console> makeConsole(const Session &s, int64_t first,
+                                     const char *entry) {
+  const double ranks =
+      static_cast<double>(s.mesh.dpSize() * s.mesh.tpSize());
+  return std::make_unique<Console>(first, s.opt.steps, batchTokens(s.m),
+                                   s.m.flopsOf(entry) * ranks, s.peakFlops,
+                                   s.mesh.rank0());
+}
+
 // Collective: the --dump-logits file, created before step 0 so that an
 // unwritable path fails before any step runs. Null on every rank if it
 // failed.
@@ -44,10 +55,9 @@ bool evalStep(Session &s, int64_t step, GlobalWriter *logits) {
   float loss = 0.0f;
   const double ms = millisecondsOf(
       [&] { loss = s.step.forward(s.mesh.context(), s.buffers.stepArgs()); });
-  if (s.mesh.rank0()) {
-    printLine(evalStepLine(step, loss));
+  s.console->printStep(step, evalStepLine(step, loss));
+  if (s.mesh.rank0())
     s.log.write(evalLogLine(step, loss, ms, batchTokens(s.m)));
-  }
   if (!logits)
     return true;
   logits->write(s.m.logits);
@@ -69,11 +79,12 @@ bool trainStep(Session &s, int64_t step) {
   });
   const float loss = results[MGT_TRAIN_RESULT_LOSS];
   const float gradNorm = results[MGT_TRAIN_RESULT_GRAD_NORM];
-  if (s.mesh.rank0()) {
-    printLine(trainStepLine(step, loss, gradNorm, hp[MGT_HP_LR], ms));
+  std::string line = trainStepLine(step, loss, gradNorm, hp[MGT_HP_LR], ms);
+  line.insert(line.size() - 1, s.console->rates(step, ms));
+  s.console->printStep(step, line);
+  if (s.mesh.rank0())
     s.log.write(trainLogLine(step, loss, gradNorm, hp[MGT_HP_LR], ms,
-                             batchTokens(s.m)));
-  }
+                             batchTokens(s.m), s.console->mfu(ms)));
   // The loss and the norm are reduced over the mesh: every rank sees the
   // same values and stops (or skips) at the same step. The step applied no
   // update, so the weights are those before it.
@@ -116,6 +127,7 @@ std::string nonFiniteStep(int64_t step, float loss, float gradNorm, bool skip,
 }
 
 bool evaluate(Session &s) {
+  s.console = makeConsole(s, 0, MGT_ENTRY_KIND_FORWARD);
   std::unique_ptr<GlobalWriter> logits;
   if (!s.opt.dumpLogits.empty()) {
     logits = openLogitsFile(s);
@@ -136,6 +148,7 @@ bool evaluate(Session &s) {
 }
 
 bool train(Session &s) {
+  s.console = makeConsole(s, s.startStep, MGT_ENTRY_KIND_TRAIN_STEP);
   for (int64_t step = s.startStep; step < s.opt.steps; ++step)
     if (!trainStep(s, step))
       return false;

@@ -31,10 +31,9 @@ bool validate(Session &s, int64_t updates) {
       });
   if (!loss)
     return false;
-  if (s.mesh.rank0()) {
-    printLine(validationLine(updates, *loss));
+  s.console->print(validationLine(updates, *loss));
+  if (s.mesh.rank0())
     s.log.write(validationLogLine(updates, *loss));
-  }
   return true;
 }
 

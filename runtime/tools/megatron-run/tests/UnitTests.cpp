@@ -4,6 +4,7 @@
 // mesh agreement, load or init, step loop, validation, what is saved).
 #include "Buffers.h"
 #include "Checkpoint.h"
+#include "Console.h"
 #include "Generate.h"
 #include "GlobalWriter.h"
 #include "Init.h"
@@ -781,6 +782,50 @@ TEST(Manifest, Generation) {
       "a generation step needs one arg each with role");
 }
 
+TEST(Console, ClockTime) {
+  EXPECT_EQ(clockTime(0), "0:00:00");
+  EXPECT_EQ(clockTime(59.9), "0:00:59");
+  EXPECT_EQ(clockTime(3 * 3600 + 7 * 60 + 5), "3:07:05");
+  EXPECT_EQ(clockTime(-2), "0:00:00");
+}
+
+// 1000 tokens and 2e9 FLOPs in 100 ms on 4e10 FLOP/s of hardware: 10000
+// tokens/s at an MFU of 0.5; without a peak no MFU.
+TEST(Console, Rates) {
+  const Console withPeak(0, 10, 1000, 2e9, 4e10, /*rank0=*/false);
+  EXPECT_DOUBLE_EQ(withPeak.mfu(100.0), 0.5);
+  const std::string rates = withPeak.rates(0, 100.0);
+  EXPECT_EQ(rates.rfind(" tokens_per_s 10000 mfu 0.500 eta ", 0), 0u)
+      << rates;
+  const Console noPeak(0, 10, 1000, 2e9, 0, false);
+  EXPECT_EQ(noPeak.mfu(100.0), 0.0);
+  EXPECT_EQ(noPeak.rates(9, 100.0), " tokens_per_s 10000 eta 0:00:00");
+}
+
+TEST(Console, PeakFlops) {
+  Manifest cpu = parseManifest(manifestWith("", 1));
+  Options o;
+  EXPECT_EQ(peakFlops(o, cpu, 2), 0.0);
+  o.peakFlops = 3e12;
+  EXPECT_EQ(peakFlops(o, cpu, 2), 3e12);
+  o = Options{};
+  o.hardware = ::testing::TempDir() + "/hardware.json";
+  std::ofstream(o.hardware) << R"({"name": "cpu-2-cores", "flops_per_second": 2.5e11})";
+  EXPECT_EQ(peakFlops(o, cpu, 2), 2.5e11); // the machine's, all ranks on it
+  Manifest cuda = cpu;
+  cuda.target = MGT_TARGET_CUDA;
+  EXPECT_EQ(peakFlops(o, cuda, 8), 2e12); // one GPU's, times the ranks
+  std::ofstream(o.hardware) << R"({"name": "x"})";
+  try {
+    peakFlops(o, cpu, 1);
+    ADD_FAILURE() << "accepted a file without flops_per_second";
+  } catch (const std::runtime_error &e) {
+    EXPECT_EQ(std::string(e.what()),
+              "hardware file " + o.hardware +
+                  ": no positive \"flops_per_second\"");
+  }
+}
+
 TEST(Prompts, TokenIds) {
   EXPECT_EQ(parseTokenIds("1,2, 3 ,40"), (Prompt{1, 2, 3, 40}));
   EXPECT_EQ(parseTokenIds("7"), (Prompt{7}));
@@ -1107,6 +1152,16 @@ TEST(Options, Generation) {
   EXPECT_EQ(optionsError({"g.so", "--generate", "--prompt", "a",
                           "--max-new", "0"}),
             "--max-new: expected an integer >= 1, got \"0\"");
+}
+
+TEST(Options, Peak) {
+  EXPECT_EQ(parseOptions({"s.so", "--data", "t", "--peak-flops", "1e12"})
+                .peakFlops,
+            1e12);
+  EXPECT_EQ(optionsError({"s.so", "--data", "t", "--peak-flops", "1e12",
+                          "--hardware", "h.json"}),
+            "--peak-flops and --hardware exclude each other (both give the "
+            "peak)");
 }
 
 TEST(Options, Training) {

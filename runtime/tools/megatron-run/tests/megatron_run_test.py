@@ -168,8 +168,8 @@ def train_run(tp, args, env=None, variant="", what=""):
     return train, fwd, out
 
 
-TRAIN_RE = re.compile(r"^step (\d+) loss (\S+) grad_norm (\S+) lr (\S+) ms (\S+)$",
-                      re.M)
+TRAIN_RE = re.compile(r"^step (\d+) loss (\S+) grad_norm (\S+) lr (\S+) ms (\S+) "
+                      r"tokens_per_s \d+(?: mfu \S+)? eta \d+:\d\d:\d\d$", re.M)
 
 
 def train_printed(out):
