@@ -151,9 +151,16 @@ private:
   const SamplingOptions sampling_;
 };
 
+// How long generation took: all of it, and the decode steps alone.
+struct Timing {
+  double seconds = 0, decodeSeconds = 0;
+};
+
 // The last line: {"generated", "prompt_tokens", "new_tokens",
-// "tokens_per_second"}, counting the prompts' rows only.
-std::string resultLine(const Rows &rows, double seconds) {
+// "tokens_per_second", "decode_tokens_per_second"}, counting the prompts'
+// rows only; the decode rate leaves out each prompt's first new token,
+// which prefill chose.
+std::string resultLine(const Rows &rows, const Timing &time) {
   nlohmann::json generated = nlohmann::json::array();
   int64_t promptTokens = 0, newTokens = 0;
   for (size_t b = 0; b < rows.real; ++b) {
@@ -161,10 +168,14 @@ std::string resultLine(const Rows &rows, double seconds) {
     promptTokens += rows.length(b);
     newTokens += static_cast<int64_t>(rows.next[b].size());
   }
-  nlohmann::json line = {{"generated", generated},
-                         {"prompt_tokens", promptTokens},
-                         {"new_tokens", newTokens},
-                         {"tokens_per_second", newTokens / seconds}};
+  const int64_t decoded = newTokens - static_cast<int64_t>(rows.real);
+  nlohmann::json line = {
+      {"generated", generated},
+      {"prompt_tokens", promptTokens},
+      {"new_tokens", newTokens},
+      {"tokens_per_second", newTokens / time.seconds},
+      {"decode_tokens_per_second",
+       time.decodeSeconds > 0 ? decoded / time.decodeSeconds : 0.0}};
   return line.dump();
 }
 
@@ -190,18 +201,21 @@ bool generate(Session &s) {
   }
   // Sampling fails alike on every rank (it decides on gathered values), so
   // a failure needs no agreement beyond this one.
-  const auto begin = std::chrono::steady_clock::now();
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point begin = Clock::now();
+  Clock::time_point decoding = begin;
   try {
     Generator generator(s, rows, *tokenizer);
     generator.prefill();
+    decoding = Clock::now();
     for (int64_t k = 0; k + 1 < s.opt.maxNew; ++k)
       generator.decode(k);
   } catch (const std::exception &e) {
     failure = e.what();
   }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
-          .count();
+  const Clock::time_point end = Clock::now();
+  const Timing time{std::chrono::duration<double>(end - begin).count(),
+                    std::chrono::duration<double>(end - decoding).count()};
   if (!s.mesh.agree(failure))
     return false;
   if (!s.mesh.rank0())
@@ -213,7 +227,7 @@ bool generate(Session &s) {
       printLine("[" + std::to_string(b) + "] " +
                 promptText(*tokenizer, rows.prompts[b]) +
                 promptText(*tokenizer, rows.next[b]) + "\n");
-  printLine(resultLine(rows, seconds) + "\n");
+  printLine(resultLine(rows, time) + "\n");
   return true;
 }
 
