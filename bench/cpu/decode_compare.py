@@ -5,8 +5,14 @@ in the same run, on the same random 124M-shaped checkpoint, greedy, at batch
 1 and 8. Prints the decode tokens/s of each and the ours/PyTorch ratio, and
 checks that both generate the same tokens.
 
-  bench/cpu/decode_compare.py [--batches 1,8] [--prompt 32] [--new 64]
-      [--layers 12] [--threads T] [--json FILE] [--keep DIR]
+  bench/cpu/decode_compare.py [--batches 1,8] [--tps 1,2] [--prompt 32]
+      [--new 64] [--layers 12] [--threads T] [--json FILE] [--keep DIR]
+      [--device cuda --prebuilt DIR --megatron-run CMD]
+
+On a GPU (bench/gpu/run.sh's decode stage) PyTorch runs on --device cuda
+and ours runs the CUDA generation steps bench/gpu/prepare.sh compiled
+(--prebuilt DIR holding gen-b<B>-tp1.so) through the bundle's megatron-run
+(--megatron-run), at TP=1.
 
 Decode tokens/s counts the tokens after each sequence's first new one (which
 the prompt's prefill chose) over the time of the decode steps alone:
@@ -71,19 +77,27 @@ def prompts(batch, length):
     return [bytes(rng.integers(97, 123, length, dtype=np.uint8)) for _ in range(batch)]
 
 
-def ours(work, batch, tp, prompt_bytes, new, layers, threads):
-    stem = os.path.join(work, f"gen-b{batch}-tp{tp}")
+def compile_generation(stem, batch, tp, prompt, layers, target="cpu"):
+    """gpt2-mlir --generate and megatron-compile --generate into STEM.so."""
     run([os.path.join(BIN, "gpt2-mlir"), "--preset=124M", f"--layers={layers}",
-         "--generate", f"--batch={batch}", f"--seq={len(prompt_bytes[0])}",
-         "-o", stem + ".mlir"])
+         "--generate", f"--batch={batch}", f"--seq={prompt}", "-o", stem + ".mlir"])
     run([os.path.join(BIN, "megatron-compile"), stem + ".mlir", f"--tp={tp}",
-         "--generate", "-o", stem + ".so"])
+         "--generate", f"--target={target}", "-o", stem + ".so"])
+
+
+def ours(work, batch, tp, prompt_bytes, new, args):
+    stem = os.path.join(work, f"gen-b{batch}-tp{tp}")
+    library = stem + ".so"
+    if args.prebuilt:
+        library = os.path.join(args.prebuilt, f"gen-b{batch}-tp{tp}.so")
+    else:
+        compile_generation(stem, batch, tp, len(prompt_bytes[0]), args.layers)
     with open(stem + ".txt", "wb") as f:
         f.write(b"\n".join(prompt_bytes) + b"\n")
-    per_rank = str(max(1, threads // tp))
+    per_rank = str(max(1, args.threads // tp))
     env = dict(os.environ, OMP_NUM_THREADS=per_rank, OPENBLAS_NUM_THREADS=per_rank,
                OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    cmd = [os.path.join(BIN, "megatron-run"), stem + ".so", "--generate",
+    cmd = args.megatron_run.split() + [library, "--generate",
            "--init-from", os.path.join(work, "model.safetensors"),
            "--prompts-file", stem + ".txt", "--max-new", str(new),
            "--temperature", "0"]
@@ -96,15 +110,18 @@ def ours(work, batch, tp, prompt_bytes, new, layers, threads):
 class TorchGPT2:
     """GPT-2 with a KV cache, from a checkpoint's arrays."""
 
-    def __init__(self, params, heads, batch):
+    def __init__(self, params, heads, batch, device):
         import torch
         self.torch = torch
-        self.p = {n: torch.from_numpy(np.ascontiguousarray(v)) for n, v in params.items()}
+        self.p = {n: torch.from_numpy(np.ascontiguousarray(v)).to(device)
+                  for n, v in params.items()}
         self.layers = sum(1 for n in params if n.endswith(".ln_1.weight"))
         self.heads, self.embd = heads, self.p["wte.weight"].shape[1]
         d = self.embd // heads
-        self.k = [torch.zeros(batch, heads, CTX, d) for _ in range(self.layers)]
-        self.v = [torch.zeros(batch, heads, CTX, d) for _ in range(self.layers)]
+        self.k = [torch.zeros(batch, heads, CTX, d, device=device)
+                  for _ in range(self.layers)]
+        self.v = [torch.zeros(batch, heads, CTX, d, device=device)
+                  for _ in range(self.layers)]
 
     def ln(self, x, name):
         return self.torch.nn.functional.layer_norm(
@@ -138,21 +155,25 @@ class TorchGPT2:
         return x @ self.p["wte.weight"][:VOCAB].T
 
 
-def pytorch(work, batch, prompt_bytes, new, threads):
+def pytorch(work, batch, prompt_bytes, new, threads, device):
     import torch
     torch.set_num_threads(threads)
-    model = TorchGPT2(load_gpt2(os.path.join(work, "model.safetensors")), HEADS, batch)
-    ids = torch.tensor([list(p) for p in prompt_bytes], dtype=torch.long)
+    model = TorchGPT2(load_gpt2(os.path.join(work, "model.safetensors")), HEADS, batch,
+                      device)
+    ids = torch.tensor([list(p) for p in prompt_bytes], dtype=torch.long, device=device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     generated = []
     with torch.inference_mode():
         token = model.forward(ids, 0).argmax(-1)
         generated.append(token)
         position = ids.shape[1]
+        sync()
         begin = time.perf_counter()
         for _ in range(new - 1):
             token = model.forward(token[:, None], position).argmax(-1)
             generated.append(token)
             position += 1
+        sync()
         seconds = time.perf_counter() - begin
     tokens = torch.stack(generated, 1).tolist()
     return batch * (new - 1) / seconds, tokens
@@ -169,7 +190,19 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--json")
     ap.add_argument("--keep")
+    ap.add_argument("--device", default="cpu", help="PyTorch's device")
+    ap.add_argument("--prebuilt", help="directory of compiled gen-b<B>-tp<T>.so")
+    ap.add_argument("--megatron-run", default=os.path.join(BIN, "megatron-run"))
+    ap.add_argument("--compile-only", metavar="DIR",
+                    help="compile the CUDA generation steps into DIR and stop "
+                         "(bench/gpu/prepare.sh)")
     args = ap.parse_args()
+    if args.compile_only:
+        os.makedirs(args.compile_only, exist_ok=True)
+        for batch in map(int, args.batches.split(",")):
+            compile_generation(os.path.join(args.compile_only, f"gen-b{batch}-tp1"), batch,
+                               1, args.prompt, args.layers, target="cuda")
+        return
     ensure_torch()
     work = args.keep or tempfile.mkdtemp(prefix="decode_compare.")
     os.makedirs(work, exist_ok=True)
@@ -178,14 +211,15 @@ def main():
          "--embd", str(EMBD), "--vocab", str(VOCAB), "--ctx", str(CTX), "--tokens", "64",
          "--seed", "0"])
     rows = []
+    where = "cuda" if args.device == "cuda" else f"{args.threads} threads"
     print(f"GPT-2 124M shape ({args.layers} layers), prompt {args.prompt}, "
-          f"{args.new} new tokens, greedy, {args.threads} threads; decode tokens/s")
+          f"{args.new} new tokens, greedy, {where}; decode tokens/s")
     for batch in map(int, args.batches.split(",")):
         prompt_bytes = prompts(batch, args.prompt)
-        theirs, their_tokens = pytorch(work, batch, prompt_bytes, args.new, args.threads)
+        theirs, their_tokens = pytorch(work, batch, prompt_bytes, args.new, args.threads,
+                                       args.device)
         for tp in map(int, args.tps.split(",")):
-            rate, tokens = ours(work, batch, tp, prompt_bytes, args.new, args.layers,
-                                args.threads)
+            rate, tokens = ours(work, batch, tp, prompt_bytes, args.new, args)
             same = tokens == their_tokens
             rows.append({"batch": batch, "tp": tp, "ours": rate, "pytorch": theirs,
                          "ratio": rate / theirs, "same_tokens": same})

@@ -179,6 +179,13 @@ build_steps() {
   read -r first _ <<<"$TIMING_BATCHES"
   TIMING_MANIFEST=$TMP/gpt2-$TIMING_PRESET-b$first-t$TIMING_SEQ.manifest.json
   cp "$BUILD/lib/mock_step_tp1.so" "$STAGE/steps/mock_step_tp1.so"
+  # The decode stage's generation steps (GPT-2 124M, batch 1 and 8, prompt
+  # chunks of 32), on the GPU target only: decode_compare.py runs them.
+  if [[ $TARGET == cuda ]]; then
+    run_logged python3 "$ROOT/bench/cpu/decode_compare.py" --batches 1,8 --prompt 32 \
+      --compile-only "$STAGE/steps/decode"
+    rm -f "$STAGE"/steps/decode/*.mlir
+  fi
 }
 
 # --------------------------------------------------------------------------

@@ -22,6 +22,10 @@
 #                  has), T=1024, our step: megatron-run --log gives ms per step
 #   torch_eager    the same model in PyTorch, eager, bf16 autocast, fused AdamW
 #   torch_compile  the same with torch.compile
+#   decode         GPT-2 124M greedy decoding at batch 1 and 8: our
+#                  generation step beside PyTorch eager with a KV cache on
+#                  the card (bench/cpu/decode_compare.py --device cuda),
+#                  decode tokens/s and whether both chose the same tokens
 #   sanitizer      compute-sanitizer (memcheck) on 2 steps of tiny, if present
 #   kernels        our runtime's attention, GEMMs and layer norm beside
 #                  PyTorch's on the timed model's shapes (kernels.py):
@@ -275,6 +279,13 @@ torch_run() {
     --json-out "$WORK/$name.json" "$@"
 }
 
+stage_decode() {
+  [[ -d $BDIR/steps/decode ]] || skip "the bundle has no generation steps"
+  run_cmd "$PYTHON" "$HERE/../cpu/decode_compare.py" --device cuda --tps 1 \
+    --batches 1,8 --prompt 32 --prebuilt "$BDIR/steps/decode" --megatron-run "$MRUN" \
+    --keep "${TMPDIR:-/tmp}/megatron-decode" --json "$WORK/decode.json"
+}
+
 stage_torch_eager() { torch_run torch_eager; }
 stage_torch_compile() { torch_run torch_compile --compile; }
 
@@ -426,6 +437,7 @@ main() {
   run_stage ours 200
   run_stage torch_eager 120
   run_stage torch_compile 300
+  run_stage decode 90
   run_stage sanitizer 150
   run_stage kernels 90
   run_stage profile 90
