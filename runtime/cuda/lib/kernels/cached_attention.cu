@@ -19,7 +19,6 @@
 namespace {
 
 using mrt::cuda::blockReduce;
-using mrt::cuda::ceilDiv;
 using mrt::cuda::computeStream;
 using mrt::cuda::gridStrideBlocks;
 using mrt::cuda::kBlockThreads;
