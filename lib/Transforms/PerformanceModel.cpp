@@ -1,6 +1,7 @@
 //===- PerformanceModel.cpp - predicted step time of a per-rank program ---===//
 #include "megatron/Transforms/PerformanceModel.h"
 #include "megatron/Dialect/TP/IR/TP.h"
+#include "megatron_rt/contract.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Interfaces/LoopLikeInterface.h"
@@ -191,26 +192,115 @@ int64_t megatron::executionsPerStep(Operation *op) {
   return count;
 }
 
+namespace {
+
+/// What one op costs per step, and in which part of the step time.
+struct OpCost {
+  enum Part { Compute, Memory, Communication } part = Compute;
+  double seconds = 0;
+  bool dataParallel = false; // a collective over the dp axis
+};
+
+std::optional<OpCost> costOf(Operation *op, const Hardware &hardware) {
+  // The mesh, rank indices and f (the identity forward) cost nothing; a
+  // local slice is a copy.
+  auto collective = dyn_cast<CollectiveOpInterface>(op);
+  if (!isa<TPDialect>(op->getDialect()) || isa<MeshOp, AxisIndexOp>(op) ||
+      (collective &&
+       collective.getCollectiveKind() == CollectiveKind::identity))
+    return std::nullopt;
+  double times = executionsPerStep(op);
+  if (collective && getRingPasses(collective.getCollectiveKind()) > 0)
+    return OpCost{OpCost::Communication,
+                  times * collectiveSeconds(collective, hardware),
+                  collective.getCollectiveAxis() == MGT_AXIS_NAME_DP};
+  if (int64_t flops = countFlops(op))
+    return OpCost{OpCost::Compute,
+                  times * double(flops) / hardware.flopsPerSecond};
+  return OpCost{OpCost::Memory,
+                times * trafficBytes(op, hardware) / hardware.bytesPerSecond};
+}
+
+/// The step as two streams: compute (with the tp collectives), in program
+/// order, and the dp collectives, each issued once its gradients are ready
+/// and run one after another in the order they become ready (as a bucketed
+/// gradient reduction issues them). An op starts when its stream is free
+/// and its operands are ready; ops that cost nothing pass their operands'
+/// readiness on.
+class TwoStreams {
+public:
+  TwoStreams(ModuleOp module, const Hardware &hardware) {
+    module.walk([&](Operation *op) {
+      if (std::optional<OpCost> cost = costOf(op, hardware))
+        costs_[op] = *cost;
+    });
+  }
+
+  /// When both streams are done. The first pass gives each dp collective
+  /// the time its operands are ready with no wait for other collectives
+  /// (gradients never depend on reduced gradients); the collectives then
+  /// run in that order, and the second pass has compute wait for them.
+  double end(ModuleOp module) {
+    simulate(module, /*record=*/true);
+    // Program order among collectives ready at the same time.
+    llvm::stable_sort(issued_, [](const auto &a, const auto &b) {
+      return a.first < b.first;
+    });
+    double stream = 0;
+    for (auto [ready, op] : issued_)
+      collectiveEnd_[op] = stream =
+          std::max(stream, ready) + costs_.lookup(op).seconds;
+    return std::max(simulate(module, /*record=*/false), stream);
+  }
+
+private:
+  /// One pass in program order; returns when the compute stream is done.
+  /// `record`: note when each dp collective's operands are ready.
+  double simulate(ModuleOp module, bool record) {
+    ready_.clear();
+    double compute = 0;
+    module.walk([&](Operation *op) {
+      double start = 0;
+      for (Value operand : op->getOperands())
+        start = std::max(start, ready_.lookup(operand));
+      double end = start;
+      auto cost = costs_.find(op);
+      if (cost != costs_.end() && cost->second.dataParallel) {
+        if (record)
+          issued_.push_back({start, op});
+        auto done = collectiveEnd_.find(op);
+        end = done != collectiveEnd_.end() ? done->second : start;
+      } else if (cost != costs_.end()) {
+        end = compute = std::max(start, compute) + cost->second.seconds;
+      }
+      for (Value result : op->getResults())
+        ready_[result] = end;
+    });
+    return compute;
+  }
+
+  llvm::DenseMap<Operation *, OpCost> costs_;
+  llvm::DenseMap<Value, double> ready_;
+  llvm::SmallVector<std::pair<double, Operation *>> issued_;
+  llvm::DenseMap<Operation *, double> collectiveEnd_;
+};
+
+} // namespace
+
 StepTime megatron::predictStepTime(ModuleOp partitioned,
-                                   const Hardware &hardware) {
+                                   const Hardware &hardware,
+                                   bool overlapDataParallel) {
   StepTime time;
   partitioned.walk([&](Operation *op) {
-    // The mesh, rank indices and f (the identity forward) cost nothing; a
-    // local slice is a copy.
-    auto collective = dyn_cast<CollectiveOpInterface>(op);
-    if (!isa<TPDialect>(op->getDialect()) || isa<MeshOp, AxisIndexOp>(op) ||
-        (collective &&
-         collective.getCollectiveKind() == CollectiveKind::identity))
+    std::optional<OpCost> cost = costOf(op, hardware);
+    if (!cost)
       return;
-    double times = executionsPerStep(op);
-    if (collective && getRingPasses(collective.getCollectiveKind()) > 0) {
-      time.communication += times * collectiveSeconds(collective, hardware);
-    } else if (int64_t flops = countFlops(op)) {
-      time.compute += times * double(flops) / hardware.flopsPerSecond;
-    } else {
-      time.memory +=
-          times * trafficBytes(op, hardware) / hardware.bytesPerSecond;
-    }
+    (cost->part == OpCost::Compute  ? time.compute
+     : cost->part == OpCost::Memory ? time.memory
+                                    : time.communication) += cost->seconds;
   });
+  if (overlapDataParallel)
+    time.hidden = std::max(
+        0.0, time.total() - TwoStreams(partitioned, hardware).end(partitioned));
   return time;
 }

@@ -80,7 +80,7 @@ struct PredictPass : public megatron::impl::PredictBase<PredictPass> {
       llvm::outs() << llvm::formatv("{0,4} {1,4} not possible: {2}\n", tp, dp,
                                     reason);
     } else {
-      StepTime time = predictStepTime(copy, hw);
+      StepTime time = predictStepTime(copy, hw, overlapDp);
       int64_t flops = 0;
       copy.walk([&](Operation *op) { flops += countFlops(op); });
       llvm::outs() << llvm::formatv(

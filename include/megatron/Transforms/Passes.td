@@ -599,6 +599,10 @@ def Predict : Pass<"tp-predict", "ModuleOp"> {
            "v100-dgx2, h100-sxm, h200-sxm or a hardware JSON file">,
     Option<"train", "train", "bool", "true",
            "predict the training step (forward, backward, AdamW)">,
+    Option<"overlapDp", "overlap-dp", "bool", "false",
+           "run the data-parallel gradient reductions under the rest of "
+           "the backward pass, as Megatron-LM does (the step column then "
+           "counts only the communication that is not hidden)">,
   ];
   // The pipelines it runs create ops of these dialects.
   let dependentDialects = ["::mlir::arith::ArithDialect",

@@ -8,8 +8,12 @@
 // group of ranks inside one node rings over the node's links; a group that
 // spans nodes rings over the network, with the share of its node's adapters
 // that its members in the node have (every group of the axis reduces at
-// once). Ops run one after another: no overlap of communication with
-// compute.
+// once). Ops run one after another, except that with `overlapDataParallel`
+// the data-parallel collectives (the gradient buckets) run on a stream of
+// their own, each from when its gradients are ready, under the rest of the
+// backward pass, as Megatron-LM overlaps them; an op that reads a reduced
+// gradient waits for its collective. Tensor-parallel collectives stay in
+// line with compute (Megatron's synchronous f and g).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEGATRON_TRANSFORMS_PERFORMANCEMODEL_H
@@ -47,10 +51,13 @@ FailureOr<Hardware> lookupHardware(StringRef nameOrPath, std::string &error);
 
 struct StepTime {
   double compute = 0, memory = 0, communication = 0;
-  double total() const { return compute + memory + communication; }
+  /// The communication that ran under compute (overlapDataParallel).
+  double hidden = 0;
+  double total() const { return compute + memory + communication - hidden; }
 };
 
-StepTime predictStepTime(ModuleOp partitioned, const Hardware &hardware);
+StepTime predictStepTime(ModuleOp partitioned, const Hardware &hardware,
+                         bool overlapDataParallel = false);
 
 /// How many times `op` runs per step: the product of the static trip counts
 /// of the loops around it (the micro-batch loop), 1 outside loops.
