@@ -8,10 +8,32 @@
 
 #include <algorithm>
 
+namespace {
+
+// C[1, N] = alpha * A[1, K] op(B) + beta * C: a matrix-vector product
+// (decoding one token), which sgemm runs as a GEMM with one row, slower than
+// sgemv's streaming of B. A's K values are A[k * incA].
+void rowTimesMatrix(int transB, int64_t N, int64_t K, float alpha,
+                    const float *A, int64_t incA, const float *B, int64_t ldb,
+                    float beta, float *C) {
+  // op(B) = B [K, N]: y = B^T x; op(B) = B^T, B [N, K]: y = B x.
+  const bool t = !transB;
+  cblas_sgemv(CblasRowMajor, t ? CblasTrans : CblasNoTrans,
+              mrt::checkedInt(t ? K : N, "gemv rows"),
+              mrt::checkedInt(t ? N : K, "gemv columns"), alpha, B,
+              mrt::checkedInt(ldb, "gemm ldb"), A,
+              mrt::checkedInt(incA, "gemv incA"), beta, C, 1);
+}
+
+} // namespace
+
 extern "C" void mrt_gemm_f32(int transA, int transB, int64_t M, int64_t N,
                              int64_t K, float alpha, const float *A,
                              int64_t lda, const float *B, int64_t ldb,
                              float beta, float *C, int64_t ldc) {
+  if (M == 1)
+    return rowTimesMatrix(transB, N, K, alpha, A, transA ? lda : 1, B, ldb,
+                          beta, C);
   cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
               transB ? CblasTrans : CblasNoTrans, mrt::checkedInt(M, "gemm M"),
               mrt::checkedInt(N, "gemm N"), mrt::checkedInt(K, "gemm K"), alpha,

@@ -10,8 +10,10 @@ using namespace mrt_test;
 
 namespace {
 
+// M = 1 (decoding one token) runs as a matrix-vector product.
 struct GemmCase {
   bool transA, transB;
+  int64_t M = 37;
 };
 
 class GemmTest : public ::testing::TestWithParam<GemmCase> {};
@@ -23,8 +25,8 @@ double opAt(const std::vector<float> &x, int64_t ld, bool trans, int64_t i,
 }
 
 TEST_P(GemmTest, MatchesNaiveProductWithPaddedLeadingDimensions) {
-  const auto [transA, transB] = GetParam();
-  const int64_t M = 37, N = 29, K = 53;
+  const auto [transA, transB, M] = GetParam();
+  const int64_t N = 29, K = 53;
   // Leading dimensions larger than the logical rows catch ld mix-ups.
   const int64_t aRows = transA ? K : M, aCols = transA ? M : K;
   const int64_t bRows = transB ? N : K, bCols = transB ? K : N;
@@ -47,21 +49,23 @@ TEST_P(GemmTest, MatchesNaiveProductWithPaddedLeadingDimensions) {
   EXPECT_TRUE(allClose(C, expected));
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTranspositions, GemmTest,
-                         ::testing::Values(GemmCase{false, false},
-                                           GemmCase{true, false},
-                                           GemmCase{false, true},
-                                           GemmCase{true, true}),
-                         [](const auto &info) {
-                           return std::string(info.param.transA ? "T" : "N") +
-                                  (info.param.transB ? "T" : "N");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    AllTranspositions, GemmTest,
+    ::testing::Values(GemmCase{false, false}, GemmCase{true, false},
+                      GemmCase{false, true}, GemmCase{true, true},
+                      GemmCase{false, false, 1}, GemmCase{true, false, 1},
+                      GemmCase{false, true, 1}, GemmCase{true, true, 1}),
+    [](const auto &info) {
+      return std::string(info.param.transA ? "T" : "N") +
+             (info.param.transB ? "T" : "N") + "_M" +
+             std::to_string(info.param.M);
+    });
 
 // Every row gains the bias; C's previous contents (NaN) are never read and
 // the padding past N keeps its value.
 TEST_P(GemmTest, BiasIsAddedToEveryRow) {
-  const auto [transA, transB] = GetParam();
-  const int64_t M = 6, N = 9, K = 4, ldc = N + 1;
+  const auto [transA, transB, caseRows] = GetParam();
+  const int64_t M = caseRows == 1 ? 1 : 6, N = 9, K = 4, ldc = N + 1;
   auto A = randomVector(M * K, 6), B = randomVector(K * N, 7);
   auto bias = randomVector(N, 8);
   std::vector<float> C(M * ldc, std::numeric_limits<float>::quiet_NaN());
@@ -108,8 +112,10 @@ TEST(GemmBiasGeluTest, KeepsGeluInputAndWritesGelu) {
   EXPECT_EQ(alone, out);
 }
 
-TEST(GemmBetaZeroTest, IgnoresPreviousContentsOfC) {
-  const int64_t M = 5, N = 7, K = 3;
+class GemmBetaZeroTest : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(GemmBetaZeroTest, IgnoresPreviousContentsOfC) {
+  const int64_t M = GetParam(), N = 7, K = 3;
   auto A = randomVector(M * K, 4), B = randomVector(K * N, 5);
   std::vector<float> C(M * N, std::numeric_limits<float>::quiet_NaN());
   std::vector<double> expected(M * N, 0.0);
@@ -121,5 +127,8 @@ TEST(GemmBetaZeroTest, IgnoresPreviousContentsOfC) {
                N);
   EXPECT_TRUE(allClose(C, expected));
 }
+
+// One row is sgemv's, which must not read C either.
+INSTANTIATE_TEST_SUITE_P(Rows, GemmBetaZeroTest, ::testing::Values(5, 1));
 
 } // namespace
