@@ -169,3 +169,59 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
                          });
 
 } // namespace
+
+// --- generation: the KV cache -----------------------------------------------
+
+namespace {
+
+// Decoding token by token over the cache gives what causal attention over
+// the whole sequence gives: layer 1 of 2-layer caches of 12 positions, a
+// prompt of 3 tokens as one chunk at position 0, then one token a call.
+TEST(CachedAttention, TokenByTokenEqualsWholeSequence) {
+  const int64_t L = 2, B = 2, T = 7, H = 3, D = 5, N = 12, layer = 1;
+  const int64_t width = 3 * H * D, prompt = 3;
+  const std::vector<float> qkv = randomVector(B * T * width, 41, -2.0f, 2.0f);
+  std::vector<float> whole(B * T * H * D), lse(B * H * T);
+  mrt_attention_fwd_f32(qkv.data(), whole.data(), lse.data(), B, T, H, D);
+
+  std::vector<float> keys(L * B * H * N * D, 0.0f), values = keys;
+  std::vector<double> decoded(B * T * H * D);
+  // The chunk [start, start + len) of every sequence, as its own [B, len]
+  // qkv, stored and attended.
+  auto step = [&](int64_t start, int64_t len) {
+    std::vector<float> chunk(B * len * width), out(B * len * H * D);
+    for (int64_t b = 0; b < B; ++b)
+      std::copy_n(qkv.begin() + (b * T + start) * width, len * width,
+                  chunk.begin() + b * len * width);
+    const std::vector<int32_t> positions(B, static_cast<int32_t>(start));
+    for (auto [cache, section] : {std::pair{&keys, 1}, std::pair{&values, 2}})
+      mrt_kv_cache_store_f32(chunk.data(), cache->data(), positions.data(),
+                             section, layer, L, B, len, H, D, N);
+    mrt_attention_cached_f32(chunk.data(), keys.data(), values.data(),
+                             positions.data(), out.data(), layer, L, B, len, H,
+                             D, N);
+    for (int64_t b = 0; b < B; ++b)
+      std::copy_n(out.begin() + b * len * H * D, len * H * D,
+                  decoded.begin() + (b * T + start) * H * D);
+  };
+  step(0, prompt);
+  for (int64_t t = prompt; t < T; ++t)
+    step(t, 1);
+  EXPECT_TRUE(allClose(whole, decoded));
+}
+
+TEST(CachedAttentionDeathTest, PositionBeyondTheCacheIsFatal) {
+  const int64_t H = 1, D = 2, N = 4;
+  const std::vector<float> qkv(2 * 3 * H * D, 1.0f);
+  std::vector<float> cache(N * H * D);
+  const int32_t positions[] = {3};
+  EXPECT_DEATH(mrt_kv_cache_store_f32(qkv.data(), cache.data(), positions, 1,
+                                      0, 1, 1, 2, H, D, N),
+               "sequence 0's tokens at positions \\[3, 5\\) do not fit the KV "
+               "cache of 4 positions");
+  EXPECT_DEATH(mrt_kv_cache_store_f32(qkv.data(), cache.data(), positions, 3,
+                                      0, 1, 1, 2, H, D, N),
+               "KV cache section 3 \\(1: keys, 2: values\\)");
+}
+
+} // namespace
