@@ -815,6 +815,9 @@ TEST(Console, PeakFlops) {
   Manifest cuda = cpu;
   cuda.target = MGT_TARGET_CUDA;
   EXPECT_EQ(peakFlops(o, cuda, 8), 2e12); // one GPU's, times the ranks
+  o.hardware = ::testing::TempDir() + "/missing-hardware.json";
+  EXPECT_THROW(peakFlops(o, cpu, 1), std::runtime_error);
+  o.hardware = ::testing::TempDir() + "/hardware.json";
   std::ofstream(o.hardware) << R"({"name": "x"})";
   try {
     peakFlops(o, cpu, 1);
@@ -1115,6 +1118,23 @@ TEST(Options, FunctionRun) {
   EXPECT_EQ(optionsError({"f.so", "--entry=", "--inputs", "i", "--outputs",
                           "o"}),
             "--entry: empty function name");
+}
+
+// "flops": each entry's FLOPs of one call on one rank, for the MFU.
+TEST(Manifest, Flops) {
+  const std::string m = manifestWith("");
+  const std::string withFlops = replaceFirst(
+      m, R"("batch":2)", R"("flops":{"forward":1.5e9},"batch":2)");
+  EXPECT_EQ(parseManifest(withFlops).flopsOf(MGT_ENTRY_KIND_FORWARD), 1.5e9);
+  EXPECT_EQ(parseManifest(m).flopsOf(MGT_ENTRY_KIND_FORWARD), 0.0);
+  EXPECT_NE(manifestError(replaceFirst(m, R"("batch":2)",
+                                       R"("flops":[1],"batch":2)"))
+                .find("\"flops\" must be an object"),
+            std::string::npos);
+  EXPECT_NE(manifestError(replaceFirst(m, R"("batch":2)",
+                                       R"("flops":{"forward":-1},"batch":2)"))
+                .find("\"flops\" of \"forward\" must be a non-negative number"),
+            std::string::npos);
 }
 
 TEST(Options, Generation) {
