@@ -32,14 +32,16 @@ void addHostLoopStages(OpPassManager &pm) {
 
 } // namespace
 
-void megatron::buildCPULoweringPipeline(OpPassManager &pm) {
-  addBufferizedRuntimeStages(pm);
+void megatron::buildCPULoweringPipeline(OpPassManager &pm,
+                                        bool outlineLayers) {
+  addBufferizedRuntimeStages(pm, outlineLayers);
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   addHostLoopStages(pm);
 }
 
-void megatron::buildCUDAOnHostLoweringPipeline(OpPassManager &pm) {
-  addBufferizedRuntimeStages(pm);
+void megatron::buildCUDAOnHostLoweringPipeline(OpPassManager &pm,
+                                               bool outlineLayers) {
+  addBufferizedRuntimeStages(pm, outlineLayers);
   pm.addPass(createOffloadToGPU());
   pm.addPass(createGPULaunchToHostLoops());
   // Tiling's index arithmetic (affine.apply), lowered in the kernels on GPUs.

@@ -66,7 +66,7 @@ void addKernelStages(OpPassManager &pm, StringRef chip) {
 
 void megatron::buildCUDALoweringPipeline(OpPassManager &pm,
                                          const CUDAPipelineOptions &options) {
-  addBufferizedRuntimeStages(pm);
+  addBufferizedRuntimeStages(pm, options.outlineLayers);
   pm.addPass(createOffloadToGPU());
   addKernelStages(pm, options.chip);
   addHostToLLVMStages(pm);

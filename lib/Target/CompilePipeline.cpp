@@ -117,13 +117,14 @@ void addPartitionStages(OpPassManager &pm, const CompileOptions &options) {
 void addLoweringStages(OpPassManager &pm, const CompileOptions &options) {
   switch (options.target) {
   case Target::CPU:
-    return buildCPULoweringPipeline(pm);
+    return buildCPULoweringPipeline(pm, options.outlineLayers);
   case Target::CUDAOnHost:
-    return buildCUDAOnHostLoweringPipeline(pm);
+    return buildCUDAOnHostLoweringPipeline(pm, options.outlineLayers);
   case Target::CUDA: {
     CUDAPipelineOptions cuda;
     cuda.chip = options.arch;
     cuda.binaryFormat = options.binaryFormat;
+    cuda.outlineLayers = options.outlineLayers;
     return buildCUDALoweringPipeline(pm, cuda);
   }
   }
@@ -167,7 +168,7 @@ void megatron::registerTargetPipelines() {
   PassPipelineRegistration<>(
       "megatron-lower-cpu",
       "Lower a partitioned tp program to the LLVM dialect for the CPU target",
-      buildCPULoweringPipeline);
+      [](OpPassManager &pm) { buildCPULoweringPipeline(pm); });
   PassPipelineRegistration<CUDAPipelineOptions>(
       "megatron-lower-cuda",
       "Lower a partitioned tp program to CUDA kernels and LLVM host code",
@@ -175,5 +176,5 @@ void megatron::registerTargetPipelines() {
   PassPipelineRegistration<>(
       "megatron-lower-cuda-on-host",
       "The CUDA target's kernels as host loops against the CPU runtime",
-      buildCUDAOnHostLoweringPipeline);
+      [](OpPassManager &pm) { buildCUDAOnHostLoweringPipeline(pm); });
 }

@@ -12,7 +12,13 @@
 
 using namespace mlir;
 
-void megatron::addBufferizedRuntimeStages(OpPassManager &pm) {
+void megatron::addBufferizedRuntimeStages(OpPassManager &pm,
+                                          bool outlineLayers) {
+  // Fused before the outlining, which would cut between a layer's closing
+  // residual add and the next layer's opening norm.
+  pm.addPass(createFuseResidualNorm());
+  if (outlineLayers)
+    pm.addPass(createOutlineLayers());
   pm.addPass(createConvertTPToRuntime());
   // What the runtime calls left elementwise becomes as few loops (kernels)
   // as it can.
@@ -24,6 +30,13 @@ void megatron::addBufferizedRuntimeStages(OpPassManager &pm) {
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
   // Updated parameters and optimizer state were written in place.
   pm.addPass(bufferization::createDropEquivalentBufferResultsPass());
+  // An outlined layer's results (its output, the activations it saves)
+  // become buffers the caller allocates and the layer writes: deallocation
+  // then knows them apart and frees each one without a run-time alias check.
+  // Entries return no buffers, so their signatures stay.
+  bufferization::BufferResultsToOutParamsPassOptions outParams;
+  outParams.hoistStaticAllocs = true;
+  pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
   bufferization::buildBufferDeallocationPipeline(pm);
   pm.addPass(createFinalizeRuntimeCalls());
   pm.addNestedPass<func::FuncOp>(createCopiesToLinalg());

@@ -6,10 +6,11 @@
 
 namespace mlir::megatron {
 
+/// tp-fuse-residual-norm, tp-outline-layers (with `outlineLayers`),
 /// convert-tp-to-runtime, elementwise fusion, one-shot bufferization,
 /// deallocation and megatron-finalize-runtime-calls: the step on buffers, runtime
 /// calls on pointers, the rest as linalg ops.
-void addBufferizedRuntimeStages(OpPassManager &pm);
+void addBufferizedRuntimeStages(OpPassManager &pm, bool outlineLayers);
 
 /// The host code's memrefs, math, arithmetic, functions and control flow to
 /// the LLVM dialect, buffers from the runtime's allocator.

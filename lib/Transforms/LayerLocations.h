@@ -12,6 +12,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Location.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 
 #include <optional>
 
@@ -40,6 +41,17 @@ inline std::optional<int64_t> getLayer(Location loc) {
     return WalkResult::advance();
   });
   return layer;
+}
+
+/// `loc` in the layer of the parameter `arg` (its #tp.layer argument
+/// attribute), if it has one: what a pass builds per parameter (its AdamW
+/// update, its bf16 copy) then groups with that layer's ops, in reports and
+/// in tp-outline-layers' runs.
+inline Location inLayerOf(BlockArgument arg, Location loc) {
+  auto function = cast<FunctionOpInterface>(arg.getOwner()->getParentOp());
+  auto layer = function.getArgAttrOfType<tp::LayerAttr>(
+      arg.getArgNumber(), tp::TPDialect::kLayerAttrName);
+  return layer ? FusedLoc::get(loc.getContext(), {loc}, layer) : loc;
 }
 
 } // namespace mlir::megatron

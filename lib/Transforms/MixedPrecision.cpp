@@ -7,7 +7,10 @@
 // one bf16 copy of a parameter serves its forward and backward GEMMs.
 //
 //===----------------------------------------------------------------------===//
+#include "LayerLocations.h"
+
 #include "megatron/Dialect/TP/IR/TP.h"
+
 #include "megatron/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -156,15 +159,15 @@ private:
     return cached->second;
   }
 
-  /// A parameter's conversion is named after it: the kernel that rounds
-  /// `h.0.mlp.c_fc.weight` says so in a profile.
+  /// A parameter's conversion is named after it, in its layer: the kernel
+  /// that rounds `h.0.mlp.c_fc.weight` says so in a profile.
   Location locationOf(Value value) {
     auto arg = dyn_cast<BlockArgument>(value);
     if (!arg)
       return value.getLoc();
     if (auto name = function.getArgAttrOfType<StringAttr>(
             arg.getArgNumber(), TPDialect::kNameAttrName))
-      return NameLoc::get(name, arg.getLoc());
+      return megatron::inLayerOf(arg, NameLoc::get(name, arg.getLoc()));
     return arg.getLoc();
   }
 

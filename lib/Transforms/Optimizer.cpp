@@ -1,5 +1,8 @@
 //===- Optimizer.cpp - AdamW with TP-aware clipping: the train step -------===//
+#include "LayerLocations.h"
+
 #include "megatron/Dialect/TP/IR/ShardingUtils.h"
+
 #include "megatron/Transforms/Passes.h"
 #include "megatron_rt/contract.h"
 
@@ -76,8 +79,9 @@ public:
     SmallVector<std::pair<unsigned, BlockArgument>> updates;
     for (auto [param, moments] : llvm::zip(params, state)) {
       // Named after the parameter, so its update kernel is too.
-      Location updateLoc = NameLoc::get(
-          b.getStringAttr("adamw." + param.name.getValue()), loc);
+      Location updateLoc = megatron::inLayerOf(
+          param.arg,
+          NameLoc::get(b.getStringAttr("adamw." + param.name.getValue()), loc));
       LLVM_DEBUG(llvm::dbgs() << "AdamW for " << param.name << "\n");
       Value rows = param.stateSplitOverDp
                        ? LocalSliceOp::create(b, updateLoc, param.grad.getType(),

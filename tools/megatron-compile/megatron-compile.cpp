@@ -88,6 +88,11 @@ static cl::opt<bool> exportLogits(
     cl::desc("the forward entry also writes the logits into a `logits` "
              "argument (for checking against a reference)"),
     cl::cat(category));
+static cl::opt<bool> outlineLayers(
+    "outline-layers",
+    cl::desc("lower and compile each distinct layer body once, as a "
+             "function called per layer (false: every layer inline)"),
+    cl::init(true), cl::cat(category));
 static cl::opt<bool> generate(
     "generate",
     cl::desc("compile a generation program (gpt2-mlir --generate: prefill "
@@ -168,6 +173,7 @@ static void setCompileOptions(megatron::CompileOptions &options) {
   options.arch = arch;
   options.entry = entry;
   options.generate = generate;
+  options.outlineLayers = outlineLayers;
   if (emit == Emit::PTX)
     options.binaryFormat = "isa";
 }

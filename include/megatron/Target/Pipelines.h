@@ -18,8 +18,10 @@
 namespace mlir::megatron {
 
 /// convert-tp-to-runtime through bufferization, deallocation and the
-/// conversion to the LLVM dialect; loops run on the host.
-void buildCPULoweringPipeline(OpPassManager &pm);
+/// conversion to the LLVM dialect; loops run on the host. With
+/// `outlineLayers`, each distinct layer body is lowered once, as a function
+/// (tp-outline-layers).
+void buildCPULoweringPipeline(OpPassManager &pm, bool outlineLayers = true);
 
 struct CUDAPipelineOptions : public PassPipelineOptions<CUDAPipelineOptions> {
   PassOptions::Option<std::string> chip{
@@ -35,6 +37,11 @@ struct CUDAPipelineOptions : public PassPipelineOptions<CUDAPipelineOptions> {
       llvm::cl::desc("CUDA toolkit with ptxas and libdevice (default: the "
                      "one found at configure time)"),
       llvm::cl::init("")};
+  PassOptions::Option<bool> outlineLayers{
+      *this, "outline-layers",
+      llvm::cl::desc("lower each distinct layer body once, as a function "
+                     "(tp-outline-layers)"),
+      llvm::cl::init(true)};
 };
 
 /// The CPU pipeline's bufferized step, its loops offloaded as kernels
@@ -47,7 +54,8 @@ void buildCUDALoweringPipeline(OpPassManager &pm,
 /// The CUDA target's program, its kernels run as host loops over their grid
 /// and blocks (megatron-gpu-launch-to-host-loops), against the CPU runtime:
 /// the GPU lowering checked on a machine without a GPU.
-void buildCUDAOnHostLoweringPipeline(OpPassManager &pm);
+void buildCUDAOnHostLoweringPipeline(OpPassManager &pm,
+                                     bool outlineLayers = true);
 
 /// The architectures buildCUDALoweringPipeline compiles for.
 bool isSupportedCUDAChip(StringRef chip);
@@ -105,6 +113,12 @@ struct CompileOptions : public LayoutOptions<CompileOptions> {
       llvm::cl::desc("compile a generation program (gpt2-mlir --generate: "
                      "prefill and decode over a KV cache), in fp32 at dp=1"),
       llvm::cl::init(false)};
+  Option<bool> outlineLayers{
+      *this, "outline-layers",
+      llvm::cl::desc("lower and compile each distinct layer body once, as a "
+                     "function called per layer (tp-outline-layers); false "
+                     "keeps every layer inline"),
+      llvm::cl::init(true)};
   Option<std::string> entry{
       *this, "entry",
       llvm::cl::desc("compile a framework's function (linalg with tp.sharding "

@@ -409,6 +409,86 @@ def BucketReductions : Pass<"tp-bucket-reductions", "ModuleOp"> {
   ];
 }
 
+def FuseResidualNorm : Pass<"tp-fuse-residual-norm", "ModuleOp"> {
+  let summary = "A residual add and the layer norm of its sum as one op";
+  let description = [{
+    Runs on the per-rank program before the lowering. A `tp.layer_norm`
+    of `tp.add(x, tp.bias_add(delta, bias))` with a [C] bias, where the
+    bias add has no other use and the norm's parameters are defined before
+    the add, becomes one `tp.residual_layer_norm` at the add, which yields
+    the sum (the residual stream) and the norm: every residual connection
+    of a pre-norm transformer but the embeddings'. The lowering runs it as
+    one pass over memory. Fused at the tp level, before tp-outline-layers,
+    the norm that opens a layer stays with the residual add that closes the
+    previous one: both belong to the earlier layer's body.
+
+    Example:
+
+    ```mlir
+    // Before:
+    %y = tp.bias_add %delta, %b : tensor<2x32x64xf32>, tensor<64xf32>
+    %sum = tp.add %x, %y : tensor<2x32x64xf32>
+    %h = tp.layer_norm %sum, %w, %nb : tensor<2x32x64xf32>, tensor<64xf32>
+    // After -tp-fuse-residual-norm:
+    %sum, %h = tp.residual_layer_norm %x, %delta, %b, %w, %nb : tensor<2x32x64xf32>, tensor<64xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::tp::TPDialect"];
+}
+
+def OutlineLayers : Pass<"tp-outline-layers", "ModuleOp"> {
+  let summary = "Call one function per distinct layer body instead of repeating it";
+  let description = [{
+    Runs on the per-rank program, after tp-step-manifest and before the
+    lowering, so that a step of L layers lowers and compiles each distinct
+    layer body once instead of L times: compile time and the library's
+    size stay nearly flat in depth (XLA's scanned layer, PyTorch's
+    regional compilation).
+
+    In every block, a run is a maximal sequence of consecutive ops located
+    in one `#tp.layer` (what model generators write; tp-autodiff's
+    gradients keep their op's location). Runs that are the same ops with
+    the same attributes and types, reading their inputs in the same
+    pattern and leaving the same results to the rest of the program, form
+    a group; a group of two or more becomes one private function, named
+    after the function, the runs' `tp.phase` and the body's ordinal in that
+    phase (`@gpt2_backward_layer0`), and each run a
+    `func.call` at its place. The function's arguments are the values the
+    run reads from outside it, in the order it first reads them; its
+    results are the run's values read after it (the forward layer's
+    output and the activations its backward pass saves). Nothing moves
+    across a call, so the program computes exactly what it did; a run
+    like no other stays in place.
+
+    Example:
+
+    ```mlir
+    // Before: two layers of the same body.
+    func.func @step(%x: tensor<4x16xf32>, %w0: tensor<16x16xf32>, %w1: tensor<16x16xf32>) -> tensor<4x16xf32> {
+      %h0 = tp.matmul %x, %w0 : tensor<4x16xf32>, tensor<16x16xf32> -> tensor<4x16xf32> loc(#l0)
+      %a0 = tp.gelu %h0 : tensor<4x16xf32> loc(#l0)
+      %h1 = tp.matmul %a0, %w1 : tensor<4x16xf32>, tensor<16x16xf32> -> tensor<4x16xf32> loc(#l1)
+      %a1 = tp.gelu %h1 : tensor<4x16xf32> loc(#l1)
+      return %a1 : tensor<4x16xf32>
+    }
+    #l0 = loc(fused<#tp.layer<0>>["h.0"])
+    #l1 = loc(fused<#tp.layer<1>>["h.1"])
+
+    // After -tp-outline-layers:
+    func.func @step(%x: tensor<4x16xf32>, %w0: tensor<16x16xf32>, %w1: tensor<16x16xf32>) -> tensor<4x16xf32> {
+      %a0 = call @step_forward_layer0(%x, %w0) : (tensor<4x16xf32>, tensor<16x16xf32>) -> tensor<4x16xf32>
+      %a1 = call @step_forward_layer0(%a0, %w1) : (tensor<4x16xf32>, tensor<16x16xf32>) -> tensor<4x16xf32>
+      return %a1 : tensor<4x16xf32>
+    }
+    func.func private @step_forward_layer0(%arg0: tensor<4x16xf32>, %arg1: tensor<16x16xf32>) -> tensor<4x16xf32> {
+      %0 = tp.matmul %arg0, %arg1 : tensor<4x16xf32>, tensor<16x16xf32> -> tensor<4x16xf32>
+      %1 = tp.gelu %0 : tensor<4x16xf32>
+      return %1 : tensor<4x16xf32>
+    }
+    ```
+  }];
+}
+
 def Optimizer : Pass<"tp-optimizer", "ModuleOp"> {
   let summary = "Append AdamW with TP-aware global-norm clipping: the train step";
   let description = [{

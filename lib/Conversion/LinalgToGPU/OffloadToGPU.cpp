@@ -247,9 +247,17 @@ private:
 };
 
 /// An argument the host code alone reads (the hyperparameters): the
-/// runtime keeps it in host memory.
+/// runtime keeps it in host memory. A function it is passed to (an
+/// outlined layer's AdamW) must read it on the host alone too.
 bool isHostOnlyArgument(BlockArgument argument) {
-  return llvm::all_of(argument.getUsers(), [](Operation *user) {
+  return llvm::all_of(argument.getUses(), [](OpOperand &use) {
+    Operation *user = use.getOwner();
+    if (auto call = dyn_cast<func::CallOp>(user)) {
+      auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+          call, call.getCalleeAttr());
+      return callee && !callee.isExternal() &&
+             isHostOnlyArgument(callee.getArgument(use.getOperandNumber()));
+    }
     return isa<memref::LoadOp>(user) && !user->getParentOfType<gpu::LaunchOp>();
   });
 }

@@ -99,7 +99,7 @@ struct GemmEpilogueFusion : RuntimePattern<MatmulOp> {
     auto add = dyn_cast<BiasAddOp>(*gemm->getUsers().begin());
     if (!add || add.getInput() != gemm.getResult() ||
         add.getBias().getType().getRank() != 1 ||
-        !definedBefore(add.getBias(), gemm))
+        !tp::isDefinedBefore(add.getBias(), gemm))
       return failure();
     GeluOp gelu = epilogueGelu(add.getResult());
     if (failed(lowerGemm(rewriter, gemm, {add.getResult(), add.getBias(), gelu})))

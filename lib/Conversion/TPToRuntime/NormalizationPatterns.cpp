@@ -50,49 +50,26 @@ struct LayerNormGradToRuntime : RuntimePattern<LayerNormGradOp> {
   }
 };
 
-/// x + bias_add(delta, bias) feeding a layer norm (every residual
-/// connection of GPT-2 but the embeddings'): one pass writes the sum, which
-/// the residual stream carries on, and its norm, instead of a loop writing
-/// the sum and a layer norm reading it back.
-struct ResidualLayerNormFusion : RuntimePattern<LayerNormOp> {
+/// The residual add and its norm (tp-fuse-residual-norm): one pass writes
+/// the sum, which the residual stream carries on, and its norm.
+struct ResidualLayerNormToRuntime : RuntimePattern<ResidualLayerNormOp> {
   using RuntimePattern::RuntimePattern;
-  LogicalResult matchAndRewrite(LayerNormOp norm,
+  LogicalResult matchAndRewrite(ResidualLayerNormOp op,
                                 PatternRewriter &rewriter) const override {
-    auto add = norm.getInput().getDefiningOp<AddOp>();
-    if (!add || !definedBefore(norm.getWeight(), add) ||
-        !definedBefore(norm.getBias(), add))
-      return failure();
-    BiasAddOp branch = branchOf(add);
-    if (!branch)
-      return failure();
-    rewriter.setInsertionPoint(add);
-    CallBuilder c(rewriter, add.getLoc());
-    Value residual = add.getLhs() == branch.getResult() ? add.getRhs()
-                                                        : add.getLhs();
-    auto [rows, cols, stats] = normRows(add.getResult());
-    Value x = c.input(residual), delta = c.input(branch.getInput()),
-          bias = c.input(branch.getBias()), w = c.input(norm.getWeight()),
-          beta = c.input(norm.getBias());
-    CallBuilder::Output sum = c.output(add.getType()),
-                        y = c.output(norm.getType()), mean = c.output(stats),
-                        rstd = c.output(stats);
-    c.call(kernel("mrt_residual_layernorm_fwd", add.getResult()),
+    CallBuilder c(rewriter, op.getLoc());
+    auto [rows, cols, stats] = normRows(op.getSum());
+    Value x = c.input(op.getResidual()), delta = c.input(op.getDelta()),
+          bias = c.input(op.getBias()), w = c.input(op.getWeight()),
+          beta = c.input(op.getNormBias());
+    CallBuilder::Output sum = c.output(op.getSum().getType()),
+                        y = c.output(op.getResult().getType()),
+                        mean = c.output(stats), rstd = c.output(stats);
+    c.call(kernel("mrt_residual_layernorm_fwd", op.getSum()),
            {x, delta, bias, sum.view, w, beta, y.view, mean.view, rstd.view,
             c.i64(rows), c.i64(cols),
-            c.f32(norm.getEpsilon().convertToFloat())});
-    rewriter.replaceOp(add, c.tensor(sum));
-    rewriter.replaceOp(norm, c.tensor(y));
-    rewriter.eraseOp(branch);
+            c.f32(op.getEpsilon().convertToFloat())});
+    rewriter.replaceOp(op, {c.tensor(sum), c.tensor(y)});
     return success();
-  }
-
-  /// The branch's bias add folds in only when this add is its one use.
-  static BiasAddOp branchOf(AddOp add) {
-    for (Value side : {add.getRhs(), add.getLhs()})
-      if (auto branch = side.getDefiningOp<BiasAddOp>();
-          branch && branch->hasOneUse())
-        return branch;
-    return {};
   }
 };
 
@@ -100,11 +77,6 @@ struct ResidualLayerNormFusion : RuntimePattern<LayerNormOp> {
 
 void megatron::populateNormalizationToRuntimePatterns(
     RewritePatternSet &patterns, const RuntimeTargetInfo &target) {
-  patterns.add<LayerNormToRuntime, LayerNormGradToRuntime>(
-      patterns.getContext(), target);
-}
-
-void megatron::populateResidualLayerNormFusionPatterns(
-    RewritePatternSet &patterns, const RuntimeTargetInfo &target) {
-  patterns.add<ResidualLayerNormFusion>(patterns.getContext(), target);
+  patterns.add<LayerNormToRuntime, LayerNormGradToRuntime,
+               ResidualLayerNormToRuntime>(patterns.getContext(), target);
 }

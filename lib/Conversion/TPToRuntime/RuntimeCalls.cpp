@@ -23,13 +23,6 @@ int64_t runtime::numElements(Value value) {
   return cast<ShapedType>(value.getType()).getNumElements();
 }
 
-bool runtime::definedBefore(Value value, Operation *op) {
-  if (auto arg = dyn_cast<BlockArgument>(value))
-    return arg.getOwner() == op->getBlock();
-  Operation *def = value.getDefiningOp();
-  return def->getBlock() == op->getBlock() && def->isBeforeInBlock(op);
-}
-
 std::string runtime::kernel(StringRef base, Value storage) {
   bool bf16 = getElementTypeOrSelf(storage.getType()).isBF16();
   return (base + (bf16 ? "_bf16" : "_f32")).str();

@@ -22,9 +22,6 @@ namespace mlir::megatron::runtime {
 
 int64_t numElements(Value value);
 
-/// `value` is available at `op`: an argument, or computed before it.
-bool definedBefore(Value value, Operation *op);
-
 /// The runtime's variant of kernel `base` for `storage`'s element type
 /// (the pass admitted only f32 and bf16).
 std::string kernel(StringRef base, Value storage);

@@ -8,8 +8,9 @@
 // the runtime's ABI; elementwise ops become linalg.generic on tensors so
 // that elementwise fusion can merge bias, GELU and residual chains before
 // bufferization. Fusions that replace a chain of ops with one call sweep
-// first, each on its own: the residual + layer-norm fusion takes the
-// branch biases it needs before the GEMM epilogues look for theirs.
+// first (the GEMM epilogues); the residual add and its layer norm arrive
+// fused already (tp-fuse-residual-norm), their branch bias taken before
+// the epilogues look for theirs.
 //
 //===----------------------------------------------------------------------===//
 #include "megatron/Conversion/Passes.h"
@@ -137,6 +138,39 @@ void addContextAndScalarResults(func::FuncOp function) {
       FunctionType::get(context, function.getArgumentTypes(), results));
 }
 
+/// The calls of `functions` (outlined layers) and their callees.
+SmallVector<std::pair<func::CallOp, func::FuncOp>>
+callsBetween(ModuleOp module, ArrayRef<func::FuncOp> functions) {
+  SymbolTable symbols(module);
+  SmallVector<std::pair<func::CallOp, func::FuncOp>> calls;
+  module.walk([&](func::CallOp call) {
+    auto callee = symbols.lookup<func::FuncOp>(call.getCallee());
+    if (llvm::is_contained(functions, callee))
+      calls.push_back({call, callee});
+  });
+  return calls;
+}
+
+/// A call of a function of the program (an outlined layer) passes the
+/// caller's runtime context, and a 0-d result the callee now returns as a
+/// scalar becomes a tensor again for the caller's uses.
+void passContextToCall(func::CallOp call, func::FuncOp callee) {
+  auto caller = call->getParentOfType<func::FuncOp>();
+  OpBuilder b(call);
+  SmallVector<Value> operands = {caller.getArgument(0)};
+  llvm::append_range(operands, call.getOperands());
+  auto lowered = func::CallOp::create(b, call.getLoc(), callee, operands);
+  b.setInsertionPointAfter(lowered);
+  for (auto [old, result] : llvm::zip(call.getResults(), lowered.getResults())) {
+    Value replacement = result;
+    if (old.getType() != result.getType())
+      replacement = tensor::FromElementsOp::create(b, call.getLoc(),
+                                                   old.getType(), result);
+    old.replaceAllUsesWith(replacement);
+  }
+  call.erase();
+}
+
 struct ConvertTPToRuntimePass
     : public megatron::impl::ConvertTPToRuntimeBase<ConvertTPToRuntimePass> {
   using ConvertTPToRuntimeBase::ConvertTPToRuntimeBase;
@@ -147,12 +181,10 @@ struct ConvertTPToRuntimePass
                        "gelu-epilogue-row-multiple must be positive, got ")
              << geluEpilogueRowMultiple.getValue();
     target.geluEpilogueRowMultiple = geluEpilogueRowMultiple;
-    RewritePatternSet residual(context), epilogues(context), ops(context);
-    populateResidualLayerNormFusionPatterns(residual, target);
+    RewritePatternSet epilogues(context), ops(context);
     populateGemmEpilogueFusionPatterns(epilogues, target);
     populateTPToRuntimePatterns(ops, target);
-    sweeps = {FrozenRewritePatternSet(std::move(residual)),
-              FrozenRewritePatternSet(std::move(epilogues)),
+    sweeps = {FrozenRewritePatternSet(std::move(epilogues)),
               FrozenRewritePatternSet(std::move(ops))};
     return success();
   }
@@ -162,9 +194,14 @@ struct ConvertTPToRuntimePass
     if (failed(tp::verifyProgramDialects(getOperation(), getArgument())))
       return signalPassFailure();
     SmallVector<func::FuncOp> functions = megatron::definedFunctions(module);
+    // Before the lowering adds the runtime's own calls.
+    SmallVector<std::pair<func::CallOp, func::FuncOp>> calls =
+        callsBetween(module, functions);
     for (func::FuncOp function : functions)
       if (failed(lower(function)))
         return signalPassFailure();
+    for (auto [call, callee] : calls)
+      passContextToCall(call, callee);
     // Shardings and the mesh only described the partition; the runtime's
     // manifest is made before this lowering.
     for (func::FuncOp function : functions)
@@ -213,7 +250,7 @@ private:
   }
 
   RuntimeTargetInfo target;
-  SmallVector<FrozenRewritePatternSet, 3> sweeps;
+  SmallVector<FrozenRewritePatternSet, 2> sweeps;
 };
 
 } // namespace

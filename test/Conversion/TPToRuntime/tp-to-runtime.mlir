@@ -219,9 +219,9 @@ func.func @scalar_all_reduce(%s: f32) -> tensor<1xf32> {
 
 // -----
 
-// A residual connection whose branch ends in a bias, feeding a layer norm:
+// A residual connection and the norm of its sum (tp-fuse-residual-norm):
 // one runtime pass writes the sum (still used: the next residual) and the
-// norm; the add, the bias add and the norm are gone.
+// norm.
 
 // CHECK-LABEL: func.func private @residual_norm(
 // CHECK-SAME: %[[CTX:.*]]: !llvm.ptr, %[[X:.*]]: tensor<2x3x4xf32>, %[[H:.*]]: tensor<2x3x4xf32>, %[[B:.*]]: tensor<4xf32>, %[[W:.*]]: tensor<4xf32>, %[[BETA:.*]]: tensor<4xf32>)
@@ -234,9 +234,7 @@ func.func @scalar_all_reduce(%s: f32) -> tensor<1xf32> {
 // CHECK: %[[S:.*]] = bufferization.to_tensor %[[SUM]]
 // CHECK: return %[[S]], %{{.*}}
 func.func @residual_norm(%x: tensor<2x3x4xf32>, %h: tensor<2x3x4xf32>, %b: tensor<4xf32>, %w: tensor<4xf32>, %beta: tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x4xf32>) {
-  %hb = tp.bias_add %h, %b : tensor<2x3x4xf32>, tensor<4xf32>
-  %s = tp.add %x, %hb : tensor<2x3x4xf32>
-  %y = tp.layer_norm %s, %w, %beta {epsilon = 1.0e-05 : f32} : tensor<2x3x4xf32>, tensor<4xf32>
+  %s, %y = tp.residual_layer_norm %x, %h, %b, %w, %beta : tensor<2x3x4xf32>, tensor<4xf32>
   return %s, %y : tensor<2x3x4xf32>, tensor<2x3x4xf32>
 }
 
@@ -377,10 +375,8 @@ func.func @gemm_bias_gelu(%x: tensor<6x4xbf16>, %w: tensor<4x16xbf16>, %b: tenso
 
 func.func @f16_residual_norm(%x: tensor<4x8xf16>, %d: tensor<4x8xf16>, %b: tensor<8xf16>,
                              %w: tensor<8xf16>, %beta: tensor<8xf16>) -> tensor<4x8xf16> {
-  // expected-error @+1 {{'tp.bias_add' op has no runtime lowering for element type 'f16'; the runtime stores f32 and bf16}}
-  %branch = tp.bias_add %d, %b : tensor<4x8xf16>, tensor<8xf16>
-  %sum = tp.add %x, %branch : tensor<4x8xf16>
-  %y = tp.layer_norm %sum, %w, %beta : tensor<4x8xf16>, tensor<8xf16>
+  // expected-error @+1 {{'tp.residual_layer_norm' op has no runtime lowering for element type 'f16'; the runtime stores f32 and bf16}}
+  %sum, %y = tp.residual_layer_norm %x, %d, %b, %w, %beta : tensor<4x8xf16>, tensor<8xf16>
   return %y : tensor<4x8xf16>
 }
 

@@ -667,3 +667,27 @@ func.func @take_position_rank(%x: tensor<2x64xf32>, %last: tensor<2xi32>) {
   %0 = tp.take_position %x, %last : tensor<2x64xf32>, tensor<2xi32> -> tensor<2x64xf32>
   return
 }
+
+// -----
+
+func.func @residual_layer_norm_bias(%x: tensor<2x8x16xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{bias has shape [8] but [16] is expected}}
+  %sum, %h = tp.residual_layer_norm %x, %x, %b, %b, %b : tensor<2x8x16xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @residual_layer_norm_element_type(%x: tensor<2x16xf32>, %b: tensor<16xbf16>) {
+  // expected-error @+1 {{'tp.residual_layer_norm' op bias has element type 'bf16' but 'f32' is expected}}
+  %sum, %h = tp.residual_layer_norm %x, %x, %b, %b, %b : tensor<2x16xf32>, tensor<16xbf16>
+  return
+}
+
+// -----
+
+func.func @residual_layer_norm_scalar(%x: tensor<f32>, %b: tensor<f32>) {
+  // expected-error @+1 {{'tp.residual_layer_norm' op residual must have at least one dimension}}
+  %sum, %h = tp.residual_layer_norm %x, %x, %b, %b, %b : tensor<f32>, tensor<f32>
+  return
+}

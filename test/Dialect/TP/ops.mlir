@@ -19,6 +19,8 @@ func.func @transformer_ops(%wte: tensor<64x16xf32> {tp.sharding = #tp.sharding<@
   %x = tp.bias_add %tok, %pos : tensor<2x8x16xf32>, tensor<8x16xf32>
   // CHECK: tp.layer_norm %{{.*}} {epsilon = 1.000000e-03 : f32} : tensor<2x8x16xf32>, tensor<16xf32>
   %h = tp.layer_norm %x, %w, %b {epsilon = 1.0e-3 : f32} : tensor<2x8x16xf32>, tensor<16xf32>
+  // CHECK: tp.residual_layer_norm %{{.*}} : tensor<2x8x16xf32>, tensor<16xf32>
+  %sum, %hr = tp.residual_layer_norm %x, %h, %b, %w, %b : tensor<2x8x16xf32>, tensor<16xf32>
   // CHECK: %[[QKV:.*]] = tp.matmul {{.*}} : tensor<2x8x16xf32>, tensor<16x48xf32> -> tensor<2x8x48xf32>
   %qkv = tp.matmul %h, %c_attn : tensor<2x8x16xf32>, tensor<16x48xf32> -> tensor<2x8x48xf32>
   // CHECK: tp.attention %[[QKV]] heads = 4 : tensor<2x8x48xf32> -> tensor<2x8x16xf32>

@@ -32,10 +32,6 @@ struct RuntimeTargetInfo {
 // Fusions, applied before the op patterns: each replaces a chain of tp ops
 // with one runtime call.
 
-/// A residual add whose branch ends in a bias add, feeding a layer norm:
-/// one call writes the sum and its norm.
-void populateResidualLayerNormFusionPatterns(RewritePatternSet &patterns,
-                                             const RuntimeTargetInfo &target);
 /// A GEMM whose one use adds a [N] bias (and maybe feeds a GELU): the bias,
 /// and the GELU, in the GEMM's epilogue.
 void populateGemmEpilogueFusionPatterns(RewritePatternSet &patterns,

@@ -373,6 +373,13 @@ Value tp::buildZeros(OpBuilder &b, Location loc, Type type) {
                   tensor, b.getFloatAttr(tensor.getElementType(), 0.0)));
 }
 
+bool tp::isDefinedBefore(Value value, Operation *op) {
+  if (auto arg = dyn_cast<BlockArgument>(value))
+    return arg.getOwner() == op->getBlock();
+  Operation *def = value.getDefiningOp();
+  return def->getBlock() == op->getBlock() && def->isBeforeInBlock(op);
+}
+
 void tp::markPhase(Operation *first, Operation *end, StringRef phase) {
   auto attr = StringAttr::get(first->getContext(), phase);
   for (Operation *op = first; op && op != end; op = op->getNextNode())

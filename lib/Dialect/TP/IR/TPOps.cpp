@@ -166,6 +166,17 @@ LogicalResult LayerNormOp::verify() {
                      input.getDimSize(input.getRank() - 1));
 }
 
+LogicalResult ResidualLayerNormOp::verify() {
+  auto residual = getResidual().getType();
+  if (residual.getRank() < 1)
+    return emitOpError("residual must have at least one dimension");
+  if (failed(expectSameElementType(*this, residual, getBias().getType(),
+                                   "bias")))
+    return failure();
+  return expectShape(*this, "bias", getBias().getType().getShape(),
+                     residual.getDimSize(residual.getRank() - 1));
+}
+
 LogicalResult MatmulOp::verify() {
   auto lhs = getLhs().getType();
   auto rhs = getRhs().getType();

@@ -106,6 +106,11 @@ LogicalResult
 verifyProgramDialects(ModuleOp module, StringRef pass,
                       ProgramDialects accepted = ProgramDialects::PerRank);
 
+/// Whether `value` is available before `op` in `op`'s block: an argument
+/// of that block, or the result of an op before it there. A fusion at `op`
+/// may then read it.
+bool isDefinedBefore(Value value, Operation *op);
+
 /// The training-step phase `op` belongs to: "forward", "backward" or
 /// "optimizer" (tp.phase).
 StringRef getPhase(Operation *op);

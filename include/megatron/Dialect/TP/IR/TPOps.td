@@ -129,6 +129,41 @@ def TP_LayerNormOp : TP_Op<"layer_norm", [DeclareOpInterfaceMethods<TP_Precision
   let hasVerifier = 1;
 }
 
+def TP_ResidualLayerNormOp : TP_Op<"residual_layer_norm", [Pure,
+    AllTypesMatch<["residual", "delta", "sum", "result"]>,
+    AllTypesMatch<["bias", "weight", "norm_bias"]>]> {
+  let summary = "A residual connection and the layer norm of its sum";
+  let description = [{
+    `sum = residual + delta + bias` (the branch's [C] bias added to every
+    row) and `result = layer_norm(sum, weight, norm_bias)` over the last
+    dimension C, as `tp.layer_norm` computes it. The residual stream carries
+    the sum on; the next block reads the norm. One pass over memory writes
+    both, where separate ops would write the sum and read it back.
+
+    Made by tp-fuse-residual-norm from a `tp.add` of a `tp.bias_add` and
+    the `tp.layer_norm` reading it, on the per-rank program before the
+    lowering (it has no gradient or sharding rule: it is never planned or
+    differentiated). Made before tp-outline-layers, it keeps the norm that
+    opens a layer with the residual add that closes the last one.
+
+    Example:
+
+    ```mlir
+    %sum, %h = tp.residual_layer_norm %x, %delta, %b, %w, %nb : tensor<2x32x64xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$residual, TP_FloatTensor:$delta,
+                       TP_FloatTensor:$bias, TP_FloatTensor:$weight,
+                       TP_FloatTensor:$norm_bias,
+                       DefaultValuedAttr<F32Attr, "1e-5">:$epsilon);
+  let results = (outs TP_FloatTensor:$sum, TP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $residual `,` $delta `,` $bias `,` $weight `,` $norm_bias attr-dict `:`
+    type($residual) `,` type($bias)
+  }];
+  let hasVerifier = 1;
+}
+
 def TP_MatmulOp : TP_Op<"matmul", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>]> {
   let summary = "Batched matrix product with optional transposes";
   let description = [{
