@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Compile time and step-library size against depth, beside JAX/XLA.
 
-For GPT-2 at 124M widths (C=768, 12 heads, V=50257, B=4, T=1024 unless
-given) and each depth in --layers:
+For GPT-2 at a preset's widths (--preset, 124M by default: C=768, 12
+heads, V=50257; B=4, T=1024 unless given) and each depth in --layers:
 
   outlined: megatron-compile g.mlir --train -o step.so   (the default: each
             distinct layer body lowered and compiled once, tp-outline-layers)
@@ -19,8 +19,10 @@ timed --repeat times in this one run (median wall seconds); sizes are the
 over its time at the shallowest one beside it (the issue's target: 48 over
 12 layers at most 1.5).
 
-  bench/compile/depth_curve.py [--layers 3,6,12,24,48] [--repeat 3]
-      [--cuda] [--no-jax] [--json FILE]
+  bench/compile/depth_curve.py [--preset 124M] [--layers 3,6,12,24,48]
+      [--repeat 3] [--cuda] [--no-jax] [--json FILE]
+
+JAX's model is 124M's widths; with another preset pass --no-jax.
 
 Tools come from build/bin (scripts/build.sh); JAX from pip (bench only).
 """
@@ -48,7 +50,7 @@ def timed(cmd, repeat):
 
 def ours(args, layers, work):
     model = os.path.join(work, f"g{layers}.mlir")
-    subprocess.run([os.path.join(BIN, "gpt2-mlir"), "--preset=124M",
+    subprocess.run([os.path.join(BIN, "gpt2-mlir"), f"--preset={args.preset}",
                     f"--layers={layers}", f"--batch={args.batch}",
                     f"--seq={args.seq}", "-o", model], check=True)
     row = {}
@@ -132,6 +134,7 @@ def jax_peer(args, layers):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--preset", default="124M")
     ap.add_argument("--layers", default="3,6,12,24,48")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--batch", type=int, default=4)
@@ -140,6 +143,8 @@ def main():
     ap.add_argument("--no-jax", action="store_true")
     ap.add_argument("--json")
     args = ap.parse_args()
+    if args.preset != "124M" and not args.no_jax:
+        ap.error("the JAX peer has 124M's widths; pass --no-jax")
     depths = [int(x) for x in args.layers.split(",")]
     rows = []
     with tempfile.TemporaryDirectory() as work:

@@ -431,3 +431,25 @@ func.func @bucket(%a: tensor<4x8xf32>, %b: tensor<8xf32>) -> (tensor<4x8xf32>, t
   %r:2 = tp.all_reduce_bucket sum %a, %b over @mesh["dp"] : tensor<4x8xf32>, tensor<8xf32>
   return %r#0, %r#1 : tensor<4x8xf32>, tensor<8xf32>
 }
+
+// -----
+
+// A call of a function of the program (an outlined layer) passes the
+// caller's runtime context; a 0-d result the callee returns as a scalar is
+// a tensor again for the caller.
+
+// CHECK-LABEL: func.func private @layer(
+// CHECK-SAME:      %{{.*}}: !llvm.ptr, %[[S:.*]]: tensor<f32>) -> f32
+// CHECK-LABEL: func.func private @caller(
+// CHECK-SAME:      %[[CTX:.*]]: !llvm.ptr, %[[X:.*]]: tensor<f32>)
+// CHECK:         %[[R:.*]] = call @layer(%[[CTX]], %[[X]]) : (!llvm.ptr, tensor<f32>) -> f32
+// CHECK:         tensor.from_elements %[[R]] : tensor<f32>
+func.func private @layer(%s: tensor<f32>) -> tensor<f32> {
+  return %s : tensor<f32>
+}
+func.func @caller(%x: tensor<f32>) -> tensor<4xf32> {
+  %r = call @layer(%x) : (tensor<f32>) -> tensor<f32>
+  %v = tensor.extract %r[] : tensor<f32>
+  %t = tensor.from_elements %v, %v, %v, %v : tensor<4xf32>
+  return %t : tensor<4xf32>
+}
