@@ -112,6 +112,9 @@ void addPartitionStages(OpPassManager &pm, const CompileOptions &options) {
   }
   if (usesBF16(options))
     pm.addPass(createMixedPrecision());
+  // Last: it keeps the types mixed precision chose.
+  if (options.overlapCollectives)
+    pm.addPass(createOverlapCollectives());
 }
 
 void addLoweringStages(OpPassManager &pm, const CompileOptions &options) {

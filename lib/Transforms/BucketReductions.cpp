@@ -3,10 +3,12 @@
 // Every parameter's gradient is all-reduced over "dp" once, after the
 // backward pass. Issued one by one, a step pays a collective's latency per
 // parameter; Megatron-LM and PyTorch DDP group them into buckets of a few
-// tens of megabytes instead. This pass groups consecutive sums over dp, in
-// program order, into `tp.all_reduce_bucket` ops of at most `bucket-bytes`
-// each. A bucket ends before the first op that reads one of its sums, so
-// every reduced gradient is defined before its first use.
+// tens of megabytes instead. This pass groups the sums over dp that no op
+// reads in between into `tp.all_reduce_bucket` ops of at most
+// `bucket-bytes` each, in the order their gradients are complete
+// (Megatron's reverse parameter order), so that the first buckets can run
+// under the rest of the backward pass (tp-overlap-collectives). The buckets
+// stand before the first op that reads one of their sums.
 //
 //===----------------------------------------------------------------------===//
 #include "megatron/Transforms/Passes.h"
@@ -33,6 +35,14 @@ bool isGradientSumOverDp(Operation *op) {
          getElementTypeOrSelf(reduce.getType()).isF32();
 }
 
+/// Where `sum`'s gradient is complete: its definition in the block (the
+/// block's start for an argument).
+Operation *readyAt(AllReduceOp sum) {
+  Block *block = sum->getBlock();
+  Operation *def = sum.getInput().getDefiningOp();
+  return def ? block->findAncestorOpInBlock(*def) : nullptr;
+}
+
 class Bucketer {
 public:
   Bucketer(func::FuncOp function, int64_t limit)
@@ -41,51 +51,69 @@ public:
   void run() {
     Block &body = function.front();
     for (Operation &op : llvm::make_early_inc_range(body)) {
-      if (readsBucket(op))
+      if (readsSegment(op))
         flush(&op);
-      if (!isGradientSumOverDp(&op))
-        continue;
-      int64_t size = getNumBytes(op.getResult(0).getType());
-      if (!bucket.empty() && bytes + size > limit)
-        flush(&op);
-      bucket.push_back(cast<AllReduceOp>(op));
-      bytes += size;
+      if (isGradientSumOverDp(&op))
+        segment.push_back(cast<AllReduceOp>(op));
     }
+    flush(body.getTerminator());
   }
 
 private:
-  bool readsBucket(Operation &op) {
+  bool readsSegment(Operation &op) {
     return llvm::any_of(op.getOperands(), [&](Value value) {
-      return llvm::is_contained(bucket, value.getDefiningOp());
+      return llvm::is_contained(segment, value.getDefiningOp());
     });
   }
 
-  /// The bucket's sums as one op before `before`; a bucket of one stays a
-  /// plain all-reduce.
+  /// The sums no op has read yet, in buckets before `before`: in the order
+  /// their gradients are complete, so that the first bucket can be reduced
+  /// while the backward pass still runs (tp-overlap-collectives).
   void flush(Operation *before) {
-    if (bucket.size() > 1) {
-      SmallVector<Value> inputs;
-      for (AllReduceOp reduce : bucket)
-        inputs.push_back(reduce.getInput());
-      b.setInsertionPoint(before);
-      auto merged = AllReduceBucketOp::create(
-          b, bucket.front().getLoc(), inputs, bucket.front().getMeshAttr(),
-          bucket.front().getAxisAttr());
-      merged->setDiscardableAttrs(bucket.front()->getDiscardableAttrDictionary());
-      for (auto [reduce, result] : llvm::zip(bucket, merged.getResults())) {
-        reduce.getResult().replaceAllUsesWith(result);
-        reduce.erase();
+    llvm::stable_sort(segment, [](AllReduceOp a, AllReduceOp b) {
+      Operation *readyA = readyAt(a), *readyB = readyAt(b);
+      return readyA != readyB &&
+             (!readyA || (readyB && readyA->isBeforeInBlock(readyB)));
+    });
+    SmallVector<AllReduceOp> bucket;
+    int64_t bytes = 0;
+    for (AllReduceOp sum : segment) {
+      int64_t size = getNumBytes(sum.getType());
+      if (!bucket.empty() && bytes + size > limit) {
+        emit(bucket, before);
+        bucket.clear();
+        bytes = 0;
       }
+      bucket.push_back(sum);
+      bytes += size;
     }
-    bucket.clear();
-    bytes = 0;
+    emit(bucket, before);
+    segment.clear();
+  }
+
+  /// One op for the bucket's sums before `before`; a bucket of one stays a
+  /// plain all-reduce.
+  void emit(MutableArrayRef<AllReduceOp> bucket, Operation *before) {
+    if (bucket.size() < 2)
+      return;
+    SmallVector<Value> inputs;
+    for (AllReduceOp reduce : bucket)
+      inputs.push_back(reduce.getInput());
+    b.setInsertionPoint(before);
+    auto merged = AllReduceBucketOp::create(
+        b, bucket.front().getLoc(), inputs, bucket.front().getMeshAttr(),
+        bucket.front().getAxisAttr());
+    merged->setDiscardableAttrs(bucket.front()->getDiscardableAttrDictionary());
+    for (auto [reduce, result] : llvm::zip(bucket, merged.getResults())) {
+      reduce.getResult().replaceAllUsesWith(result);
+      reduce.erase();
+    }
   }
 
   func::FuncOp function;
   int64_t limit;
   OpBuilder b;
-  SmallVector<AllReduceOp> bucket;
-  int64_t bytes = 0;
+  SmallVector<AllReduceOp> segment;
 };
 
 struct BucketReductionsPass

@@ -43,6 +43,30 @@ inline std::optional<int64_t> getLayer(Location loc) {
   return layer;
 }
 
+/// The (layer, tp.phase) of an op located in a #tp.layer: consecutive ops
+/// of one key are a run, what tp-outline-layers makes one call of, and what
+/// tp-overlap-collectives keeps whole.
+using RunKey = std::pair<int64_t, StringRef>;
+inline std::optional<RunKey> getRunKey(Operation *op) {
+  if (std::optional<int64_t> layer = getLayer(op->getLoc()))
+    return RunKey{*layer, tp::getPhase(op)};
+  return std::nullopt;
+}
+
+/// `loc` with its #tp.layer taken off: an op that belongs to no one layer
+/// (a bucket of several layers' gradients) then starts no run.
+inline Location withoutLayer(Location loc) {
+  auto fused = dyn_cast<FusedLoc>(loc);
+  if (!fused)
+    return loc;
+  if (isa_and_nonnull<tp::LayerAttr>(fused.getMetadata()))
+    return FusedLoc::get(loc.getContext(), fused.getLocations());
+  return FusedLoc::get(
+      loc.getContext(),
+      llvm::map_to_vector(fused.getLocations(), withoutLayer),
+      fused.getMetadata());
+}
+
 /// `loc` in the layer of the parameter `arg` (its #tp.layer argument
 /// attribute), if it has one: what a pass builds per parameter (its AdamW
 /// update, its bf16 copy) then groups with that layer's ops, in reports and

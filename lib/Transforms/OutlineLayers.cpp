@@ -49,11 +49,9 @@ struct LayerRun {
 /// a layer's forward and backward ops are two bodies.
 SmallVector<LayerRun> collectRuns(Block &block) {
   SmallVector<LayerRun> runs;
-  std::optional<std::pair<int64_t, StringRef>> current;
+  std::optional<RunKey> current;
   for (Operation &op : block.without_terminator()) {
-    std::optional<std::pair<int64_t, StringRef>> key;
-    if (std::optional<int64_t> layer = getLayer(op.getLoc()))
-      key = {*layer, tp::getPhase(&op)};
+    std::optional<RunKey> key = getRunKey(&op);
     if (key && key != current)
       runs.emplace_back();
     if (key) {
@@ -163,6 +161,15 @@ void collectGroupOutputs(ArrayRef<LayerRun *> group) {
     });
 }
 
+/// A collective started in the run and waited for outside it, or the
+/// reverse, would have to cross a call: such a run stays in place.
+bool leavesCollectivePending(const LayerRun &run) {
+  return llvm::any_of(llvm::concat<const Value>(run.inputs, run.outputs),
+                      [](Value value) {
+                        return isa<tp::PendingType>(value.getType());
+                      });
+}
+
 /// A private function computing `run`'s outputs from its inputs, before
 /// `parent`, named after it, the run's phase and the body's ordinal among
 /// that phase's (the bf16 copies of a layer's parameters, then its forward
@@ -230,6 +237,8 @@ void outlineLayers(func::FuncOp function, SymbolTable &symbols) {
       if (group.size() < 2)
         continue;
       collectGroupOutputs(group);
+      if (leavesCollectivePending(*group.front()))
+        continue;
       readReplacements(*group.front(), replaced);
       unsigned &ordinal = bodiesPerPhase[tp::getPhase(group.front()->ops.front())];
       func::FuncOp callee =

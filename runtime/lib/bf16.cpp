@@ -1,6 +1,7 @@
 // The CPU runtime's _bf16 entry points: each is its f32 sibling on widened
 // copies (bf16.h says why).
 #include "bf16.h"
+#include "context_mesh.h"
 
 #include "megatron_rt/attention.h"
 #include "megatron_rt/comm.h"
@@ -10,6 +11,7 @@
 #include "megatron_rt/layernorm.h"
 #include "megatron_rt/reduce.h"
 
+#include <memory>
 #include <optional>
 
 namespace mrt {
@@ -229,6 +231,15 @@ extern "C" void mrt_all_reduce_bf16(mrt_context *ctx, int axis, mrt_bf16 *buf,
                                     int64_t n, int op) {
   Narrowed values(buf, n, buf);
   mrt_all_reduce_f32(ctx, axis, values.data(), n, op);
+}
+
+/// The sum runs in an fp32 copy the progress thread narrows back into buf
+/// once it is complete, before the wait returns.
+extern "C" int64_t mrt_all_reduce_start_bf16(mrt_context *ctx, int axis,
+                                             mrt_bf16 *buf, int64_t n, int op) {
+  auto staging = std::make_shared<Narrowed>(buf, n, buf);
+  return mrt::mpiAllReduceStart(mrt::meshOf(ctx), axis, staging->data(), n, op,
+                                [staging]() mutable { staging.reset(); });
 }
 
 extern "C" void mrt_all_gather_bf16(mrt_context *ctx, int axis,

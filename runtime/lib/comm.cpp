@@ -5,7 +5,6 @@
 
 struct mrt_context {
   mrt::MpiMesh mesh;
-  mrt::MpiBucket bucket;
 };
 
 const mrt::MpiMesh &mrt::meshOf(const mrt_context *ctx) { return ctx->mesh; }
@@ -16,7 +15,7 @@ extern "C" mrt_context *mrt_context_create(int64_t tp_size,
   mrt::MpiMesh mesh;
   if (!mrt::createMpiMesh(tp_size, collective_timeout_s, mesh, err, errlen))
     return nullptr;
-  return new mrt_context{mesh, {}};
+  return new mrt_context{mesh};
 }
 
 extern "C" void mrt_context_destroy(mrt_context *ctx) {
@@ -42,17 +41,13 @@ extern "C" void mrt_reduce_scatter_f32(mrt_context *ctx, int axis,
   mrt::mpiReduceScatter(ctx->mesh, axis, in, out, n_per_rank);
 }
 
-extern "C" void mrt_bucket_begin(mrt_context *ctx, int axis) {
-  mrt::mpiBucketBegin(ctx->mesh, ctx->bucket, axis);
+extern "C" int64_t mrt_all_reduce_start_f32(mrt_context *ctx, int axis,
+                                             float *buf, int64_t n, int op) {
+  return mrt::mpiAllReduceStart(ctx->mesh, axis, buf, n, op);
 }
 
-extern "C" void mrt_bucket_all_reduce_f32(mrt_context *ctx, float *buf,
-                                          int64_t n) {
-  mrt::mpiBucketAllReduce(ctx->mesh, ctx->bucket, buf, n);
-}
-
-extern "C" void mrt_bucket_end(mrt_context *ctx) {
-  mrt::mpiBucketEnd(ctx->mesh, ctx->bucket);
+extern "C" void mrt_collective_wait(mrt_context *ctx, int64_t ticket) {
+  mrt::mpiWait(ctx->mesh, ticket);
 }
 
 extern "C" void mrt_broadcast_bytes(mrt_context *ctx, int axis, void *buf,

@@ -27,3 +27,7 @@ extern "C" void mrt_suspend_collective_timeout(mrt_context *ctx,
                                                int suspended) {
   mrt::suspendCollectiveTimeout(mrt::meshOf(ctx), suspended != 0);
 }
+
+extern "C" double mrt_exposed_comm_seconds(const mrt_context *ctx) {
+  return mrt::meshOf(ctx).queue->exposedSeconds();
+}

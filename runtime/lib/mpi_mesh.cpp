@@ -50,8 +50,8 @@ void abortJob(int worldRank, const char *fmt, ...) {
 /// timeout. The collectives stay MPI's blocking ones (a nonblocking one with
 /// a polling deadline would run Open MPI's slower libnbc algorithms): the
 /// caller marks entering and leaving, which costs two atomic stores. The
-/// thread cannot call MPI (the library initialises MPI_THREAD_FUNNELED), so
-/// it exits the process, and mpirun then ends every other rank, the stopped
+/// thread cannot call MPI (another thread may be inside it), so it exits the
+/// process, and mpirun then ends every other rank, the stopped
 /// one included.
 class CollectiveWatch {
 public:
@@ -158,9 +158,11 @@ bool ensureMpiInitialised(char *err, size_t errlen) {
   }
   if (initialised)
     return true;
-  // Only the calling thread talks to MPI; OpenMP threads never do.
+  // One thread at a time talks to MPI: the caller, or the collective
+  // queue's progress thread while the caller computes; OpenMP threads never
+  // do.
   int provided = 0;
-  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) !=
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) !=
       MPI_SUCCESS) {
     writeError(err, errlen, "megatron-rt: MPI_Init_thread failed");
     return false;
@@ -255,6 +257,10 @@ bool createMpiMesh(int64_t tpSize, double timeoutSeconds, MpiMesh &mesh,
   if (timeoutSeconds > 0)
     mesh.watch =
         std::make_shared<CollectiveWatch>(mesh.worldRank, timeoutSeconds);
+  int threadLevel = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&threadLevel);
+  mesh.queue =
+      std::make_shared<CollectiveQueue>(threadLevel >= MPI_THREAD_SERIALIZED);
   ++liveContexts;
   return true;
 }
@@ -265,6 +271,7 @@ void suspendCollectiveTimeout(const MpiMesh &mesh, bool suspended) {
 }
 
 void destroyMpiMesh(MpiMesh &mesh) {
+  mesh.queue.reset(); // its thread finishes what was started
   mesh.watch.reset();
   for (MPI_Comm &comm : mesh.comm)
     MPI_Comm_free(&comm);
@@ -275,45 +282,58 @@ void destroyMpiMesh(MpiMesh &mesh) {
 void mpiAllReduce(const MpiMesh &mesh, int axis, float *buf, int64_t n,
                   int op) {
   const char *what = "all_reduce";
-  Watched watched(mesh, what, axis);
-  check(mesh.worldRank, what,
-        MPI_Allreduce(MPI_IN_PLACE, buf, checkedCount(&mesh, n, what),
-                      MPI_FLOAT, checkedOp(&mesh, op),
-                      mesh.comm[checkedAxis(&mesh, axis, what)]));
-}
-
-void mpiBucketBegin(const MpiMesh &mesh, MpiBucket &bucket, int axis) {
-  const char *what = "bucket_begin";
-  if (bucket.axis >= 0)
-    abortJob(mesh.worldRank, "%s: a bucket is already open", what);
-  bucket.axis = checkedAxis(&mesh, axis, what);
-  bucket.requests.clear();
-}
-
-void mpiBucketAllReduce(const MpiMesh &mesh, MpiBucket &bucket, float *buf,
-                        int64_t n) {
-  const char *what = "bucket_all_reduce";
-  if (bucket.axis < 0)
-    abortJob(mesh.worldRank, "%s: no bucket is open", what);
-  bucket.requests.emplace_back();
-  check(mesh.worldRank, what,
-        MPI_Iallreduce(MPI_IN_PLACE, buf, checkedCount(&mesh, n, what),
-                       MPI_FLOAT, MPI_SUM, mesh.comm[bucket.axis],
-                       &bucket.requests.back()));
-}
-
-void mpiBucketEnd(const MpiMesh &mesh, MpiBucket &bucket) {
-  const char *what = "bucket_end";
-  if (bucket.axis < 0)
-    abortJob(mesh.worldRank, "%s: no bucket is open", what);
-  {
-    Watched watched(mesh, "all_reduce bucket", bucket.axis);
+  int count = checkedCount(&mesh, n, what);
+  MPI_Op reduction = checkedOp(&mesh, op);
+  MPI_Comm comm = mesh.comm[checkedAxis(&mesh, axis, what)];
+  mesh.queue->runBlocking([&] {
+    Watched watched(mesh, what, axis);
     check(mesh.worldRank, what,
-          MPI_Waitall(static_cast<int>(bucket.requests.size()),
-                      bucket.requests.data(), MPI_STATUSES_IGNORE));
+          MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, reduction, comm));
+  });
+}
+
+namespace {
+
+/// Drives `request` to completion from the progress thread: MPI_Test
+/// advances Open MPI's schedule of the collective, and the sleep between
+/// tests leaves the core to the compute the collective runs under.
+void progress(const MpiMesh &mesh, const char *what, MPI_Request &request) {
+  for (;;) {
+    int done = 0;
+    check(mesh.worldRank, what, MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+    if (done)
+      return;
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
-  bucket.axis = -1;
-  bucket.requests.clear();
+}
+
+} // namespace
+
+int64_t mpiAllReduceStart(const MpiMesh &mesh, int axis, float *buf, int64_t n,
+                          int op, std::function<void()> then) {
+  const char *what = "all_reduce_start";
+  int count = checkedCount(&mesh, n, what);
+  MPI_Op reduction = checkedOp(&mesh, op);
+  int a = checkedAxis(&mesh, axis, what);
+  return mesh.queue->start([&mesh, what, buf, count, reduction, a,
+                            then = std::move(then)] {
+    {
+      Watched watched(mesh, "all_reduce", a);
+      MPI_Request request;
+      check(mesh.worldRank, what,
+            MPI_Iallreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, reduction,
+                           mesh.comm[a], &request));
+      progress(mesh, what, request);
+    }
+    if (then)
+      then();
+  });
+}
+
+void mpiWait(const MpiMesh &mesh, int64_t ticket) {
+  if (!mesh.queue->wait(ticket))
+    abortJob(mesh.worldRank, "collective_wait: ticket %lld was never started",
+             static_cast<long long>(ticket));
 }
 
 void mpiAllGather(const MpiMesh &mesh, int axis, const float *in, float *out,
@@ -321,31 +341,37 @@ void mpiAllGather(const MpiMesh &mesh, int axis, const float *in, float *out,
   const char *what = "all_gather";
   int count = checkedCount(&mesh, nPerRank, what);
   int a = checkedAxis(&mesh, axis, what);
-  Watched watched(mesh, what, a);
   // MPI forbids aliased buffers; this rank's own slot is its in-place form.
   bool inPlace = in == out + static_cast<int64_t>(mesh.rank[a]) * nPerRank;
-  check(mesh.worldRank, what,
-        MPI_Allgather(inPlace ? MPI_IN_PLACE : in, count, MPI_FLOAT, out, count,
-                      MPI_FLOAT, mesh.comm[a]));
+  mesh.queue->runBlocking([&] {
+    Watched watched(mesh, what, a);
+    check(mesh.worldRank, what,
+          MPI_Allgather(inPlace ? MPI_IN_PLACE : in, count, MPI_FLOAT, out,
+                        count, MPI_FLOAT, mesh.comm[a]));
+  });
 }
 
 void mpiReduceScatter(const MpiMesh &mesh, int axis, const float *in,
                       float *out, int64_t nPerRank) {
   const char *what = "reduce_scatter";
-  Watched watched(mesh, what, axis);
-  check(mesh.worldRank, what,
-        MPI_Reduce_scatter_block(in, out, checkedCount(&mesh, nPerRank, what),
-                                 MPI_FLOAT, MPI_SUM,
-                                 mesh.comm[checkedAxis(&mesh, axis, what)]));
+  int count = checkedCount(&mesh, nPerRank, what);
+  MPI_Comm comm = mesh.comm[checkedAxis(&mesh, axis, what)];
+  mesh.queue->runBlocking([&] {
+    Watched watched(mesh, what, axis);
+    check(mesh.worldRank, what,
+          MPI_Reduce_scatter_block(in, out, count, MPI_FLOAT, MPI_SUM, comm));
+  });
 }
 
 void mpiBroadcast(const MpiMesh &mesh, int axis, void *buf, int64_t bytes,
                   int root) {
   const char *what = "broadcast";
-  Watched watched(mesh, what, axis);
-  check(mesh.worldRank, what,
-        MPI_Bcast(buf, checkedCount(&mesh, bytes, what), MPI_BYTE, root,
-                  mesh.comm[checkedAxis(&mesh, axis, what)]));
+  int count = checkedCount(&mesh, bytes, what);
+  MPI_Comm comm = mesh.comm[checkedAxis(&mesh, axis, what)];
+  mesh.queue->runBlocking([&] {
+    Watched watched(mesh, what, axis);
+    check(mesh.worldRank, what, MPI_Bcast(buf, count, MPI_BYTE, root, comm));
+  });
 }
 
 } // namespace mrt

@@ -5,14 +5,15 @@
 #ifndef MEGATRON_RT_LIB_MPI_MESH_H
 #define MEGATRON_RT_LIB_MPI_MESH_H
 
+#include "collective_queue.h"
 #include "megatron_rt/comm.h"
 
 #include <mpi.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
-#include <vector>
 
 namespace mrt {
 
@@ -25,6 +26,8 @@ struct MpiMesh {
   MPI_Comm comm[2]; // indexed by MRT_AXIS_DP / MRT_AXIS_TP
   // Ends the job when a collective outlasts the timeout (null: no limit).
   std::shared_ptr<CollectiveWatch> watch;
+  // Every collective runs through it, in the order this rank issues them.
+  std::shared_ptr<CollectiveQueue> queue;
 };
 
 /// Initialises MPI if needed and splits the world into the mesh, whose
@@ -60,16 +63,12 @@ void mpiReduceScatter(const MpiMesh &mesh, int axis, const float *in,
 void mpiBroadcast(const MpiMesh &mesh, int axis, void *buf, int64_t bytes,
                   int root);
 
-/// comm.h's bucket of sums: nonblocking all-reduces started as they are
-/// added, waited for (under the collective timeout) at the end.
-struct MpiBucket {
-  int axis = -1; // -1: no bucket open
-  std::vector<MPI_Request> requests;
-};
-void mpiBucketBegin(const MpiMesh &mesh, MpiBucket &bucket, int axis);
-void mpiBucketAllReduce(const MpiMesh &mesh, MpiBucket &bucket, float *buf,
-                        int64_t n);
-void mpiBucketEnd(const MpiMesh &mesh, MpiBucket &bucket);
+/// comm.h's nonblocking all-reduce: buf[n] is reduced in place behind
+/// every earlier collective, then `then` runs (a bf16 sum narrows its fp32
+/// staging there); mpiWait(ticket) returns once both are done.
+int64_t mpiAllReduceStart(const MpiMesh &mesh, int axis, float *buf, int64_t n,
+                          int op, std::function<void()> then = {});
+void mpiWait(const MpiMesh &mesh, int64_t ticket);
 
 } // namespace mrt
 

@@ -4,10 +4,8 @@
 //   mpi-error <tp>    a collective fails inside MPI (invalid broadcast root)
 //   rank-stops <tp>   rank 1 stops (SIGSTOP) while the others all-reduce over
 //                     dp (tp=1) or tp: the 2 s collective timeout ends the job
-//   bucket-stops <tp> the same while the others wait for a bucket of sums
-//   bucket-unopened <tp>  a sum added to a bucket that was never opened
-//   bucket-reopened <tp>  a bucket opened while another is open
-//   bucket-unended <tp>   a bucket ended that was never opened
+//   started-stops <tp> the same while the others wait for started sums
+//   wait-unstarted <tp>  a wait for a ticket no start returned
 // Each returns 0 only if the failure it provokes did not happen.
 #include "megatron_rt/comm.h"
 
@@ -56,26 +54,15 @@ void rankStopsDuringAllReduce(mrt_context *ctx) {
   mrt_all_reduce_f32(ctx, axis, &value, 1, MRT_REDUCE_SUM);
 }
 
-void rankStopsDuringBucket(mrt_context *ctx) {
+void rankStopsDuringStartedSums(mrt_context *ctx) {
   const int axis = stopRankOne(ctx);
   float a = 1.0f, b = 2.0f;
-  mrt_bucket_begin(ctx, axis);
-  mrt_bucket_all_reduce_f32(ctx, &a, 1);
-  mrt_bucket_all_reduce_f32(ctx, &b, 1);
-  mrt_bucket_end(ctx);
+  mrt_all_reduce_start_f32(ctx, axis, &a, 1, MRT_REDUCE_SUM);
+  mrt_collective_wait(
+      ctx, mrt_all_reduce_start_f32(ctx, axis, &b, 1, MRT_REDUCE_SUM));
 }
 
-void sumIntoUnopenedBucket(mrt_context *ctx) {
-  float value = 1.0f;
-  mrt_bucket_all_reduce_f32(ctx, &value, 1);
-}
-
-void openBucketTwice(mrt_context *ctx) {
-  mrt_bucket_begin(ctx, MRT_AXIS_DP);
-  mrt_bucket_begin(ctx, MRT_AXIS_DP);
-}
-
-void endUnopenedBucket(mrt_context *ctx) { mrt_bucket_end(ctx); }
+void waitForUnstartedTicket(mrt_context *ctx) { mrt_collective_wait(ctx, 7); }
 
 void broadcastFromInvalidRoot(mrt_context *ctx) {
   char byte = 0;
@@ -88,25 +75,20 @@ int main(int argc, char **argv) {
   if (argc != 3) {
     std::fprintf(stderr,
                  "usage: %s tp-mismatch|rank-exit|mpi-error|rank-stops|"
-                 "bucket-stops|bucket-unopened|bucket-reopened|bucket-unended "
-                 "<tp>\n",
+                 "started-stops|wait-unstarted <tp>\n",
                  argv[0]);
     return 2;
   }
   const bool stops = std::strcmp(argv[1], "rank-stops") == 0,
-             bucketStops = std::strcmp(argv[1], "bucket-stops") == 0;
+             startedStops = std::strcmp(argv[1], "started-stops") == 0;
   mrt_context *ctx =
-      createOrExit(std::atoll(argv[2]), stops || bucketStops ? 2.0 : 0.0);
+      createOrExit(std::atoll(argv[2]), stops || startedStops ? 2.0 : 0.0);
   if (stops)
     rankStopsDuringAllReduce(ctx);
-  else if (bucketStops)
-    rankStopsDuringBucket(ctx);
-  else if (std::strcmp(argv[1], "bucket-unopened") == 0)
-    sumIntoUnopenedBucket(ctx);
-  else if (std::strcmp(argv[1], "bucket-reopened") == 0)
-    openBucketTwice(ctx);
-  else if (std::strcmp(argv[1], "bucket-unended") == 0)
-    endUnopenedBucket(ctx);
+  else if (startedStops)
+    rankStopsDuringStartedSums(ctx);
+  else if (std::strcmp(argv[1], "wait-unstarted") == 0)
+    waitForUnstartedTicket(ctx);
   else if (std::strcmp(argv[1], "rank-exit") == 0)
     rankExitsDuringAllReduce(ctx);
   else if (std::strcmp(argv[1], "mpi-error") == 0)

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 namespace {
@@ -60,21 +61,51 @@ TEST(CommTest, AllReduceOverDataParallelAxisSumsOneTensorParallelRank) {
                                      float(tpRank()) * dp}));
 }
 
-// A bucket sums each of its buffers as its own all-reduce would, over the
-// axis it was opened on; buckets follow one another.
-TEST(CommTest, BucketSumsEachBufferOverItsAxis) {
+// Started sums complete at their wait, each as its blocking all-reduce
+// would, over its axis; a blocking collective issued between a start and its
+// wait runs after the started one on every rank, and a wait completes every
+// earlier start.
+TEST(CommTest, StartedSumsCompleteInIssueOrder) {
   for (int axis : {MRT_AXIS_TP, MRT_AXIS_DP}) {
     const int64_t rank = mrt_axis_rank(ctx, axis),
                   size = mrt_axis_size(ctx, axis);
     std::vector<float> a(1037, 1.0f + rank), b = {2.0f * rank, 3.0f};
-    mrt_bucket_begin(ctx, axis);
-    mrt_bucket_all_reduce_f32(ctx, a.data(), int64_t(a.size()));
-    mrt_bucket_all_reduce_f32(ctx, b.data(), int64_t(b.size()));
-    mrt_bucket_end(ctx);
+    float blocking = float(rank);
+    int64_t first =
+        mrt_all_reduce_start_f32(ctx, axis, a.data(), int64_t(a.size()),
+                                 MRT_REDUCE_SUM);
+    mrt_all_reduce_f32(ctx, axis, &blocking, 1, MRT_REDUCE_MAX);
+    int64_t second = mrt_all_reduce_start_f32(ctx, axis, b.data(),
+                                              int64_t(b.size()), MRT_REDUCE_SUM);
+    EXPECT_LT(first, second);
+    mrt_collective_wait(ctx, second);
     const float ranks = float(size), rankSum = size * (size - 1) / 2.0f;
     EXPECT_EQ(a, std::vector<float>(1037, ranks + rankSum)) << axis;
     EXPECT_EQ(b, (std::vector<float>{2.0f * rankSum, 3.0f * ranks})) << axis;
+    EXPECT_EQ(blocking, float(size - 1)) << axis;
   }
+}
+
+// A started bf16 sum is rounded back into its buffer by its wait.
+TEST(CommTest, StartedBf16SumIsNarrowedAtItsWait) {
+  const int64_t size = mrt_axis_size(ctx, MRT_AXIS_TP);
+  std::vector<mrt_bf16> v(33, 0x3f80); // 1.0
+  mrt_collective_wait(ctx, mrt_all_reduce_start_bf16(ctx, MRT_AXIS_TP, v.data(),
+                                                     int64_t(v.size()),
+                                                     MRT_REDUCE_SUM));
+  float expected = float(size);
+  uint32_t bits;
+  std::memcpy(&bits, &expected, sizeof(bits));
+  for (mrt_bf16 x : v)
+    EXPECT_EQ(x, uint16_t(bits >> 16));
+}
+
+// The time spent waiting is counted, and only grows.
+TEST(CommTest, ExposedCommunicationOnlyGrows) {
+  double before = mrt_exposed_comm_seconds(ctx);
+  float value = 1.0f;
+  mrt_all_reduce_f32(ctx, MRT_AXIS_TP, &value, 1, MRT_REDUCE_SUM);
+  EXPECT_GT(mrt_exposed_comm_seconds(ctx), before);
 }
 
 std::vector<float> rankPattern(int64_t rank, int64_t n) {

@@ -17,6 +17,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Support/Timing.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
@@ -92,6 +93,11 @@ static cl::opt<bool> outlineLayers(
     "outline-layers",
     cl::desc("lower and compile each distinct layer body once, as a "
              "function called per layer (false: every layer inline)"),
+    cl::init(true), cl::cat(category));
+static cl::opt<bool> overlapCollectives(
+    "overlap-collectives",
+    cl::desc("run each all-reduce under the compute that does not need it "
+             "(false: every collective blocks)"),
     cl::init(true), cl::cat(category));
 static cl::opt<bool> generate(
     "generate",
@@ -174,6 +180,7 @@ static void setCompileOptions(megatron::CompileOptions &options) {
   options.entry = entry;
   options.generate = generate;
   options.outlineLayers = outlineLayers;
+  options.overlapCollectives = overlapCollectives;
   if (emit == Emit::PTX)
     options.binaryFormat = "isa";
 }
@@ -222,6 +229,11 @@ static LogicalResult compile(MLIRContext &context) {
                                             lastStage())) ||
       failed(applyPassManagerCLOptions(pm)))
     return failure();
+  // --mlir-timing: where a compile's seconds go, pass by pass.
+  DefaultTimingManager timing;
+  applyDefaultTimingManagerCLOptions(timing);
+  TimingScope timingRoot = timing.getRootScope();
+  pm.enableTiming(timingRoot);
   std::string error;
   std::unique_ptr<MemoryBuffer> file = openInputFile(input, &error);
   if (!file)
@@ -238,6 +250,7 @@ static LogicalResult compile(MLIRContext &context) {
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   registerPassManagerCLOptions();
+  registerDefaultTimingManagerCLOptions();
   registerMLIRContextCLOptions();
   registerAsmPrinterCLOptions();
   cl::ParseCommandLineOptions(argc, argv,

@@ -91,6 +91,7 @@ def ConvertTPToShard : Pass<"convert-tp-to-shard", "ModuleOp"> {
     | `f` | its input (the identity forward) |
     | `g`, `all_reduce` | `all_reduce` (sum or max) |
     | `all_reduce_bucket` | one `all_reduce` per tensor |
+    | `all_reduce_start` and its `wait` | one `all_reduce` per tensor, where it starts |
     | `all_gather` | `all_gather`, `gather_axis` = `dim` |
     | `reduce_scatter` | `reduce_scatter`, `scatter_axis` = `dim` |
     | `local_slice` | `all_slice`, `slice_axis` = `dim` |

@@ -119,6 +119,12 @@ struct CompileOptions : public LayoutOptions<CompileOptions> {
                      "function called per layer (tp-outline-layers); false "
                      "keeps every layer inline"),
       llvm::cl::init(true)};
+  Option<bool> overlapCollectives{
+      *this, "overlap-collectives",
+      llvm::cl::desc("start each all-reduce as early as its inputs allow and "
+                     "wait for it as late as its first use allows "
+                     "(tp-overlap-collectives); false keeps them blocking"),
+      llvm::cl::init(true)};
   Option<std::string> entry{
       *this, "entry",
       llvm::cl::desc("compile a framework's function (linalg with tp.sharding "

@@ -387,10 +387,13 @@ def BucketReductions : Pass<"tp-bucket-reductions", "ModuleOp"> {
     collective's latency per parameter. Consecutive `tp.all_reduce sum` ops
     over "dp" of fp32 gradients (`tp.phase = "backward"`) become
     `tp.all_reduce_bucket` ops of at most `bucket-bytes` bytes each (40 MB
-    by default, the order of Megatron-LM's buckets), in program order. A
-    bucket ends before the first op that reads one of its sums, and a
-    gradient larger than the limit is a bucket of its own (a plain
-    all-reduce). With ZeRO-1 the reduce-scattered gradients are not
+    by default, the order of Megatron-LM's buckets). The sums that no op
+    reads in between are bucketed in the order their gradients are complete
+    (Megatron's reverse parameter order: the last layer's first), so that
+    tp-overlap-collectives can start the first buckets while the backward
+    pass still runs; the buckets stand before the first op that reads one
+    of those sums. A gradient larger than the limit is a bucket of its own
+    (a plain all-reduce). With ZeRO-1 the reduce-scattered gradients are not
     bucketed; the others are.
 
     Example:
@@ -407,6 +410,47 @@ def BucketReductions : Pass<"tp-bucket-reductions", "ModuleOp"> {
     Option<"bucketBytes", "bucket-bytes", "int64_t", "40000000",
            "the most bytes of gradients one bucket sums">,
   ];
+}
+
+def OverlapCollectives : Pass<"tp-overlap-collectives", "ModuleOp"> {
+  let summary = "Run all-reduces under the compute that does not need them";
+  let description = [{
+    Runs last on the per-rank program (after tp-mixed-precision, whose
+    types it keeps). A blocking all-reduce leaves the rank idle while the
+    sum crosses the network, though much of what follows does not read it:
+    the weight gradient of a column-parallel GEMM does not read the input
+    gradient being all-reduced over "tp" (Megatron-LM overlaps the two), and
+    the earlier layers' backward pass does not read the "dp" sums of the
+    later layers' gradients. Each `tp.all_reduce`, `tp.g` and
+    `tp.all_reduce_bucket` becomes a `tp.all_reduce_start` placed as early
+    as its inputs allow and a `tp.wait` placed as late as its first use
+    allows; the ops between them run while the sum is in flight.
+
+    Neither half moves into a run of ops of another `#tp.layer` and
+    `tp.phase` (tp-outline-layers' calls): a layer's tensor-parallel sums
+    start and end inside the layer's run, and a data-parallel bucket, which
+    belongs to no one layer, starts where the run that completed its last
+    gradient ends. An all-reduce with no work to overlap (Megatron's `g`,
+    read by the very next op), or of a host scalar (the gradient norm),
+    stays blocking. The runtime completes collectives in the order they
+    start, which is the same on every rank.
+
+    Example:
+
+    ```mlir
+    // Before:
+    %dx = tp.matmul %dy, %w {transpose_rhs} : tensor<4x96xf32>, tensor<64x96xf32> -> tensor<4x64xf32>
+    %dw = tp.weight_grad %x, %dy : tensor<4x64xf32>, tensor<4x96xf32> -> tensor<64x96xf32>
+    %sum = tp.all_reduce sum %dx over @m["tp"] : tensor<4x64xf32>
+    %next = tp.gelu %sum : tensor<4x64xf32>
+    // After -tp-overlap-collectives:
+    %dx = tp.matmul %dy, %w {transpose_rhs} : tensor<4x96xf32>, tensor<64x96xf32> -> tensor<4x64xf32>
+    %p = tp.all_reduce_start sum %dx over @m["tp"] : tensor<4x64xf32>
+    %dw = tp.weight_grad %x, %dy : tensor<4x64xf32>, tensor<4x96xf32> -> tensor<64x96xf32>
+    %sum = tp.wait %p : tensor<4x64xf32>
+    %next = tp.gelu %sum : tensor<4x64xf32>
+    ```
+  }];
 }
 
 def FuseResidualNorm : Pass<"tp-fuse-residual-norm", "ModuleOp"> {

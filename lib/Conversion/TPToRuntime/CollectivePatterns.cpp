@@ -77,38 +77,102 @@ struct AllReduceToRuntime
       : OpInterfaceRewritePattern(context) {}
   LogicalResult matchAndRewrite(CollectiveOpInterface op,
                                 PatternRewriter &rewriter) const override {
-    // A bucket has its own lowering.
+    // A bucket and a started sum have their own lowerings.
     if (op.getCollectiveKind() != CollectiveKind::all_reduce ||
-        op->getNumOperands() != 1)
+        op->getNumOperands() != 1 || isa<AllReduceStartOp>(op))
       return failure();
     return allReduce(rewriter, op, op->getOperand(0), op.getCollectiveAxis(),
                      runtimeReduction(op.getCollectiveReduction()));
   }
 };
 
-/// One bucket of the runtime: its sums queued between begin and end, each on
-/// a copy of its tensor.
+/// Sums (or maxes) started on a copy of each tensor, and the ticket that
+/// completes them all: the runtime completes started collectives in order.
+struct Started {
+  Value ticket;
+  SmallVector<Value> buffers;
+};
+
+FailureOr<Started> startAllReduces(CallBuilder &c, Operation *op,
+                                   StringRef axis, ValueRange inputs,
+                                   int64_t reduction) {
+  FailureOr<int64_t> runtime = runtimeAxis(op, axis);
+  if (failed(runtime))
+    return failure();
+  Value ctx = CallBuilder::context(op);
+  Started started;
+  for (Value input : inputs) {
+    CallBuilder::Output copy = copyOf(c, input);
+    SmallVector<Value> ticket;
+    c.call(kernel("mrt_all_reduce_start", input),
+           {ctx, c.i32(*runtime), copy.view, c.i64(numElements(input)),
+            c.i32(reduction)},
+           c.b.getI64Type(), &ticket);
+    started.ticket = ticket[0];
+    started.buffers.push_back(copy.buffer);
+  }
+  return started;
+}
+
+/// The started sums as tensors, read only after their wait.
+SmallVector<Value> waitFor(CallBuilder &c, Operation *op,
+                           const Started &started) {
+  c.call("mrt_collective_wait", {CallBuilder::context(op), started.ticket});
+  SmallVector<Value> results;
+  for (Value buffer : started.buffers)
+    results.push_back(c.tensor({buffer, Value()}));
+  return results;
+}
+
+/// A bucket: its sums started together, waited for once.
 struct AllReduceBucketToRuntime : RuntimePattern<AllReduceBucketOp> {
   using RuntimePattern::RuntimePattern;
   LogicalResult matchAndRewrite(AllReduceBucketOp op,
                                 PatternRewriter &rewriter) const override {
-    FailureOr<int64_t> runtime = runtimeAxis(op, op.getAxis());
-    if (failed(runtime))
+    CallBuilder c(rewriter, op.getLoc());
+    FailureOr<Started> started = startAllReduces(
+        c, op, op.getAxis(), op.getInputs(), MRT_REDUCE_SUM);
+    if (failed(started))
+      return failure();
+    rewriter.replaceOp(op, waitFor(c, op, *started));
+    return success();
+  }
+};
+
+/// The start's ticket and buffers travel to its wait in a cast to the
+/// pending type, which the wait's lowering takes apart (and which then
+/// dies): the sums' buffers must not become tensors before the wait.
+struct AllReduceStartToRuntime : RuntimePattern<AllReduceStartOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(AllReduceStartOp op,
+                                PatternRewriter &rewriter) const override {
+    CallBuilder c(rewriter, op.getLoc());
+    FailureOr<Started> started =
+        startAllReduces(c, op, op.getAxis(), op.getInputs(),
+                        runtimeReduction(op.getKind()));
+    if (failed(started))
+      return failure();
+    SmallVector<Value> carried = {started->ticket};
+    llvm::append_range(carried, started->buffers);
+    rewriter.replaceOpWithNewOp<UnrealizedConversionCastOp>(
+        op, op.getPending().getType(), carried);
+    return success();
+  }
+};
+
+struct WaitToRuntime : RuntimePattern<WaitOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(WaitOp op,
+                                PatternRewriter &rewriter) const override {
+    // A start that could not be lowered said why.
+    auto carried = op.getPending().getDefiningOp<UnrealizedConversionCastOp>();
+    if (!carried)
       return failure();
     CallBuilder c(rewriter, op.getLoc());
-    Value ctx = CallBuilder::context(op);
-    SmallVector<CallBuilder::Output> copies;
-    for (Value input : op.getInputs())
-      copies.push_back(copyOf(c, input));
-    c.call("mrt_bucket_begin", {ctx, c.i32(*runtime)});
-    for (auto [input, copy] : llvm::zip(op.getInputs(), copies))
-      c.call("mrt_bucket_all_reduce_f32",
-             {ctx, copy.view, c.i64(numElements(input))});
-    c.call("mrt_bucket_end", {ctx});
-    SmallVector<Value> results;
-    for (const CallBuilder::Output &copy : copies)
-      results.push_back(c.tensor(copy));
-    rewriter.replaceOp(op, results);
+    Started started{carried.getOperand(0),
+                    llvm::to_vector(carried.getOperands().drop_front())};
+    rewriter.replaceOp(op, waitFor(c, op, started));
+    rewriter.eraseOp(carried);
     return success();
   }
 };
@@ -257,7 +321,7 @@ struct ReduceScatterToRuntime : RuntimePattern<ReduceScatterOp> {
 void megatron::populateCollectiveToRuntimePatterns(
     RewritePatternSet &patterns, const RuntimeTargetInfo &target) {
   patterns.add<FToRuntime, AllReduceToRuntime, AllReduceBucketToRuntime,
-               AxisIndexToRuntime, LocalSliceToRuntime, AllGatherToRuntime,
+               AllReduceStartToRuntime, WaitToRuntime, AxisIndexToRuntime, LocalSliceToRuntime, AllGatherToRuntime,
                ReduceScatterToRuntime>(
       patterns.getContext(), target);
 }

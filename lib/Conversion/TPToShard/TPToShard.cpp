@@ -86,6 +86,25 @@ struct BucketToAllReduces : OpConversionPattern<AllReduceBucketOp> {
   }
 };
 
+/// A started all-reduce: upstream has no nonblocking one, so each sum is a
+/// shard.all_reduce where it starts, and its wait's results are those.
+struct StartToAllReduces : OpConversionPattern<AllReduceStartOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(AllReduceStartOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    DenseI16ArrayAttr axes = gridAxes(op, op.getMeshAttr(), op.getAxis());
+    SmallVector<Value> sums;
+    for (Value input : adaptor.getInputs())
+      sums.push_back(shard::AllReduceOp::create(
+          rewriter, op.getLoc(), input.getType(), op.getMeshAttr(), axes,
+          input, reduction(op.getContext(), op.getKind())));
+    rewriter.replaceOp(op.getWait(), sums);
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
 /// all_gather and local_slice: the shard op of the same dimension.
 template <typename Op, typename ShardOp>
 struct DimCollectiveToShard : OpConversionPattern<Op> {
@@ -283,7 +302,7 @@ struct ConvertTPToShardPass
 
 void megatron::populateTPToShardPatterns(RewritePatternSet &patterns) {
   patterns.add<FToInput, ReduceToAllReduce<GOp>, ReduceToAllReduce<AllReduceOp>,
-               BucketToAllReduces,
+               BucketToAllReduces, StartToAllReduces,
                DimCollectiveToShard<AllGatherOp, shard::AllGatherOp>,
                ReduceScatterToReduceScatter,
                DimCollectiveToShard<LocalSliceOp, shard::AllSliceOp>,

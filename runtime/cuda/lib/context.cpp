@@ -12,9 +12,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <utility>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -121,13 +123,17 @@ struct mrt_context {
   mrt::MpiMesh mesh;
   int device = 0;
   cudaStream_t compute = nullptr, comm = nullptr;
-  // Recorded on one stream and waited on by the other around every
-  // collective; reusing them is safe because a wait captures the record
-  // made before it.
-  cudaEvent_t computeReady = nullptr, commDone = nullptr;
+  // Recorded on the compute stream before every collective, which the
+  // communication stream waits for; reusing it is safe because a wait
+  // captures the record made before it.
+  cudaEvent_t computeReady = nullptr;
   ncclComm_t nccl[2] = {nullptr, nullptr}; // indexed by MRT_AXIS_DP / _TP
   Watchdog *watchdog = nullptr;
-  int bucketAxis = -1; // the open bucket's axis; -1: none
+  // Each issued collective's ticket and the event recorded after it on the
+  // communication stream, until a wait orders the compute stream after it.
+  std::map<int64_t, cudaEvent_t> issued;
+  std::vector<cudaEvent_t> spareEvents;
+  int64_t nextTicket = 0;
 };
 
 namespace {
@@ -232,17 +238,47 @@ bool isDevicePointer(const void *pointer) {
 }
 
 /// Runs `enqueue(comm, stream)` on the collective stream, ordered after the
-/// work already on the compute stream and before the work queued after it.
+/// work already on the compute stream; returns its ticket.
 template <typename Enqueue>
-void collective(mrt_context *ctx, int axis, const char *what,
-                Enqueue enqueue) {
+int64_t issue(mrt_context *ctx, int axis, const char *what, Enqueue enqueue) {
   int a = mrt::checkedAxis(&ctx->mesh, axis, what);
   MRT_CUDA_CHECK(cudaEventRecord(ctx->computeReady, ctx->compute));
   MRT_CUDA_CHECK(cudaStreamWaitEvent(ctx->comm, ctx->computeReady, 0));
   checkNccl(*ctx, what, enqueue(ctx->nccl[a], ctx->comm));
   ctx->watchdog->track(what, ctx->comm);
-  MRT_CUDA_CHECK(cudaEventRecord(ctx->commDone, ctx->comm));
-  MRT_CUDA_CHECK(cudaStreamWaitEvent(ctx->compute, ctx->commDone, 0));
+  cudaEvent_t done;
+  if (ctx->spareEvents.empty()) {
+    MRT_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  } else {
+    done = ctx->spareEvents.back();
+    ctx->spareEvents.pop_back();
+  }
+  MRT_CUDA_CHECK(cudaEventRecord(done, ctx->comm));
+  int64_t ticket = ctx->nextTicket++;
+  ctx->issued.emplace(ticket, done);
+  return ticket;
+}
+
+/// Orders the compute stream's later work after the collective of `ticket`
+/// and, the communication stream being in order, every earlier one.
+void join(mrt_context *ctx, int64_t ticket) {
+  auto waited = ctx->issued.find(ticket);
+  if (waited == ctx->issued.end())
+    mrt::abortJob(ctx->mesh.worldRank,
+                  "collective_wait: ticket %lld was never started or was waited for",
+                  static_cast<long long>(ticket));
+  MRT_CUDA_CHECK(cudaStreamWaitEvent(ctx->compute, waited->second, 0));
+  for (auto it = ctx->issued.begin(); it != std::next(waited);) {
+    ctx->spareEvents.push_back(it->second);
+    it = ctx->issued.erase(it);
+  }
+}
+
+/// A collective the compute stream's next work waits for.
+template <typename Enqueue>
+void collective(mrt_context *ctx, int axis, const char *what,
+                Enqueue enqueue) {
+  join(ctx, issue(ctx, axis, what, enqueue));
 }
 
 ncclRedOp_t ncclOp(const mrt_context &ctx, int op) {
@@ -355,8 +391,6 @@ extern "C" mrt_context *mrt_context_create(int64_t tp_size,
   MRT_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx->comm, cudaStreamNonBlocking));
   MRT_CUDA_CHECK(cudaEventCreateWithFlags(&ctx->computeReady,
                                           cudaEventDisableTiming));
-  MRT_CUDA_CHECK(cudaEventCreateWithFlags(&ctx->commDone,
-                                          cudaEventDisableTiming));
   createCommunicators(*ctx);
   ctx->watchdog = new Watchdog(ctx->mesh.worldRank, ctx->device, ctx->nccl, 2,
                                collective_timeout_s);
@@ -372,7 +406,10 @@ extern "C" void mrt_context_destroy(mrt_context *ctx) {
   for (ncclComm_t comm : ctx->nccl)
     ncclCommDestroy(comm);
   cudaEventDestroy(ctx->computeReady);
-  cudaEventDestroy(ctx->commDone);
+  for (auto [ticket, event] : ctx->issued)
+    cudaEventDestroy(event);
+  for (cudaEvent_t event : ctx->spareEvents)
+    cudaEventDestroy(event);
   cudaStreamDestroy(ctx->comm);
   cudaStreamDestroy(ctx->compute);
   mrt::destroyMpiMesh(ctx->mesh);
@@ -391,40 +428,37 @@ extern "C" void mrt_all_reduce_bf16(mrt_context *ctx, int axis, mrt_bf16 *buf,
   allReduce(ctx, axis, buf, n, op, ncclBfloat16);
 }
 
-// A bucket is one NCCL group on the communication stream, ordered after
-// the compute stream's work like any collective.
-extern "C" void mrt_bucket_begin(mrt_context *ctx, int axis) {
-  const char *what = "bucket_begin";
-  if (ctx->bucketAxis >= 0)
-    mrt::abortJob(ctx->mesh.worldRank, "%s: a bucket is already open", what);
-  ctx->bucketAxis = mrt::checkedAxis(&ctx->mesh, axis, what);
-  MRT_CUDA_CHECK(cudaEventRecord(ctx->computeReady, ctx->compute));
-  MRT_CUDA_CHECK(cudaStreamWaitEvent(ctx->comm, ctx->computeReady, 0));
-  checkNccl(*ctx, what, ncclGroupStart());
-}
+namespace {
 
-extern "C" void mrt_bucket_all_reduce_f32(mrt_context *ctx, float *buf,
-                                          int64_t n) {
-  const char *what = "bucket_all_reduce";
-  if (ctx->bucketAxis < 0)
-    mrt::abortJob(ctx->mesh.worldRank, "%s: no bucket is open", what);
-  if (!onDevice(*ctx, what, buf, buf, ncclFloat32))
+int64_t allReduceStart(mrt_context *ctx, int axis, void *buf, int64_t n,
+                       int op, ncclDataType_t type) {
+  const char *what = "all_reduce_start";
+  if (!onDevice(*ctx, what, buf, buf, type))
     mrt::abortJob(ctx->mesh.worldRank,
-                  "%s: a bucket's buffers must be in device memory", what);
-  checkNccl(*ctx, what,
-            ncclAllReduce(buf, buf, static_cast<size_t>(n), ncclFloat32,
-                          ncclSum, ctx->nccl[ctx->bucketAxis], ctx->comm));
+                  "%s: a started collective's buffer must be in device memory",
+                  what);
+  ncclRedOp_t reduction = ncclOp(*ctx, op);
+  return issue(ctx, axis, what, [&](ncclComm_t comm, cudaStream_t stream) {
+    return ncclAllReduce(buf, buf, static_cast<size_t>(n), type, reduction,
+                         comm, stream);
+  });
 }
 
-extern "C" void mrt_bucket_end(mrt_context *ctx) {
-  const char *what = "bucket_end";
-  if (ctx->bucketAxis < 0)
-    mrt::abortJob(ctx->mesh.worldRank, "%s: no bucket is open", what);
-  checkNccl(*ctx, what, ncclGroupEnd());
-  ctx->watchdog->track("all_reduce bucket", ctx->comm);
-  MRT_CUDA_CHECK(cudaEventRecord(ctx->commDone, ctx->comm));
-  MRT_CUDA_CHECK(cudaStreamWaitEvent(ctx->compute, ctx->commDone, 0));
-  ctx->bucketAxis = -1;
+} // namespace
+
+extern "C" int64_t mrt_all_reduce_start_f32(mrt_context *ctx, int axis,
+                                             float *buf, int64_t n, int op) {
+  return allReduceStart(ctx, axis, buf, n, op, ncclFloat32);
+}
+
+extern "C" int64_t mrt_all_reduce_start_bf16(mrt_context *ctx, int axis,
+                                              mrt_bf16 *buf, int64_t n,
+                                              int op) {
+  return allReduceStart(ctx, axis, buf, n, op, ncclBfloat16);
+}
+
+extern "C" void mrt_collective_wait(mrt_context *ctx, int64_t ticket) {
+  join(ctx, ticket);
 }
 
 extern "C" void mrt_all_gather_f32(mrt_context *ctx, int axis, const float *in,

@@ -72,16 +72,31 @@ MRT_API void mrt_reduce_scatter_bf16(mrt_context *ctx, int axis,
                                      const mrt_bf16 *in, mrt_bf16 *out,
                                      int64_t n_per_rank);
 
-/* A bucket of sums over one axis, issued together and waited for once (the
- * data-parallel gradient reduction): mrt_bucket_begin opens it, each
- * mrt_bucket_all_reduce_f32 adds buf[n] (summed in place; untouched until
- * the end), mrt_bucket_end returns once every sum is done. The CPU runtime
- * starts nonblocking MPI all-reduces and waits for them at the end, the CUDA
- * runtime issues the bucket as one NCCL group. One bucket at a time. */
-MRT_API void mrt_bucket_begin(mrt_context *ctx, int axis);
-MRT_API void mrt_bucket_all_reduce_f32(mrt_context *ctx, float *buf,
-                                       int64_t n);
-MRT_API void mrt_bucket_end(mrt_context *ctx);
+/* Nonblocking all-reduce (what the compiler's tp.all_reduce_start lowers
+ * to): buf[n] is combined in place with op (MRT_REDUCE_*) over the ranks of
+ * the axis, behind every collective this rank issued before it, and the call
+ * returns a ticket at once. buf must be neither read nor written until
+ * mrt_collective_wait(ctx, ticket) returns. Every rank issues its
+ * collectives, started and blocking, in one order, as one compiled program
+ * does. The CPU runtime progresses started sums on a thread of its own
+ * while the caller computes; the CUDA runtime enqueues them on its
+ * communication stream, after the compute stream's work so far. */
+MRT_API int64_t mrt_all_reduce_start_f32(mrt_context *ctx, int axis,
+                                         float *buf, int64_t n, int op);
+MRT_API int64_t mrt_all_reduce_start_bf16(mrt_context *ctx, int axis,
+                                          mrt_bf16 *buf, int64_t n, int op);
+
+/* Completes the collective of `ticket` and every one started before it: the
+ * CPU runtime returns once they are done, the CUDA runtime orders the
+ * compute stream's later work after them. */
+MRT_API void mrt_collective_wait(mrt_context *ctx, int64_t ticket);
+
+/* Seconds the calling thread has spent in blocking collectives and
+ * mrt_collective_wait since the context was created: the communication that
+ * compute did not hide. The CUDA runtime counts its host-buffer collectives
+ * only; its device collectives are ordered on streams, never waited for by
+ * the host. */
+MRT_API double mrt_exposed_comm_seconds(const mrt_context *ctx);
 
 /* Copies root's buf[bytes] to every rank of the axis (root: rank in axis). */
 MRT_API void mrt_broadcast_bytes(mrt_context *ctx, int axis, void *buf,

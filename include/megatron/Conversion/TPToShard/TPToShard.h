@@ -13,7 +13,8 @@
 
 namespace mlir::megatron {
 
-/// f, g, all_reduce, all_reduce_bucket, all_gather, reduce_scatter,
+/// f, g, all_reduce, all_reduce_bucket, all_reduce_start and its wait,
+/// all_gather, reduce_scatter,
 /// local_slice and axis_index to their shard counterparts.
 void populateTPToShardPatterns(RewritePatternSet &patterns);
 

@@ -7,14 +7,22 @@
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace mlir::tp;
 
 #include "megatron/Dialect/TP/IR/TPOpsDialect.cpp.inc"
 
+#define GET_TYPEDEF_CLASSES
+#include "megatron/Dialect/TP/IR/TPOpsTypes.cpp.inc"
+
 void TPDialect::initialize() {
   registerAttributes();
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "megatron/Dialect/TP/IR/TPOpsTypes.cpp.inc"
+      >();
   addOperations<
 #define GET_OP_LIST
 #include "megatron/Dialect/TP/IR/TPOps.cpp.inc"

@@ -480,6 +480,43 @@ LogicalResult AllReduceBucketOp::inferReturnTypes(
 }
 
 LogicalResult
+AllReduceStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyMeshAxis(*this, symbolTable);
+}
+
+LogicalResult AllReduceStartOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one tensor");
+  if (!getPending().hasOneUse() || !isa<WaitOp>(*getPending().user_begin()))
+    return emitOpError("needs exactly one tp.wait");
+  return success();
+}
+
+WaitOp AllReduceStartOp::getWait() {
+  return cast<WaitOp>(*getPending().user_begin());
+}
+
+AllReduceStartOp WaitOp::getStart() {
+  return getPending().getDefiningOp<AllReduceStartOp>();
+}
+
+/// The sums of the start's inputs, each of its input's type, after it in
+/// its block: a wait elsewhere could run before its start or in a region
+/// whose runs do not match the start's.
+LogicalResult WaitOp::verify() {
+  AllReduceStartOp start = getStart();
+  if (!start)
+    return emitOpError("waits for a value no tp.all_reduce_start defined");
+  if (start->getBlock() != (*this)->getBlock() ||
+      !start->isBeforeInBlock(*this))
+    return emitOpError("must follow its tp.all_reduce_start in the same "
+                       "block");
+  if (getResultTypes() != start.getInputs().getTypes())
+    return emitOpError("results must have the types of the start's inputs");
+  return success();
+}
+
+LogicalResult
 AllGatherOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   FailureOr<int64_t> size = verifyMeshAxis(*this, symbolTable);
   if (failed(size))

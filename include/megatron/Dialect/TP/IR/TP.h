@@ -20,6 +20,8 @@
 
 #define GET_ATTRDEF_CLASSES
 #include "megatron/Dialect/TP/IR/TPAttrs.h.inc"
+#define GET_TYPEDEF_CLASSES
+#include "megatron/Dialect/TP/IR/TPOpsTypes.h.inc"
 
 namespace mlir::tp {
 class PartitionContext;

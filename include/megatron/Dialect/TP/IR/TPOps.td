@@ -4,6 +4,7 @@
 
 include "megatron/Dialect/TP/IR/TPBase.td"
 include "megatron/Dialect/TP/IR/TPAttrs.td"
+include "megatron/Dialect/TP/IR/TPTypes.td"
 include "mlir/IR/OpBase.td"
 include "megatron/Dialect/TP/IR/TPInterfaces.td"
 include "mlir/IR/SymbolInterfaces.td"
@@ -1050,6 +1051,72 @@ def TP_AllReduceBucketOp : TP_Op<"all_reduce_bucket", [
     ::llvm::SmallVector<::mlir::Value, 1> getCollectiveTensors() {
       return ::llvm::SmallVector<::mlir::Value, 1>(getResults());
     }
+  }];
+}
+
+def TP_AllReduceStartOp : TP_Op<"all_reduce_start", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    TP_CollectiveOpInterface]> {
+  let summary = "Starts summing (or maxing) tensors across a mesh axis";
+  let description = [{
+    The first half of a nonblocking all-reduce: the ranks of `axis` start
+    combining each of `inputs` with `kind`, and the one `tp.wait` of the
+    result gives the reduced tensors. Between the two, the rank computes
+    what does not need the sums: tp-overlap-collectives splits a
+    `tp.all_reduce` (or a bucket) so that the gradient of a column-parallel
+    GEMM's input is reduced while its weight gradient is computed, and a
+    data-parallel gradient bucket while the rest of the backward pass runs.
+    Every rank starts its collectives in the same order, as one program
+    does; the runtime then completes them in that order.
+
+    Example:
+
+    ```mlir
+    %p = tp.all_reduce_start sum %dx over @m["tp"] : tensor<2x32x64xf32>
+    %dw = tp.weight_grad %x, %dy : tensor<2x32x64xf32>, tensor<2x32x96xf32> -> tensor<64x96xf32>
+    %sum = tp.wait %p : tensor<2x32x64xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<AnyStaticShapeTensor>:$inputs,
+                       TP_ReductionKind:$kind, FlatSymbolRefAttr:$mesh,
+                       StrAttr:$axis);
+  let results = (outs TP_PendingType:$pending);
+  let assemblyFormat = [{
+    $kind $inputs `over` $mesh `[` $axis `]` attr-dict `:` type($inputs)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::tp::CollectiveKind getCollectiveKind() {
+      return ::mlir::tp::CollectiveKind::all_reduce;
+    }
+    ::llvm::SmallVector<::mlir::Value, 1> getCollectiveTensors() {
+      return ::llvm::SmallVector<::mlir::Value, 1>(getInputs());
+    }
+    ::mlir::tp::ReductionKind getCollectiveReduction() { return getKind(); }
+    /// The wait that completes this start.
+    WaitOp getWait();
+  }];
+}
+
+def TP_WaitOp : TP_Op<"wait"> {
+  let summary = "Waits for a started collective and gives its results";
+  let description = [{
+    Completes the `tp.all_reduce_start` that defined `pending`: its results
+    are the start's inputs reduced over the axis, of the same types, in the
+    same order. A start has exactly one wait, later in the same block.
+
+    Example:
+
+    ```mlir
+    %sum = tp.wait %p : tensor<2x32x64xf32>
+    ```
+  }];
+  let arguments = (ins TP_PendingType:$pending);
+  let results = (outs Variadic<AnyStaticShapeTensor>:$results);
+  let assemblyFormat = "$pending attr-dict `:` type($results)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    AllReduceStartOp getStart();
   }];
 }
 

@@ -1,0 +1,170 @@
+//===- OverlapCollectives.cpp - all-reduces in flight under compute -------===//
+//
+// Each all-reduce becomes a start as early as its inputs allow and a wait as
+// late as its first use allows, without entering another layer's run (the
+// calls tp-outline-layers makes); the compute between the two runs while the
+// sum is in flight.
+//
+//===----------------------------------------------------------------------===//
+#include "LayerLocations.h"
+
+#include "megatron/Transforms/Passes.h"
+#include "megatron_rt/contract.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir::megatron {
+#define GEN_PASS_DEF_OVERLAPCOLLECTIVES
+#include "megatron/Transforms/Passes.h.inc"
+} // namespace mlir::megatron
+
+using namespace mlir;
+using namespace mlir::megatron;
+using namespace mlir::tp;
+
+namespace {
+
+/// An all-reduce this pass can split: what it sums, how, and over what.
+struct Reduction {
+  Operation *op;
+  ValueRange inputs;
+  ReductionKind kind;
+  FlatSymbolRefAttr mesh;
+  StringRef axis;
+};
+
+std::optional<Reduction> asReduction(Operation *op) {
+  if (auto reduce = dyn_cast<AllReduceOp>(op))
+    return Reduction{op, op->getOperands(), reduce.getKind(),
+                     reduce.getMeshAttr(), reduce.getAxis()};
+  if (auto g = dyn_cast<GOp>(op))
+    return Reduction{op, op->getOperands(), ReductionKind::sum,
+                     g.getMeshAttr(), g.getAxis()};
+  if (auto bucket = dyn_cast<AllReduceBucketOp>(op))
+    return Reduction{op, bucket.getInputs(), ReductionKind::sum,
+                     bucket.getMeshAttr(), bucket.getAxis()};
+  return std::nullopt;
+}
+
+/// The runtime keeps a scalar the host computes (the gradient norm) out of
+/// buffers, which on a GPU live in device memory: it stays a blocking sum.
+bool isHostScalar(Value value) {
+  return value.getDefiningOp<tensor::FromElementsOp>();
+}
+
+/// The run a position (before `at`) lies strictly inside: the ops on both
+/// sides are of one layer and phase.
+std::optional<RunKey> runAround(Block::iterator at) {
+  Block *block = at->getBlock();
+  if (at == block->begin())
+    return std::nullopt;
+  std::optional<RunKey> before = getRunKey(&*std::prev(at)),
+                        after = getRunKey(&*at);
+  return before == after ? before : std::nullopt;
+}
+
+/// Just after the last of `reduction`'s inputs this block defines, then
+/// past the end of any run of another layer or phase it would cut.
+Block::iterator earliestStart(const Reduction &reduction,
+                              std::optional<RunKey> own) {
+  Block *block = reduction.op->getBlock();
+  Operation *last = nullptr;
+  for (Value input : reduction.inputs)
+    if (Operation *def = input.getDefiningOp())
+      if (Operation *inBlock = block->findAncestorOpInBlock(*def))
+        if (!last || last->isBeforeInBlock(inBlock))
+          last = inBlock;
+  Block::iterator at = last ? std::next(Block::iterator(last)) : block->begin();
+  while (std::optional<RunKey> run = runAround(at))
+    if (run == own)
+      break;
+    else
+      ++at;
+  return at;
+}
+
+/// Just before the first op that reads a sum, then back to the start of
+/// any run of another layer or phase it would cut.
+Block::iterator latestWait(const Reduction &reduction,
+                           std::optional<RunKey> own) {
+  Block *block = reduction.op->getBlock();
+  Operation *first = block->getTerminator();
+  for (Value result : reduction.op->getResults())
+    for (Operation *user : result.getUsers())
+      if (Operation *inBlock = block->findAncestorOpInBlock(*user))
+        if (inBlock->isBeforeInBlock(first))
+          first = inBlock;
+  Block::iterator at(first);
+  while (std::optional<RunKey> run = runAround(at))
+    if (run == own)
+      break;
+    else
+      --at;
+  return at;
+}
+
+/// Whether anything between `from` and `to` does work the sum can hide
+/// behind (the reduction itself aside).
+bool hasWorkBetween(Block::iterator from, Block::iterator to,
+                    Operation *reduction) {
+  for (Block::iterator it = from; it != to; ++it)
+    if (&*it != reduction &&
+        (isa<func::CallOp>(*it) ||
+         (isa<TPDialect>(it->getDialect()) && !isa<CollectiveOpInterface>(*it))))
+      return true;
+  return false;
+}
+
+/// A data-parallel sum belongs to no one layer: its halves stand between
+/// runs, never in one.
+bool isDataParallel(const Reduction &reduction) {
+  return reduction.axis == MGT_AXIS_NAME_DP;
+}
+
+void overlap(const Reduction &reduction) {
+  if (llvm::any_of(reduction.inputs, isHostScalar))
+    return;
+  Operation *op = reduction.op;
+  if (isDataParallel(reduction))
+    op->setLoc(withoutLayer(op->getLoc()));
+  std::optional<RunKey> own = getRunKey(op);
+  Block::iterator start = earliestStart(reduction, own),
+                  wait = latestWait(reduction, own);
+  bool startsBefore =
+      start == Block::iterator(op) || start->isBeforeInBlock(op);
+  if (!startsBefore || !op->isBeforeInBlock(&*wait) ||
+      !hasWorkBetween(start, wait, op))
+    return;
+  Location loc = op->getLoc();
+  OpBuilder b(op->getContext());
+  b.setInsertionPoint(op->getBlock(), start);
+  auto started = AllReduceStartOp::create(
+      b, loc, reduction.inputs,
+      ReductionKindAttr::get(b.getContext(), reduction.kind), reduction.mesh,
+      b.getStringAttr(reduction.axis));
+  started->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+  b.setInsertionPoint(op->getBlock(), wait);
+  auto waited = WaitOp::create(b, loc, op->getResultTypes(), started);
+  waited->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+  op->replaceAllUsesWith(waited.getResults());
+  op->erase();
+}
+
+struct OverlapCollectivesPass
+    : public megatron::impl::OverlapCollectivesBase<OverlapCollectivesPass> {
+  void runOnOperation() override {
+    if (failed(tp::verifyProgramDialects(getOperation(), getArgument())))
+      return signalPassFailure();
+    SmallVector<Reduction> reductions;
+    getOperation().walk([&](Operation *op) {
+      if (std::optional<Reduction> reduction = asReduction(op))
+        reductions.push_back(*reduction);
+    });
+    for (const Reduction &reduction : reductions)
+      overlap(reduction);
+  }
+};
+
+} // namespace
