@@ -24,7 +24,9 @@ CollectiveQueue::~CollectiveQueue() {
 
 template <typename Body> void CollectiveQueue::timed(Body body) {
   auto begin = std::chrono::steady_clock::now();
+  waiting.store(true, std::memory_order_relaxed);
   body();
+  waiting.store(false, std::memory_order_relaxed);
   exposed += std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                            begin)
                  .count();

@@ -15,6 +15,7 @@
 #ifndef MEGATRON_RT_LIB_COLLECTIVE_QUEUE_H
 #define MEGATRON_RT_LIB_COLLECTIVE_QUEUE_H
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -40,6 +41,12 @@ public:
   /// done: a blocking collective, which needs no hand-off.
   void runBlocking(const std::function<void()> &work);
 
+  /// Whether the caller is blocked in wait() or runBlocking(): the progress
+  /// thread then polls without sleeping, since no compute needs the core.
+  bool callerWaiting() const {
+    return waiting.load(std::memory_order_relaxed);
+  }
+
   /// Seconds the calling thread spent in wait() and runBlocking(): the
   /// communication the step did not hide behind compute.
   double exposedSeconds() const { return exposed; }
@@ -55,6 +62,7 @@ private:
   int64_t issued = 0, completed = 0;
   bool stopping = false;
   double exposed = 0; // the caller's thread only
+  std::atomic<bool> waiting{false};
   std::thread thread; // last: starts once everything above is initialised
 };
 

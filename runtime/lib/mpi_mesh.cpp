@@ -295,15 +295,17 @@ void mpiAllReduce(const MpiMesh &mesh, int axis, float *buf, int64_t n,
 namespace {
 
 /// Drives `request` to completion from the progress thread: MPI_Test
-/// advances Open MPI's schedule of the collective, and the sleep between
-/// tests leaves the core to the compute the collective runs under.
+/// advances Open MPI's schedule of the collective. While the caller
+/// computes, a sleep between tests leaves it the core; once it waits, the
+/// thread tests without pause, as a blocking collective would.
 void progress(const MpiMesh &mesh, const char *what, MPI_Request &request) {
   for (;;) {
     int done = 0;
     check(mesh.worldRank, what, MPI_Test(&request, &done, MPI_STATUS_IGNORE));
     if (done)
       return;
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    if (!mesh.queue->callerWaiting())
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 }
 

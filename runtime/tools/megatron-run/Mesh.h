@@ -33,6 +33,9 @@ public:
   int64_t dpSize() const { return dpSize_; }
   int64_t dpRank() const { return dpRank_; }
   bool rank0() const { return worldRank_ == 0; }
+  // Seconds this rank has waited for collectives so far: what the step's
+  // communication did not hide behind its compute.
+  double exposedCommSeconds() const { return rt_.exposedCommSeconds(ctx_); }
 
   // Collective agreement over the whole mesh, after anything that can fail
   // on some ranks only: true when no rank failed (`failure` empty on every

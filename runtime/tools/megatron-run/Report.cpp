@@ -90,11 +90,13 @@ std::string evalLogLine(int64_t step, float loss, double ms,
 }
 
 std::string trainLogLine(int64_t step, float loss, float gradNorm, float lr,
-                         double ms, int64_t batchTokens, double mfu) {
+                         double ms, int64_t batchTokens, double mfu,
+                         double exposedCommMs) {
   return stepLogFields(step, loss, ms, batchTokens) +
          ",\"grad_norm\":" + jsonNumber(gradNorm, "%.9g") +
          ",\"lr\":" + jsonNumber(lr, "%.9g") +
-         (mfu > 0 ? ",\"mfu\":" + jsonNumber(mfu, "%.4f") : "") + "}\n";
+         (mfu > 0 ? ",\"mfu\":" + jsonNumber(mfu, "%.4f") : "") +
+         ",\"exposed_comm_ms\":" + jsonNumber(exposedCommMs, "%.3f") + "}\n";
 }
 
 std::string validationLogLine(int64_t updates, float loss) {

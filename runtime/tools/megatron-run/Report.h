@@ -44,9 +44,11 @@ std::string validationLine(int64_t updates, float loss);
 // `batchTokens` = batch * seq gives "tokens_per_s".
 std::string evalLogLine(int64_t step, float loss, double ms,
                         int64_t batchTokens);
-// `mfu` > 0 (a peak was given) adds "mfu".
+// `mfu` > 0 (a peak was given) adds "mfu"; "exposed_comm_ms" is the time
+// rank 0 waited for collectives during the step.
 std::string trainLogLine(int64_t step, float loss, float gradNorm, float lr,
-                         double ms, int64_t batchTokens, double mfu = 0);
+                         double ms, int64_t batchTokens, double mfu,
+                         double exposedCommMs);
 std::string validationLogLine(int64_t updates, float loss);
 
 // The --log file (rank 0 only). Each line is flushed as it is written, so

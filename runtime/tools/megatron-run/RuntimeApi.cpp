@@ -27,6 +27,8 @@ std::string loadRuntimeApi(void *lib, RuntimeApi &api) {
       {"mrt_suspend_collective_timeout",
        resolve(lib, "mrt_suspend_collective_timeout",
                api.suspendCollectiveTimeout)},
+      {"mrt_exposed_comm_seconds",
+       resolve(lib, "mrt_exposed_comm_seconds", api.exposedCommSeconds)},
   };
   for (const Required &r : required)
     if (!r.found)

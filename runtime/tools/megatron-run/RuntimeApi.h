@@ -23,6 +23,7 @@ struct RuntimeApi {
   void (*allGather)(mrt_context *, int, const float *, float *,
                     int64_t) = nullptr;
   void (*suspendCollectiveTimeout)(mrt_context *, int) = nullptr;
+  double (*exposedCommSeconds)(const mrt_context *) = nullptr;
   // Device memory (megatron_rt/device_buffers.h): the CUDA runtime only.
   void *(*deviceAlloc)(int64_t) = nullptr;
   void (*deviceFree)(void *) = nullptr;

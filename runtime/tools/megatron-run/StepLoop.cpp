@@ -74,9 +74,12 @@ bool trainStep(Session &s, int64_t step) {
   std::memcpy(s.buffers.host<float>(s.m.hyperparameters), hp.data(),
               sizeof(hp));
   float results[MGT_TRAIN_RESULT_COUNT] = {NAN, NAN};
+  const double waitedBefore = s.mesh.exposedCommSeconds();
   const double ms = millisecondsOf([&] {
     s.step.trainStep(s.mesh.context(), s.buffers.stepArgs(), results);
   });
+  const double exposedCommMs =
+      (s.mesh.exposedCommSeconds() - waitedBefore) * 1e3;
   const float loss = results[MGT_TRAIN_RESULT_LOSS];
   const float gradNorm = results[MGT_TRAIN_RESULT_GRAD_NORM];
   std::string line = trainStepLine(step, loss, gradNorm, hp[MGT_HP_LR], ms);
@@ -84,7 +87,8 @@ bool trainStep(Session &s, int64_t step) {
   s.console->printStep(step, line);
   if (s.mesh.rank0())
     s.log.write(trainLogLine(step, loss, gradNorm, hp[MGT_HP_LR], ms,
-                             batchTokens(s.m), s.console->mfu(ms)));
+                             batchTokens(s.m), s.console->mfu(ms),
+                             exposedCommMs));
   // The loss and the norm are reduced over the mesh: every rank sees the
   // same values and stops (or skips) at the same step. The step applied no
   // update, so the weights are those before it.

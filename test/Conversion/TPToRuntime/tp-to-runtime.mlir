@@ -417,19 +417,43 @@ func.func @bf16_adamw(%p: tensor<8xbf16>, %h: tensor<8xf32>, %s: f32, %ok: i1)
 
 // -----
 
-// A bucket: each sum on a copy of its tensor, queued between begin and end.
+// A bucket: each sum started on a copy of its tensor, over dp (axis 0);
+// the last ticket completes them all, and the sums are read after it.
 // CHECK-LABEL: func.func private @bucket(
 // CHECK-SAME: %[[CTX:.*]]: !llvm.ptr,
-// CHECK: memref.copy
-// CHECK: memref.copy
-// CHECK: call @mrt_bucket_begin(%[[CTX]], %{{.*}}) : (!llvm.ptr, i32) -> ()
-// CHECK: call @mrt_bucket_all_reduce_f32(%[[CTX]], %{{.*}}, %{{.*}}) : (!llvm.ptr, memref<?xf32>, i64) -> ()
-// CHECK: call @mrt_bucket_all_reduce_f32(%[[CTX]], %{{.*}}, %{{.*}}) : (!llvm.ptr, memref<?xf32>, i64) -> ()
-// CHECK: call @mrt_bucket_end(%[[CTX]]) : (!llvm.ptr) -> ()
+// CHECK: memref.copy %{{.*}}, %[[A:.*]] : memref<4x8xf32> to memref<4x8xf32>
+// CHECK: call @mrt_all_reduce_start_f32(%[[CTX]], %[[DP:.*]], %{{.*}}, %{{.*}}, %{{.*}}) : (!llvm.ptr, i32, memref<?xf32>, i64, i32) -> i64
+// CHECK: memref.copy %{{.*}}, %[[B:.*]] : memref<8xf32> to memref<8xf32>
+// CHECK: %[[LAST:.*]] = call @mrt_all_reduce_start_f32(%[[CTX]], %[[DP]], %{{.*}}, %{{.*}}, %{{.*}}) : (!llvm.ptr, i32, memref<?xf32>, i64, i32) -> i64
+// CHECK-NEXT: call @mrt_collective_wait(%[[CTX]], %[[LAST]]) : (!llvm.ptr, i64) -> ()
+// CHECK-NEXT: bufferization.to_tensor %[[A]]
+// CHECK-NEXT: bufferization.to_tensor %[[B]]
 tp.mesh @mesh axes = ["dp" = 2]
 func.func @bucket(%a: tensor<4x8xf32>, %b: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>) {
   %r:2 = tp.all_reduce_bucket sum %a, %b over @mesh["dp"] : tensor<4x8xf32>, tensor<8xf32>
   return %r#0, %r#1 : tensor<4x8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// A started max over tp (axis 1) in bf16: its ticket travels to the wait,
+// which the weight gradient's GEMM precedes; the sum becomes a tensor only
+// after the wait.
+// CHECK-LABEL: func.func private @started(
+// CHECK-SAME: %[[CTX:.*]]: !llvm.ptr,
+// CHECK: memref.copy %{{.*}}, %[[BUF:.*]] : memref<4x8xbf16> to memref<4x8xbf16>
+// CHECK: %[[MAX:.*]] = arith.constant 1 : i32
+// CHECK: %[[TICKET:.*]] = call @mrt_all_reduce_start_bf16(%[[CTX]], %{{.*}}, %{{.*}}, %{{.*}}, %[[MAX]]) : (!llvm.ptr, i32, memref<?xbf16>, i64, i32) -> i64
+// CHECK: call @mrt_gemm_bf16
+// CHECK: call @mrt_collective_wait(%[[CTX]], %[[TICKET]]) : (!llvm.ptr, i64) -> ()
+// CHECK-NEXT: %[[SUM:.*]] = bufferization.to_tensor %[[BUF]]
+// CHECK: return %[[SUM]],
+tp.mesh @mesh axes = ["tp" = 2]
+func.func @started(%dx: tensor<4x8xbf16>, %w: tensor<8x8xbf16>) -> (tensor<4x8xbf16>, tensor<4x8xbf16>) {
+  %p = tp.all_reduce_start max %dx over @mesh["tp"] : tensor<4x8xbf16>
+  %y = tp.matmul %dx, %w : tensor<4x8xbf16>, tensor<8x8xbf16> -> tensor<4x8xbf16>
+  %sum = tp.wait %p : tensor<4x8xbf16>
+  return %sum, %y : tensor<4x8xbf16>, tensor<4x8xbf16>
 }
 
 // -----

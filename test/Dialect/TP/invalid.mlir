@@ -614,6 +614,65 @@ func.func @bucket_axis(%x: tensor<4xf32>) {
 
 // -----
 
+tp.mesh @m axes = ["tp" = 2]
+func.func @empty_start() {
+  // expected-error @+1 {{'tp.all_reduce_start' op needs at least one tensor}}
+  %p = "tp.all_reduce_start"() <{axis = "tp", kind = 0 : i32, mesh = @m}> : () -> !tp.pending
+  "tp.wait"(%p) : (!tp.pending) -> ()
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["tp" = 2]
+func.func @start_without_wait(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'tp.all_reduce_start' op needs exactly one tp.wait}}
+  %p = tp.all_reduce_start sum %x over @m["tp"] : tensor<4xf32>
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["tp" = 2]
+func.func @start_axis(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'tp.all_reduce_start' op mesh @m has no axis "dp"}}
+  %p = tp.all_reduce_start sum %x over @m["dp"] : tensor<4xf32>
+  %r = tp.wait %p : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @wait_for_argument(%p: !tp.pending) {
+  // expected-error @+1 {{'tp.wait' op waits for a value no tp.all_reduce_start defined}}
+  %r = tp.wait %p : tensor<4xf32>
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["tp" = 2]
+func.func @wait_in_region(%x: tensor<4xf32>, %c: i1) {
+  %p = tp.all_reduce_start sum %x over @m["tp"] : tensor<4xf32>
+  scf.if %c {
+    // expected-error @+1 {{'tp.wait' op must follow its tp.all_reduce_start in the same block}}
+    %r = tp.wait %p : tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["tp" = 2]
+func.func @wait_types(%x: tensor<4xf32>) {
+  %p = tp.all_reduce_start sum %x over @m["tp"] : tensor<4xf32>
+  // expected-error @+1 {{'tp.wait' op results must have the types of the start's inputs}}
+  %r = tp.wait %p : tensor<8xf32>
+  return
+}
+
+// -----
+
 func.func @positions_not_i32(%qkv: tensor<2x1x192xf32>, %k: tensor<2x2x4x64x16xf32>, %pos: tensor<2xi64>) {
   // expected-error @+1 {{'tp.kv_cache_store' op positions must hold i32, not 'i64'}}
   %0 = tp.kv_cache_store %qkv, %k, %pos layer = 0 section = key heads = 4 : tensor<2x1x192xf32>, tensor<2x2x4x64x16xf32>, tensor<2xi64>

@@ -52,6 +52,10 @@ func.func @collectives(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %m = tp.all_reduce max %g over @m["tp"] : tensor<4x8xf32>
   // CHECK: tp.all_reduce_bucket sum %{{.*}}, %{{.*}} over @m["dp"] : tensor<4x8xf32>, tensor<4x8xf32>
   %b:2 = tp.all_reduce_bucket sum %m, %g over @m["dp"] : tensor<4x8xf32>, tensor<4x8xf32>
+  // CHECK: %[[P:.*]] = tp.all_reduce_start sum %{{.*}}, %{{.*}} over @m["dp"] : tensor<4x8xf32>, tensor<4x8xf32>
+  // CHECK: tp.wait %[[P]] : tensor<4x8xf32>, tensor<4x8xf32>
+  %started = tp.all_reduce_start sum %m, %g over @m["dp"] : tensor<4x8xf32>, tensor<4x8xf32>
+  %w:2 = tp.wait %started : tensor<4x8xf32>, tensor<4x8xf32>
   // CHECK: tp.all_gather %{{.*}} over @m["tp"] dim = 1 : tensor<4x8xf32> -> tensor<4x32xf32>
   %ag = tp.all_gather %b#0 over @m["tp"] dim = 1 : tensor<4x8xf32> -> tensor<4x32xf32>
   // CHECK: tp.reduce_scatter sum %{{.*}} over @m["tp"] dim = 1 : tensor<4x32xf32> -> tensor<4x8xf32>

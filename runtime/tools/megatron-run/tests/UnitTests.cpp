@@ -2086,9 +2086,10 @@ TEST(Report, StepLines) {
   EXPECT_EQ(evalLogLine(3, 2.5f, 2.0, 6),
             "{\"step\":3,\"loss\":2.5,\"ms\":2.000,\"tokens_per_s\":3000.0}\n");
   // Non-finite values are null; so is the rate of a step timed at 0 ms.
-  EXPECT_EQ(trainLogLine(0, NAN, INFINITY, 3e-4f, 0.0, 6),
+  EXPECT_EQ(trainLogLine(0, NAN, INFINITY, 3e-4f, 0.0, 6, 0, 1.25),
             "{\"step\":0,\"loss\":null,\"ms\":0.000,\"tokens_per_s\":null,"
-            "\"grad_norm\":null,\"lr\":0.000300000014}\n");
+            "\"grad_norm\":null,\"lr\":0.000300000014,"
+            "\"exposed_comm_ms\":1.250}\n");
   EXPECT_EQ(validationLogLine(10, 1.5f), "{\"step\":10,\"val_loss\":1.5}\n");
 }
 
