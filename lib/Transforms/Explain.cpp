@@ -45,8 +45,15 @@ struct Report {
   int64_t forwardFlops = 0, backwardFlops = 0;
   int64_t fCount = 0, gCount = 0;
   /// (kind, direction, elements, axis) -> count
-  std::map<std::tuple<std::string, std::string, int64_t, std::string>, int64_t>
-      collectives;
+  using CollectiveKey =
+      std::tuple<std::string, std::string, int64_t, std::string>;
+  std::map<CollectiveKey, int64_t> collectives;
+  /// Of those, the started ones (tp-overlap-collectives) and the FLOPs of
+  /// the GEMMs that run between their start and their wait.
+  struct Overlap {
+    int64_t started = 0, flops = 0;
+  };
+  std::map<CollectiveKey, Overlap> overlapped;
   std::map<int64_t, std::vector<Gemm>> layers;
   std::optional<Hardware> hardware;
   StepTime predicted;
@@ -120,6 +127,16 @@ void countCompute(Operation *op, Report &report) {
   }
 }
 
+/// The FLOPs of the GEMMs a started collective runs under: those between
+/// its start and its wait.
+int64_t flopsUnder(AllReduceStartOp start) {
+  int64_t flops = 0;
+  for (Operation *op = start->getNextNode(); op != start.getWait();
+       op = op->getNextNode())
+    op->walk([&](Operation *nested) { flops += countFlops(nested); });
+  return flops;
+}
+
 void countCommunication(Operation *op, Report &report) {
   // Megatron's conjugates are counted apart: the report's f and g.
   if (isa<FOp>(op))
@@ -136,9 +153,16 @@ void countCommunication(Operation *op, Report &report) {
   }
   std::string axis = collective.getCollectiveAxis().str();
   int64_t times = executionsPerStep(op);
-  report.collectives[{stringifyCollectiveKind(collective.getCollectiveKind()).str(),
-                      getPhase(op).str(), elements, axis}] += times;
+  Report::CollectiveKey key = {
+      stringifyCollectiveKind(collective.getCollectiveKind()).str(),
+      getPhase(op).str(), elements, axis};
+  report.collectives[key] += times;
   report.commBytesByAxis[axis] += times * bytes;
+  if (auto start = dyn_cast<AllReduceStartOp>(op)) {
+    Report::Overlap &overlap = report.overlapped[key];
+    overlap.started += times;
+    overlap.flops += times * flopsUnder(start);
+  }
 }
 
 Report analyze(ModuleOp module) {
@@ -196,6 +220,11 @@ void writeJson(raw_ostream &os, const Report &report) {
           json.attribute("elements", std::get<2>(key));
           json.attribute("count", collective.second);
           json.attribute("axis", std::get<3>(key));
+          auto overlap = report.overlapped.find(key);
+          if (overlap != report.overlapped.end()) {
+            json.attribute("started", overlap->second.started);
+            json.attribute("overlapped_flops", overlap->second.flops);
+          }
         });
     });
     if (report.hardware)
@@ -238,10 +267,16 @@ void writeText(raw_ostream &os, const Report &report) {
      << "conjugates: " << report.fCount << " f, " << report.gCount << " g\n"
      << "communication per rank per step: " << report.commElements()
      << " elements\n";
-  for (const auto &[key, count] : report.collectives)
+  for (const auto &[key, count] : report.collectives) {
     os << "  " << std::get<0>(key) << " " << std::get<1>(key) << " over "
        << std::get<3>(key) << ": " << count << " x " << std::get<2>(key)
-       << " elements\n";
+       << " elements";
+    auto overlap = report.overlapped.find(key);
+    if (overlap != report.overlapped.end())
+      os << " (" << overlap->second.started << " started, under "
+         << overlap->second.flops << " FLOPs)";
+    os << "\n";
+  }
   for (const auto &[axis, bytes] : report.commBytesByAxis)
     os << "  bytes over " << axis << ": " << bytes << "\n";
   if (report.hardware)

@@ -637,8 +637,10 @@ def Explain : Pass<"tp-explain", "ModuleOp"> {
     Reads a partitioned module and writes a JSON report: tp and dp sizes,
     params_total, params_per_rank, the bytes a rank holds for parameters,
     gradients and optimizer state, flops_per_rank_per_step, the collectives
-    by kind, direction and axis with their element counts, the bytes each
-    mesh axis moves, and the local GEMM shapes of each layer. `text=true` prints a summary to stdout.
+    by kind, direction and axis with their element counts (and, for those
+    tp-overlap-collectives started, how many and the FLOPs of the GEMMs
+    that run between their start and their wait), the bytes each mesh axis
+    moves, and the local GEMM shapes of each layer. `text=true` prints a summary to stdout.
     With `hardware=`, it adds the step time the performance model predicts
     (include/megatron/Transforms/PerformanceModel.h). The module is left
     unchanged.

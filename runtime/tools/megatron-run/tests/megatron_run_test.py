@@ -1031,9 +1031,11 @@ def case_val_data():
         return
     steps = [l for l in lines if "loss" in l]
     check([l["step"] for l in steps] == [0, 1, 2, 3, 4] and
-          all(set(l) == {"step", "loss", "ms", "tokens_per_s", "grad_norm", "lr"}
+          all(set(l) == {"step", "loss", "ms", "tokens_per_s", "grad_norm", "lr",
+                         "exposed_comm_ms"} and
+              0 <= l["exposed_comm_ms"] <= l["ms"]
               for l in steps), "train log lines: step, loss, ms, tokens_per_s, "
-          "grad_norm, lr")
+          "grad_norm, lr, exposed_comm_ms (within the step's time)")
     check(all(np.float32(l["loss"]) == f32(p[1]) and
               np.float32(l["grad_norm"]) == f32(p[2]) and
               np.float32(l["lr"]) == f32(p[3])
