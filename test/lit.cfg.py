@@ -26,6 +26,20 @@ for name, value in [("OMPI_ALLOW_RUN_AS_ROOT", "1"),
                     ("OPENBLAS_NUM_THREADS", "1")]:
     config.environment[name] = value
 config.substitutions.append(("%mpirun", "mpirun --oversubscribe -np"))
+
+# Open MPI 4.1 makes its top session directory ompi.<host>.<uid> on first use
+# and removes it at exit once it is empty; with tests in parallel one
+# process's removal can land between another's mkdir and stat, which then
+# fails with "File exists". Its cleanup deletes the files in that directory
+# but descends into no subdirectory, so a top directory made here with one
+# in it is never empty and never removed under a starting process.
+import socket
+ompi_base = os.path.join(config.test_exec_root, "ompi-session")
+host = socket.gethostname()
+for name in {host, host.split(".")[0]}:
+    top = os.path.join(ompi_base, "ompi.%s.%d" % (name, os.getuid()))
+    os.makedirs(os.path.join(top, "keep"), exist_ok=True)
+config.environment["OMPI_MCA_orte_tmpdir_base"] = ompi_base
 config.substitutions.append(
     ("%utils", os.path.join(config.test_source_root, "..", "utils")))
 config.substitutions.append(("%megatron_obj_root", config.megatron_obj_root))

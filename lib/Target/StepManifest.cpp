@@ -242,12 +242,6 @@ int64_t entryFlops(func::FuncOp function) {
   return flops;
 }
 
-/// Whether `function` is a framework's function (tp-function-entry).
-bool isFunctionEntry(func::FuncOp function) {
-  auto kind = function->getAttrOfType<StringAttr>(TPDialect::kEntryAttrName);
-  return kind && kind.getValue() == MGT_ENTRY_KIND_FUNCTION;
-}
-
 /// The functions the library exports: a framework's function alone;
 /// generation's prefill and decode (exactly when `generate`); or the
 /// forward entry first, those tp-keep-forward marked or the module's one

@@ -11,6 +11,8 @@
 // stand before the first op that reads one of their sums.
 //
 //===----------------------------------------------------------------------===//
+#include "LayerLocations.h"
+
 #include "megatron/Transforms/Passes.h"
 #include "megatron_rt/contract.h"
 
@@ -97,11 +99,16 @@ private:
     if (bucket.size() < 2)
       return;
     SmallVector<Value> inputs;
-    for (AllReduceOp reduce : bucket)
+    SmallVector<Location> locs;
+    for (AllReduceOp reduce : bucket) {
       inputs.push_back(reduce.getInput());
+      locs.push_back(reduce.getLoc());
+    }
+    // The gradients of several layers: the bucket is in none of them.
+    Location loc = megatron::withoutLayer(b.getFusedLoc(locs));
     b.setInsertionPoint(before);
     auto merged = AllReduceBucketOp::create(
-        b, bucket.front().getLoc(), inputs, bucket.front().getMeshAttr(),
+        b, loc, inputs, bucket.front().getMeshAttr(),
         bucket.front().getAxisAttr());
     merged->setDiscardableAttrs(bucket.front()->getDiscardableAttrDictionary());
     for (auto [reduce, result] : llvm::zip(bucket, merged.getResults())) {

@@ -127,9 +127,8 @@ void overlap(const Reduction &reduction) {
   if (llvm::any_of(reduction.inputs, isHostScalar))
     return;
   Operation *op = reduction.op;
-  if (isDataParallel(reduction))
-    op->setLoc(withoutLayer(op->getLoc()));
-  std::optional<RunKey> own = getRunKey(op);
+  std::optional<RunKey> own =
+      isDataParallel(reduction) ? std::nullopt : getRunKey(op);
   Block::iterator start = earliestStart(reduction, own),
                   wait = latestWait(reduction, own);
   bool startsBefore =
@@ -137,7 +136,8 @@ void overlap(const Reduction &reduction) {
   if (!startsBefore || !op->isBeforeInBlock(&*wait) ||
       !hasWorkBetween(start, wait, op))
     return;
-  Location loc = op->getLoc();
+  Location loc =
+      isDataParallel(reduction) ? withoutLayer(op->getLoc()) : op->getLoc();
   OpBuilder b(op->getContext());
   b.setInsertionPoint(op->getBlock(), start);
   auto started = AllReduceStartOp::create(

@@ -7,9 +7,10 @@
 // blocking collective waits for every earlier one. Started work runs on a
 // progress thread, which drives the MPI request to completion itself
 // (Open MPI's nonblocking collectives advance only inside MPI calls, so
-// without it a started sum would do nothing until its wait). The thread
-// sleeps between polls so that it does not take a core from the compute it
-// overlaps. Without MPI_THREAD_SERIALIZED (an embedding host that
+// without it a started sum would do nothing until its wait). The work's
+// poll loop sleeps between tests while the caller computes, so that it
+// does not take a core from the compute it overlaps, and stops sleeping
+// once the caller waits (callerWaiting). Without MPI_THREAD_SERIALIZED (an embedding host that
 // initialised MPI for one thread) work runs at once on the caller's thread:
 // correct, with nothing overlapped.
 #ifndef MEGATRON_RT_LIB_COLLECTIVE_QUEUE_H

@@ -321,7 +321,7 @@ struct ReduceScatterToRuntime : RuntimePattern<ReduceScatterOp> {
 void megatron::populateCollectiveToRuntimePatterns(
     RewritePatternSet &patterns, const RuntimeTargetInfo &target) {
   patterns.add<FToRuntime, AllReduceToRuntime, AllReduceBucketToRuntime,
-               AllReduceStartToRuntime, WaitToRuntime, AxisIndexToRuntime, LocalSliceToRuntime, AllGatherToRuntime,
-               ReduceScatterToRuntime>(
+               AllReduceStartToRuntime, WaitToRuntime, AxisIndexToRuntime,
+               LocalSliceToRuntime, AllGatherToRuntime, ReduceScatterToRuntime>(
       patterns.getContext(), target);
 }

@@ -54,6 +54,20 @@ struct FToInput : OpConversionPattern<FOp> {
   }
 };
 
+/// One shard.all_reduce per input: upstream has no grouped or nonblocking
+/// all-reduce.
+template <typename Op>
+SmallVector<Value> allReduceEach(ConversionPatternRewriter &rewriter, Op op,
+                                 ValueRange inputs, ReductionKind kind) {
+  DenseI16ArrayAttr axes = gridAxes(op, op.getMeshAttr(), op.getAxis());
+  SmallVector<Value> sums;
+  for (Value input : inputs)
+    sums.push_back(shard::AllReduceOp::create(
+        rewriter, op.getLoc(), input.getType(), op.getMeshAttr(), axes, input,
+        reduction(op.getContext(), kind)));
+  return sums;
+}
+
 /// g and all_reduce: one shard.all_reduce of the same kind.
 template <typename Op>
 struct ReduceToAllReduce : OpConversionPattern<Op> {
@@ -61,45 +75,34 @@ struct ReduceToAllReduce : OpConversionPattern<Op> {
   LogicalResult
   matchAndRewrite(Op op, typename Op::Adaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    rewriter.replaceOpWithNewOp<shard::AllReduceOp>(
-        op, op.getType(), op.getMeshAttr(),
-        gridAxes(op, op.getMeshAttr(), op.getAxis()), adaptor.getInput(),
-        reduction(op.getContext(), op.getCollectiveReduction()));
+    rewriter.replaceOp(op, allReduceEach(rewriter, op, adaptor.getInput(),
+                                         op.getCollectiveReduction()));
     return success();
   }
 };
 
-/// A bucket's sums go one by one: upstream has no grouped all-reduce.
+/// A bucket's sums go one by one.
 struct BucketToAllReduces : OpConversionPattern<AllReduceBucketOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
   matchAndRewrite(AllReduceBucketOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    DenseI16ArrayAttr axes = gridAxes(op, op.getMeshAttr(), op.getAxis());
-    SmallVector<Value> sums;
-    for (Value input : adaptor.getInputs())
-      sums.push_back(shard::AllReduceOp::create(
-          rewriter, op.getLoc(), input.getType(), op.getMeshAttr(), axes,
-          input, reduction(op.getContext(), ReductionKind::sum)));
-    rewriter.replaceOp(op, sums);
+    rewriter.replaceOp(op, allReduceEach(rewriter, op, adaptor.getInputs(),
+                                         ReductionKind::sum));
     return success();
   }
 };
 
-/// A started all-reduce: upstream has no nonblocking one, so each sum is a
-/// shard.all_reduce where it starts, and its wait's results are those.
+/// A started all-reduce: each sum is a shard.all_reduce where it starts,
+/// and its wait's results are those.
 struct StartToAllReduces : OpConversionPattern<AllReduceStartOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
   matchAndRewrite(AllReduceStartOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    DenseI16ArrayAttr axes = gridAxes(op, op.getMeshAttr(), op.getAxis());
-    SmallVector<Value> sums;
-    for (Value input : adaptor.getInputs())
-      sums.push_back(shard::AllReduceOp::create(
-          rewriter, op.getLoc(), input.getType(), op.getMeshAttr(), axes,
-          input, reduction(op.getContext(), op.getKind())));
-    rewriter.replaceOp(op.getWait(), sums);
+    rewriter.replaceOp(op.getWait(), allReduceEach(rewriter, op,
+                                                   adaptor.getInputs(),
+                                                   op.getKind()));
     rewriter.eraseOp(op);
     return success();
   }

@@ -405,27 +405,32 @@ LogicalResult SumToOp::verify() {
 // Collectives
 //===----------------------------------------------------------------------===//
 
-/// Resolves the collective's mesh and axis; returns the axis size.
-template <typename CollectiveOp>
-static FailureOr<int64_t> verifyMeshAxis(CollectiveOp op,
-                                         SymbolTableCollection &symbolTable) {
-  auto mesh =
-      symbolTable.lookupNearestSymbolFrom<MeshOp>(op, op.getMeshAttr());
-  if (!mesh)
-    return op.emitOpError("refers to unknown mesh ") << op.getMeshAttr();
-  std::optional<int64_t> size = mesh.getAxisSize(op.getAxis());
+FailureOr<int64_t> mlir::tp::verifyMeshAxis(Operation *op,
+                                            FlatSymbolRefAttr mesh,
+                                            StringRef axis,
+                                            SymbolTableCollection &symbolTable) {
+  auto meshOp = symbolTable.lookupNearestSymbolFrom<MeshOp>(op, mesh);
+  if (!meshOp)
+    return op->emitOpError("refers to unknown mesh ") << mesh;
+  std::optional<int64_t> size = meshOp.getAxisSize(axis);
   if (!size)
-    return op.emitOpError("mesh ")
-           << op.getMeshAttr() << " has no axis \"" << op.getAxis() << "\"";
+    return op->emitOpError("mesh ")
+           << mesh << " has no axis \"" << axis << "\"";
   return *size;
 }
 
-/// all_gather grows `dim` by the axis size; reduce_scatter and local_slice
-/// shrink it. `wide` is the larger of the two types.
+/// all_gather grows `dim` by the size of its mesh axis; reduce_scatter and
+/// local_slice shrink it. `wide` is the larger of the two types.
 template <typename CollectiveOp>
-static LogicalResult verifySplitDim(CollectiveOp op, int64_t axisSize,
+static LogicalResult verifySplitDim(CollectiveOp op,
+                                    SymbolTableCollection &symbolTable,
                                     RankedTensorType wide,
                                     RankedTensorType narrow) {
+  FailureOr<int64_t> size =
+      verifyMeshAxis(op, op.getMeshAttr(), op.getAxis(), symbolTable);
+  if (failed(size))
+    return failure();
+  int64_t axisSize = *size;
   int64_t dim = op.getDim();
   if (!isValidDim(dim, wide.getRank()) || wide.getRank() != narrow.getRank())
     return op.emitOpError("dim ")
@@ -441,34 +446,16 @@ static LogicalResult verifySplitDim(CollectiveOp op, int64_t axisSize,
   return expectShape(op, "local side", narrow.getShape(), expected);
 }
 
-
-LogicalResult
-AxisIndexOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  return verifyMeshAxis(*this, symbolTable);
-}
-
-LogicalResult FOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  return verifyMeshAxis(*this, symbolTable);
-}
-
-LogicalResult GOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  return verifyMeshAxis(*this, symbolTable);
-}
-
-LogicalResult
-AllReduceOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  return verifyMeshAxis(*this, symbolTable);
-}
-
-LogicalResult
-AllReduceBucketOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  return verifyMeshAxis(*this, symbolTable);
+/// A grouped collective names at least one tensor: its wait is for the
+/// ticket of the last one started.
+static LogicalResult verifyHasTensors(Operation *op, ValueRange inputs) {
+  if (inputs.empty())
+    return op->emitOpError("needs at least one tensor");
+  return success();
 }
 
 LogicalResult AllReduceBucketOp::verify() {
-  if (getInputs().empty())
-    return emitOpError("needs at least one tensor");
-  return success();
+  return verifyHasTensors(*this, getInputs());
 }
 
 /// Each result has its input's type.
@@ -479,14 +466,9 @@ LogicalResult AllReduceBucketOp::inferReturnTypes(
   return success();
 }
 
-LogicalResult
-AllReduceStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  return verifyMeshAxis(*this, symbolTable);
-}
-
 LogicalResult AllReduceStartOp::verify() {
-  if (getInputs().empty())
-    return emitOpError("needs at least one tensor");
+  if (failed(verifyHasTensors(*this, getInputs())))
+    return failure();
   if (!getPending().hasOneUse() || !isa<WaitOp>(*getPending().user_begin()))
     return emitOpError("needs exactly one tp.wait");
   return success();
@@ -518,26 +500,17 @@ LogicalResult WaitOp::verify() {
 
 LogicalResult
 AllGatherOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  FailureOr<int64_t> size = verifyMeshAxis(*this, symbolTable);
-  if (failed(size))
-    return failure();
-  return verifySplitDim(*this, *size, getType(), getInput().getType());
+  return verifySplitDim(*this, symbolTable, getType(), getInput().getType());
 }
 
 LogicalResult
 ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  FailureOr<int64_t> size = verifyMeshAxis(*this, symbolTable);
-  if (failed(size))
-    return failure();
-  return verifySplitDim(*this, *size, getInput().getType(), getType());
+  return verifySplitDim(*this, symbolTable, getInput().getType(), getType());
 }
 
 LogicalResult
 LocalSliceOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  FailureOr<int64_t> size = verifyMeshAxis(*this, symbolTable);
-  if (failed(size))
-    return failure();
-  return verifySplitDim(*this, *size, getInput().getType(), getType());
+  return verifySplitDim(*this, symbolTable, getInput().getType(), getType());
 }
 
 #include "megatron/Dialect/TP/IR/TPInterfaces.cpp.inc"

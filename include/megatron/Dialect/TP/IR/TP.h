@@ -25,6 +25,23 @@
 
 namespace mlir::tp {
 class PartitionContext;
+
+/// Resolves the mesh `mesh` an op at `op` names and its axis `axis`,
+/// reporting either missing at `op`; returns the axis size.
+FailureOr<int64_t> verifyMeshAxis(Operation *op, FlatSymbolRefAttr mesh,
+                                  StringRef axis,
+                                  SymbolTableCollection &symbolTable);
+
+/// An op whose symbol uses are its mesh and axis (`getMeshAttr`,
+/// `getAxis`) and nothing more to check against them.
+template <typename ConcreteType>
+class MeshAxisUser : public OpTrait::TraitBase<ConcreteType, MeshAxisUser> {
+public:
+  LogicalResult verifySymbolUses(SymbolTableCollection &symbolTable) {
+    auto op = cast<ConcreteType>(this->getOperation());
+    return verifyMeshAxis(op, op.getMeshAttr(), op.getAxis(), symbolTable);
+  }
+};
 } // namespace mlir::tp
 #include "megatron/Dialect/TP/IR/TPInterfaces.h.inc"
 

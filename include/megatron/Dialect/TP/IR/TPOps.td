@@ -11,6 +11,13 @@ include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
+// An op naming a mesh axis whose only symbol check is that the mesh and the
+// axis exist (MeshAxisUser in TP.h).
+def TP_MeshAxisUserTrait : NativeOpTrait<"MeshAxisUser"> {
+  let cppNamespace = "::mlir::tp";
+}
+def TP_MeshAxisUser : TraitList<[SymbolUserOpInterface, TP_MeshAxisUserTrait]>;
+
 //===----------------------------------------------------------------------===//
 // Mesh
 //===----------------------------------------------------------------------===//
@@ -896,8 +903,7 @@ def TP_ReshardOp : TP_Op<"reshard", [DeclareOpInterfaceMethods<TP_PrecisionOpInt
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-def TP_AxisIndexOp : TP_Op<"axis_index", [Pure,
-    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+def TP_AxisIndexOp : TP_Op<"axis_index", [Pure, TP_MeshAxisUser]> {
   let summary = "This rank's index along a mesh axis (a runtime value)";
   let description = [{
     The index, in [0, size), of the executing rank along axis `axis` of mesh
@@ -929,8 +935,7 @@ def TP_AxisIndexOp : TP_Op<"axis_index", [Pure,
 class TP_CollectiveOp<string mnemonic, string kind, string tensor,
                       list<Trait> traits = []>
     : TP_Op<mnemonic, !listconcat(traits,
-        [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
-         TP_CollectiveOpInterface,
+        [TP_CollectiveOpInterface,
          DeclareOpInterfaceMethods<TP_PrecisionOpInterface>,
          DeclareOpInterfaceMethods<TP_VJPOpInterface>])> {
   /// More of the op's class declaration (a reducing op's reduction).
@@ -945,7 +950,7 @@ class TP_CollectiveOp<string mnemonic, string kind, string tensor,
   }] # extraCollectiveDeclaration;
 }
 
-def TP_FOp : TP_CollectiveOp<"f", "identity", "getResult", [Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
+def TP_FOp : TP_CollectiveOp<"f", "identity", "getResult", [Pure, TP_MeshAxisUser, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
   let summary = "Megatron's f: identity forward, all-reduce of the gradient backward";
   let description = [{
     The first of Megatron-LM's conjugate pair. Forward it is the identity;
@@ -966,7 +971,7 @@ def TP_FOp : TP_CollectiveOp<"f", "identity", "getResult", [Pure, DeclareOpInter
   let assemblyFormat = "$input `over` $mesh `[` $axis `]` attr-dict `:` type($result)";
 }
 
-def TP_GOp : TP_CollectiveOp<"g", "all_reduce", "getResult", [DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
+def TP_GOp : TP_CollectiveOp<"g", "all_reduce", "getResult", [TP_MeshAxisUser, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
   let summary = "Megatron's g: all-reduce forward, identity backward";
   let description = [{
     The second of Megatron-LM's conjugate pair. Forward it sums the ranks'
@@ -989,7 +994,7 @@ def TP_GOp : TP_CollectiveOp<"g", "all_reduce", "getResult", [DeclareOpInterface
   let assemblyFormat = "$input `over` $mesh `[` $axis `]` attr-dict `:` type($result)";
 }
 
-def TP_AllReduceOp : TP_CollectiveOp<"all_reduce", "all_reduce", "getResult", [SameOperandsAndResultType]> {
+def TP_AllReduceOp : TP_CollectiveOp<"all_reduce", "all_reduce", "getResult", [TP_MeshAxisUser, SameOperandsAndResultType]> {
   let summary = "Reduces a tensor across the ranks of a mesh axis";
   let description = [{
     Combines `input` elementwise over the ranks of `axis` with `kind` (`sum`
@@ -1017,7 +1022,7 @@ def TP_AllReduceOp : TP_CollectiveOp<"all_reduce", "all_reduce", "getResult", [S
 }
 
 def TP_AllReduceBucketOp : TP_Op<"all_reduce_bucket", [
-    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    TP_MeshAxisUser,
     DeclareOpInterfaceMethods<InferTypeOpInterface>,
     TP_CollectiveOpInterface,
     DeclareOpInterfaceMethods<TP_PrecisionOpInterface>]> {
@@ -1055,7 +1060,7 @@ def TP_AllReduceBucketOp : TP_Op<"all_reduce_bucket", [
 }
 
 def TP_AllReduceStartOp : TP_Op<"all_reduce_start", [
-    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    TP_MeshAxisUser,
     TP_CollectiveOpInterface]> {
   let summary = "Starts summing (or maxing) tensors across a mesh axis";
   let description = [{
@@ -1120,7 +1125,7 @@ def TP_WaitOp : TP_Op<"wait"> {
   }];
 }
 
-def TP_AllGatherOp : TP_CollectiveOp<"all_gather", "all_gather", "getResult"> {
+def TP_AllGatherOp : TP_CollectiveOp<"all_gather", "all_gather", "getResult", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Concatenates the ranks' tensors along one dimension";
   let description = [{
     Each rank's `input` is one chunk; the result concatenates the chunks of
@@ -1146,7 +1151,7 @@ def TP_AllGatherOp : TP_CollectiveOp<"all_gather", "all_gather", "getResult"> {
   }];
 }
 
-def TP_ReduceScatterOp : TP_CollectiveOp<"reduce_scatter", "reduce_scatter", "getInput"> {
+def TP_ReduceScatterOp : TP_CollectiveOp<"reduce_scatter", "reduce_scatter", "getInput", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Reduces across ranks, each rank keeping its chunk of one dimension";
   let description = [{
     Combines `input` over the ranks of `axis` with `kind`, each rank keeping
@@ -1173,7 +1178,7 @@ def TP_ReduceScatterOp : TP_CollectiveOp<"reduce_scatter", "reduce_scatter", "ge
   }];
 }
 
-def TP_LocalSliceOp : TP_CollectiveOp<"local_slice", "local_slice", "getResult", [Pure]> {
+def TP_LocalSliceOp : TP_CollectiveOp<"local_slice", "local_slice", "getResult", [DeclareOpInterfaceMethods<SymbolUserOpInterface>, Pure]> {
   let summary = "This rank's chunk of a replicated tensor along one dimension";
   let description = [{
     This rank's chunk of `input` along `dim`: the slice that starts at the
