@@ -9,7 +9,7 @@ TFLOP/s per GPU over the one-GPU baseline's, as the paper defines it; the
 table sets it beside the paper's figures (from its text and Figure 5).
 The data-parallel gradient reduction runs after the backward pass, as the
 paper's implementation ran it; --overlap runs it under the rest of the
-backward pass (tp-predict's overlap-dp), as later Megatron-LM does.
+backward pass (tp-predict's overlap=dp), as later Megatron-LM does.
 
   bench/scaling/megatron_weak_scaling.py [--build build] [--hardware FILE]
       [--calibrate] [--overlap] [--json FILE]
@@ -54,8 +54,8 @@ def predict(build, hardware, hidden, heads, layers, tp, dp, work, overlap=False)
                        check=True)
     out = subprocess.run(
         [os.path.join(build, "bin", "megatron-opt"), ir,
-         f"--tp-predict=tp={tp} dp={dp} hardware={hardware} "
-         f"overlap-dp={int(overlap)}", "-o",
+         f"--tp-predict=tp={tp} dp={dp} hardware={hardware}"
+         + (" overlap=dp" if overlap else ""), "-o",
          os.devnull], check=True, capture_output=True, text=True).stdout
     for line in out.splitlines():
         m = ROW.match(line)

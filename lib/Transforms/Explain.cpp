@@ -234,6 +234,7 @@ void writeJson(raw_ostream &os, const Report &report) {
         json.attribute("compute_seconds", report.predicted.compute);
         json.attribute("memory_seconds", report.predicted.memory);
         json.attribute("communication_seconds", report.predicted.communication);
+        json.attribute("hidden_communication_seconds", report.predicted.hidden);
       });
     json.attributeArray("layers", [&] {
       for (const auto &layerGemms : report.layers)
@@ -281,10 +282,12 @@ void writeText(raw_ostream &os, const Report &report) {
     os << "  bytes over " << axis << ": " << bytes << "\n";
   if (report.hardware)
     os << llvm::formatv("predicted step time on {0}: {1:f4} s ({2:f4} compute, "
-                        "{3:f4} memory, {4:f4} communication)\n",
+                        "{3:f4} memory, {4:f4} communication, {5:f4} of it "
+                        "hidden under compute)\n",
                         report.hardware->name, report.predicted.total(),
                         report.predicted.compute, report.predicted.memory,
-                        report.predicted.communication);
+                        report.predicted.communication,
+                        report.predicted.hidden);
   if (!report.layers.empty()) {
     const auto &[layer, gemms] = *report.layers.begin();
     os << "layer " << layer << " local GEMMs (M x N x K):\n";

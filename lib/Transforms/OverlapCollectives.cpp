@@ -14,6 +14,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace mlir::megatron {
 #define GEN_PASS_DEF_OVERLAPCOLLECTIVES
@@ -152,14 +153,36 @@ void overlap(const Reduction &reduction) {
   op->erase();
 }
 
+/// An axis named in `axes` that no mesh of `module` has, if any.
+std::optional<StringRef> unknownAxis(ModuleOp module, ArrayRef<std::string> axes) {
+  llvm::StringSet<> known;
+  module.walk([&](MeshOp mesh) {
+    for (StringRef name : mesh.getAxisNames().getAsValueRange<StringAttr>())
+      known.insert(name);
+  });
+  for (const std::string &axis : axes)
+    if (!known.contains(axis))
+      return StringRef(axis);
+  return std::nullopt;
+}
+
 struct OverlapCollectivesPass
     : public megatron::impl::OverlapCollectivesBase<OverlapCollectivesPass> {
+  using OverlapCollectivesBase::OverlapCollectivesBase;
+
   void runOnOperation() override {
-    if (failed(tp::verifyProgramDialects(getOperation(), getArgument())))
+    ModuleOp module = getOperation();
+    if (failed(tp::verifyProgramDialects(module, getArgument())))
       return signalPassFailure();
+    if (std::optional<StringRef> axis = unknownAxis(module, axes)) {
+      module.emitError() << getArgument() << ": axes names '" << *axis
+                         << "', an axis no tp.mesh of the program has";
+      return signalPassFailure();
+    }
     SmallVector<Reduction> reductions;
-    getOperation().walk([&](Operation *op) {
-      if (std::optional<Reduction> reduction = asReduction(op))
+    module.walk([&](Operation *op) {
+      std::optional<Reduction> reduction = asReduction(op);
+      if (reduction && (axes.empty() || llvm::is_contained(axes, reduction->axis)))
         reductions.push_back(*reduction);
     });
     for (const Reduction &reduction : reductions)

@@ -198,22 +198,21 @@ namespace {
 struct OpCost {
   enum Part { Compute, Memory, Communication } part = Compute;
   double seconds = 0;
-  bool dataParallel = false; // a collective over the dp axis
 };
 
 std::optional<OpCost> costOf(Operation *op, const Hardware &hardware) {
-  // The mesh, rank indices and f (the identity forward) cost nothing; a
-  // local slice is a copy.
+  // The mesh, rank indices, f (the identity forward) and a wait (its
+  // collective's time is the start's) cost nothing; a local slice is a copy.
   auto collective = dyn_cast<CollectiveOpInterface>(op);
-  if (!isa<TPDialect>(op->getDialect()) || isa<MeshOp, AxisIndexOp>(op) ||
+  if (!isa<TPDialect>(op->getDialect()) ||
+      isa<MeshOp, AxisIndexOp, WaitOp>(op) ||
       (collective &&
        collective.getCollectiveKind() == CollectiveKind::identity))
     return std::nullopt;
   double times = executionsPerStep(op);
   if (collective && getRingPasses(collective.getCollectiveKind()) > 0)
     return OpCost{OpCost::Communication,
-                  times * collectiveSeconds(collective, hardware),
-                  collective.getCollectiveAxis() == MGT_AXIS_NAME_DP};
+                  times * collectiveSeconds(collective, hardware)};
   if (int64_t flops = countFlops(op))
     return OpCost{OpCost::Compute,
                   times * double(flops) / hardware.flopsPerSecond};
@@ -221,77 +220,44 @@ std::optional<OpCost> costOf(Operation *op, const Hardware &hardware) {
                 times * trafficBytes(op, hardware) / hardware.bytesPerSecond};
 }
 
-/// The step as two streams: compute (with the tp collectives), in program
-/// order, and the dp collectives, each issued once its gradients are ready
-/// and run one after another in the order they become ready (as a bucketed
-/// gradient reduction issues them). An op starts when its stream is free
-/// and its operands are ready; ops that cost nothing pass their operands'
-/// readiness on.
-class TwoStreams {
-public:
-  TwoStreams(ModuleOp module, const Hardware &hardware) {
-    module.walk([&](Operation *op) {
-      if (std::optional<OpCost> cost = costOf(op, hardware))
-        costs_[op] = *cost;
-    });
-  }
-
-  /// When both streams are done. The first pass gives each dp collective
-  /// the time its operands are ready with no wait for other collectives
-  /// (gradients never depend on reduced gradients); the collectives then
-  /// run in that order, and the second pass has compute wait for them.
-  double end(ModuleOp module) {
-    simulate(module, /*record=*/true);
-    // Program order among collectives ready at the same time.
-    llvm::stable_sort(issued_, [](const auto &a, const auto &b) {
-      return a.first < b.first;
-    });
-    double stream = 0;
-    for (auto [ready, op] : issued_)
-      collectiveEnd_[op] = stream =
-          std::max(stream, ready) + costs_.lookup(op).seconds;
-    return std::max(simulate(module, /*record=*/false), stream);
-  }
-
-private:
-  /// One pass in program order; returns when the compute stream is done.
-  /// `record`: note when each dp collective's operands are ready.
-  double simulate(ModuleOp module, bool record) {
-    ready_.clear();
-    double compute = 0;
-    module.walk([&](Operation *op) {
-      double start = 0;
-      for (Value operand : op->getOperands())
-        start = std::max(start, ready_.lookup(operand));
-      double end = start;
-      auto cost = costs_.find(op);
-      if (cost != costs_.end() && cost->second.dataParallel) {
-        if (record)
-          issued_.push_back({start, op});
-        auto done = collectiveEnd_.find(op);
-        end = done != collectiveEnd_.end() ? done->second : start;
-      } else if (cost != costs_.end()) {
-        end = compute = std::max(start, compute) + cost->second.seconds;
-      }
-      for (Value result : op->getResults())
-        ready_[result] = end;
-    });
-    return compute;
-  }
-
-  llvm::DenseMap<Operation *, OpCost> costs_;
-  llvm::DenseMap<Value, double> ready_;
-  llvm::SmallVector<std::pair<double, Operation *>> issued_;
-  llvm::DenseMap<Operation *, double> collectiveEnd_;
-};
+/// The step as the runtime runs it: the rank's thread computes in program
+/// order, and its collectives, started or blocking, run one after another
+/// on one queue in the order the thread issues them (every rank issues them
+/// in one order, as MPI and NCCL require). A tp.all_reduce_start joins the
+/// queue and the thread goes on; its tp.wait, like a blocking collective,
+/// holds the thread until the queue has run it. Returns when the thread
+/// and the queue are both done.
+double simulateStartsAndWaits(ModuleOp module, const Hardware &hardware) {
+  double thread = 0, queue = 0;
+  llvm::DenseMap<Value, double> done; // a started collective's end
+  module.walk([&](Operation *op) {
+    if (auto wait = dyn_cast<WaitOp>(op)) {
+      thread = std::max(thread, done.lookup(wait.getPending()));
+      return;
+    }
+    std::optional<OpCost> cost = costOf(op, hardware);
+    if (!cost)
+      return;
+    if (cost->part != OpCost::Communication) {
+      thread += cost->seconds;
+    } else if (auto start = dyn_cast<AllReduceStartOp>(op)) {
+      queue = std::max(thread, queue) + cost->seconds;
+      done[start.getPending()] = queue;
+    } else {
+      thread = queue = std::max(thread, queue) + cost->seconds;
+    }
+  });
+  return std::max(thread, queue);
+}
 
 } // namespace
 
 StepTime megatron::predictStepTime(ModuleOp partitioned,
-                                   const Hardware &hardware,
-                                   bool overlapDataParallel) {
+                                   const Hardware &hardware) {
   StepTime time;
+  bool started = false;
   partitioned.walk([&](Operation *op) {
+    started |= isa<AllReduceStartOp>(op);
     std::optional<OpCost> cost = costOf(op, hardware);
     if (!cost)
       return;
@@ -299,8 +265,9 @@ StepTime megatron::predictStepTime(ModuleOp partitioned,
      : cost->part == OpCost::Memory ? time.memory
                                     : time.communication) += cost->seconds;
   });
-  if (overlapDataParallel)
+  // Without started collectives the step is the sum of its parts.
+  if (started)
     time.hidden = std::max(
-        0.0, time.total() - TwoStreams(partitioned, hardware).end(partitioned));
+        0.0, time.total() - simulateStartsAndWaits(partitioned, hardware));
   return time;
 }

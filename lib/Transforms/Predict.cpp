@@ -1,6 +1,7 @@
 //===- Predict.cpp - predicted step time at several TP sizes --------------===//
 #include "megatron/Transforms/Passes.h"
 #include "megatron/Transforms/PerformanceModel.h"
+#include "megatron_rt/contract.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
@@ -23,6 +24,12 @@ struct PredictPass : public megatron::impl::PredictBase<PredictPass> {
   void runOnOperation() override {
     if (failed(tp::verifyGlobalProgram(getOperation(), getArgument())))
       return signalPassFailure();
+    for (const std::string &axis : overlap)
+      if (axis != MGT_AXIS_NAME_TP && axis != MGT_AXIS_NAME_DP) {
+        getOperation().emitError("tp-predict: overlap names '")
+            << axis << "'; the axes are " MGT_AXIS_NAME_TP " and " MGT_AXIS_NAME_DP;
+        return signalPassFailure();
+      }
     std::string error;
     FailureOr<Hardware> found = lookupHardware(hardware, error);
     if (failed(found)) {
@@ -41,6 +48,16 @@ struct PredictPass : public megatron::impl::PredictBase<PredictPass> {
     for (int64_t dp : dps)
       for (int64_t tp : tpSizes)
         predict(tp, dp, *found);
+  }
+
+  /// The `overlap` axes the layout's mesh has: only axes of size > 1 are
+  /// created, and a size-1 axis has no collectives to overlap.
+  SmallVector<std::string> overlappedAxes(int64_t tp, int64_t dp) const {
+    SmallVector<std::string> axes;
+    for (const std::string &axis : overlap)
+      if ((axis == MGT_AXIS_NAME_TP ? tp : dp) > 1)
+        axes.push_back(axis);
+    return axes;
   }
 
   /// Partitions a copy of the program for `tp` x `dp` and prints one row.
@@ -65,6 +82,8 @@ struct PredictPass : public megatron::impl::PredictBase<PredictPass> {
       pm.addPass(createOptimizer());
       pm.addPass(createBucketReductions());
     }
+    if (SmallVector<std::string> axes = overlappedAxes(tp, dp); !axes.empty())
+      pm.addPass(createOverlapCollectives(OverlapCollectivesOptions{axes}));
     std::string reason;
     LogicalResult result = success();
     {
@@ -80,7 +99,7 @@ struct PredictPass : public megatron::impl::PredictBase<PredictPass> {
       llvm::outs() << llvm::formatv("{0,4} {1,4} not possible: {2}\n", tp, dp,
                                     reason);
     } else {
-      StepTime time = predictStepTime(copy, hw, overlapDp);
+      StepTime time = predictStepTime(copy, hw);
       int64_t flops = 0;
       copy.walk([&](Operation *op) { flops += countFlops(op); });
       llvm::outs() << llvm::formatv(

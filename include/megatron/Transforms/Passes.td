@@ -451,6 +451,11 @@ def OverlapCollectives : Pass<"tp-overlap-collectives", "ModuleOp"> {
     %next = tp.gelu %sum : tensor<4x64xf32>
     ```
   }];
+  let options = [
+    ListOption<"axes", "axes", "std::string",
+               "the mesh axes whose all-reduces start early (every axis "
+               "when not given); the others stay blocking">,
+  ];
 }
 
 def FuseResidualNorm : Pass<"tp-fuse-residual-norm", "ModuleOp"> {
@@ -686,9 +691,13 @@ def Predict : Pass<"tp-predict", "ModuleOp"> {
   let description = [{
     For each data-parallel and tensor-parallel size, runs the Megatron
     pipeline (and with `train`, the backward pass, optimizer and gradient
-    buckets) on a copy of the global program and prints the performance
-    model's prediction on `hardware`: step time, its compute, memory and
-    communication parts, and the FLOP rate per rank. Ranks are placed in
+    buckets, and with `overlap`, tp-overlap-collectives on those axes) on a
+    copy of the global program and prints the performance model's
+    prediction on `hardware`: step time, its compute, memory and
+    communication parts, and the FLOP rate per rank. The model follows the
+    started collectives' schedule as the runtime runs it: one in-order
+    queue of collectives beside the rank's compute, a wait holding the
+    compute until its collective is done. Ranks are placed in
     nodes as megatron-run numbers them (tp neighbours): a collective whose
     group spans nodes uses its share of the node's network adapters. A size
     the model cannot be split into is reported with the reason. The program
@@ -725,10 +734,13 @@ def Predict : Pass<"tp-predict", "ModuleOp"> {
            "v100-dgx2, h100-sxm, h200-sxm or a hardware JSON file">,
     Option<"train", "train", "bool", "true",
            "predict the training step (forward, backward, AdamW)">,
-    Option<"overlapDp", "overlap-dp", "bool", "false",
-           "run the data-parallel gradient reductions under the rest of "
-           "the backward pass, as Megatron-LM does (the step column then "
-           "counts only the communication that is not hidden)">,
+    ListOption<"overlap", "overlap", "std::string",
+               "mesh axes (tp, dp) whose all-reduces run under the compute "
+               "that does not need them (tp-overlap-collectives, as "
+               "megatron-compile builds by default; dp alone is Megatron-LM's "
+               "overlapped gradient reduction); none given: every collective "
+               "blocks, as the Megatron-LM paper ran. The step column then "
+               "counts only the communication that is not hidden">,
   ];
   // The pipelines it runs create ops of these dialects.
   let dependentDialects = ["::mlir::arith::ArithDialect",

@@ -8,12 +8,11 @@
 // group of ranks inside one node rings over the node's links; a group that
 // spans nodes rings over the network, with the share of its node's adapters
 // that its members in the node have (every group of the axis reduces at
-// once). Ops run one after another, except that with `overlapDataParallel`
-// the data-parallel collectives (the gradient buckets) run on a stream of
-// their own, each from when its gradients are ready, under the rest of the
-// backward pass, as Megatron-LM overlaps them; an op that reads a reduced
-// gradient waits for its collective. Tensor-parallel collectives stay in
-// line with compute (Megatron's synchronous f and g).
+// once). Ops run one after another, except the collectives a program
+// starts (tp-overlap-collectives' tp.all_reduce_start): the model follows
+// the schedule in the IR as the runtime runs it, each started collective on
+// the rank's in-order collective queue from where it starts, under the
+// compute up to its tp.wait.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MEGATRON_TRANSFORMS_PERFORMANCEMODEL_H
@@ -51,13 +50,12 @@ FailureOr<Hardware> lookupHardware(StringRef nameOrPath, std::string &error);
 
 struct StepTime {
   double compute = 0, memory = 0, communication = 0;
-  /// The communication that ran under compute (overlapDataParallel).
+  /// The communication that ran under compute (started collectives).
   double hidden = 0;
   double total() const { return compute + memory + communication - hidden; }
 };
 
-StepTime predictStepTime(ModuleOp partitioned, const Hardware &hardware,
-                         bool overlapDataParallel = false);
+StepTime predictStepTime(ModuleOp partitioned, const Hardware &hardware);
 
 /// How many times `op` runs per step: the product of the static trip counts
 /// of the loops around it (the micro-batch loop), 1 outside loops.

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Compares two tp-predict tables of one layout, the dp reduction in line
-and overlapped (overlap-dp): the same compute, memory and communication;
+"""Compares two tp-predict tables of one layout, its collectives blocking
+and overlapped (overlap=...): the same compute, memory and communication;
 the overlapped step shorter, but never shorter than its compute and memory
 traffic, which nothing hides."""
 import re
