@@ -20,10 +20,9 @@ hardware file's flops_per_second was chosen to bring to the paper's 39.
 import argparse
 import json
 import os
-import re
-import subprocess
-import sys
 import tempfile
+
+from predict import predict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -38,30 +37,13 @@ PAPER_MP_DP = {1: 96, 2: 83, 4: 79, 8: 74}
 PAPER_MP = {1: 100, 8: 77}
 BATCH_PER_GROUP, SEQ, VOCAB, DP = 8, 1024, 50257, 64
 
-ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)"
-                 r"\s+([0-9.]+)\s+([0-9.]+)\s*$")
-
-
-def predict(build, hardware, hidden, heads, layers, tp, dp, work, overlap=False):
-    """(step seconds, TFLOP/s per GPU) tp-predict gives for one layout."""
-    ir = os.path.join(work, f"gpt2-{hidden}-{dp}.mlir")
-    if not os.path.exists(ir):
-        subprocess.run([os.path.join(build, "bin", "gpt2-mlir"),
-                        f"--layers={layers}", f"--heads={heads}",
-                        f"--embd={hidden}", f"--vocab={VOCAB}",
-                        f"--ctx={SEQ}", f"--seq={SEQ}",
-                        f"--batch={BATCH_PER_GROUP * dp}", "-o", ir],
-                       check=True)
-    out = subprocess.run(
-        [os.path.join(build, "bin", "megatron-opt"), ir,
-         f"--tp-predict=tp={tp} dp={dp} hardware={hardware}"
-         + (" overlap=dp" if overlap else ""), "-o",
-         os.devnull], check=True, capture_output=True, text=True).stdout
-    for line in out.splitlines():
-        m = ROW.match(line)
-        if m and int(m.group(1)) == tp and int(m.group(2)) == dp:
-            return float(m.group(3)), float(m.group(7))
-    sys.exit(f"no prediction for tp={tp} dp={dp}:\n{out}")
+def predict_layout(build, hardware, hidden, heads, layers, tp, dp, work,
+                   overlap=False):
+    """(step seconds, TFLOP/s per GPU) of one layout of the paper's runs."""
+    return predict(build, hardware, work, hidden=hidden, heads=heads,
+                   layers=layers, vocab=VOCAB, seq=SEQ,
+                   batch=BATCH_PER_GROUP * dp, tp=tp, dp=dp,
+                   overlap=("dp",) if overlap else ())
 
 
 def main():
@@ -74,8 +56,8 @@ def main():
     parser.add_argument("--json")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as work:
-        _, base = predict(args.build, args.hardware, *CONFIGS[0][1:4], 1, 1,
-                          work)
+        _, base = predict_layout(args.build, args.hardware,
+                                 *CONFIGS[0][1:4], 1, 1, work)
         if args.calibrate:
             print(f"baseline (1.2B, 1 GPU): {base:.1f} TFLOP/s per GPU "
                   "predicted; the paper measured 39")
@@ -83,9 +65,9 @@ def main():
         rows = []
         for name, hidden, heads, layers, mp in CONFIGS:
             for dp in (1, DP):
-                seconds, rate = predict(args.build, args.hardware, hidden,
-                                        heads, layers, mp, dp, work,
-                                        overlap=args.overlap)
+                seconds, rate = predict_layout(
+                    args.build, args.hardware, hidden, heads, layers, mp, dp,
+                    work, overlap=args.overlap)
                 paper = (PAPER_MP_DP if dp > 1 else PAPER_MP).get(mp)
                 rows.append({"model": name, "tp": mp, "dp": dp,
                              "gpus": mp * dp, "step_s": seconds,
