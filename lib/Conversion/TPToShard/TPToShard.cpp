@@ -68,27 +68,17 @@ SmallVector<Value> allReduceEach(ConversionPatternRewriter &rewriter, Op op,
   return sums;
 }
 
-/// g and all_reduce: one shard.all_reduce of the same kind.
+/// g, all_reduce and a bucket: one shard.all_reduce per tensor, of the
+/// collective's kind (a bucket's sums go one by one).
 template <typename Op>
 struct ReduceToAllReduce : OpConversionPattern<Op> {
   using OpConversionPattern<Op>::OpConversionPattern;
   LogicalResult
   matchAndRewrite(Op op, typename Op::Adaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    rewriter.replaceOp(op, allReduceEach(rewriter, op, adaptor.getInput(),
-                                         op.getCollectiveReduction()));
-    return success();
-  }
-};
-
-/// A bucket's sums go one by one.
-struct BucketToAllReduces : OpConversionPattern<AllReduceBucketOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult
-  matchAndRewrite(AllReduceBucketOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    rewriter.replaceOp(op, allReduceEach(rewriter, op, adaptor.getInputs(),
-                                         ReductionKind::sum));
+    auto collective = cast<CollectiveOpInterface>(op.getOperation());
+    rewriter.replaceOp(op, allReduceEach(rewriter, op, adaptor.getOperands(),
+                                         collective.getCollectiveReduction()));
     return success();
   }
 };
@@ -305,7 +295,7 @@ struct ConvertTPToShardPass
 
 void megatron::populateTPToShardPatterns(RewritePatternSet &patterns) {
   patterns.add<FToInput, ReduceToAllReduce<GOp>, ReduceToAllReduce<AllReduceOp>,
-               BucketToAllReduces, StartToAllReduces,
+               ReduceToAllReduce<AllReduceBucketOp>, StartToAllReduces,
                DimCollectiveToShard<AllGatherOp, shard::AllGatherOp>,
                ReduceScatterToReduceScatter,
                DimCollectiveToShard<LocalSliceOp, shard::AllSliceOp>,
