@@ -154,7 +154,8 @@ void overlap(const Reduction &reduction) {
 }
 
 /// An axis named in `axes` that no mesh of `module` has, if any.
-std::optional<StringRef> unknownAxis(ModuleOp module, ArrayRef<std::string> axes) {
+std::optional<StringRef> unknownAxis(ModuleOp module,
+                                     ArrayRef<std::string> axes) {
   llvm::StringSet<> known;
   module.walk([&](MeshOp mesh) {
     for (StringRef name : mesh.getAxisNames().getAsValueRange<StringAttr>())
@@ -182,7 +183,8 @@ struct OverlapCollectivesPass
     SmallVector<Reduction> reductions;
     module.walk([&](Operation *op) {
       std::optional<Reduction> reduction = asReduction(op);
-      if (reduction && (axes.empty() || llvm::is_contained(axes, reduction->axis)))
+      if (reduction &&
+          (axes.empty() || llvm::is_contained(axes, reduction->axis)))
         reductions.push_back(*reduction);
     });
     for (const Reduction &reduction : reductions)

@@ -27,7 +27,8 @@ struct PredictPass : public megatron::impl::PredictBase<PredictPass> {
     for (const std::string &axis : overlap)
       if (axis != MGT_AXIS_NAME_TP && axis != MGT_AXIS_NAME_DP) {
         getOperation().emitError("tp-predict: overlap names '")
-            << axis << "'; the axes are " MGT_AXIS_NAME_TP " and " MGT_AXIS_NAME_DP;
+            << axis
+            << "'; the axes are " MGT_AXIS_NAME_TP " and " MGT_AXIS_NAME_DP;
         return signalPassFailure();
       }
     std::string error;

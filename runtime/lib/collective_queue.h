@@ -10,9 +10,9 @@
 // without it a started sum would do nothing until its wait). The work's
 // poll loop sleeps between tests while the caller computes, so that it
 // does not take a core from the compute it overlaps, and stops sleeping
-// once the caller waits (callerWaiting). Without MPI_THREAD_SERIALIZED (an embedding host that
-// initialised MPI for one thread) work runs at once on the caller's thread:
-// correct, with nothing overlapped.
+// once the caller waits (callerWaiting). Without MPI_THREAD_SERIALIZED (an
+// embedding host that initialised MPI for one thread) work runs at once on
+// the caller's thread: correct, with nothing overlapped.
 #ifndef MEGATRON_RT_LIB_COLLECTIVE_QUEUE_H
 #define MEGATRON_RT_LIB_COLLECTIVE_QUEUE_H
 

@@ -405,10 +405,9 @@ LogicalResult SumToOp::verify() {
 // Collectives
 //===----------------------------------------------------------------------===//
 
-FailureOr<int64_t> mlir::tp::verifyMeshAxis(Operation *op,
-                                            FlatSymbolRefAttr mesh,
-                                            StringRef axis,
-                                            SymbolTableCollection &symbolTable) {
+FailureOr<int64_t>
+mlir::tp::verifyMeshAxis(Operation *op, FlatSymbolRefAttr mesh, StringRef axis,
+                         SymbolTableCollection &symbolTable) {
   auto meshOp = symbolTable.lookupNearestSymbolFrom<MeshOp>(op, mesh);
   if (!meshOp)
     return op->emitOpError("refers to unknown mesh ") << mesh;
@@ -446,8 +445,7 @@ static LogicalResult verifySplitDim(CollectiveOp op,
   return expectShape(op, "local side", narrow.getShape(), expected);
 }
 
-/// A grouped collective names at least one tensor: its wait is for the
-/// ticket of the last one started.
+/// A bucket, or a started all-reduce, sums at least one tensor.
 static LogicalResult verifyHasTensors(Operation *op, ValueRange inputs) {
   if (inputs.empty())
     return op->emitOpError("needs at least one tensor");
