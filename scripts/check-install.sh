@@ -49,11 +49,17 @@ CPP=$WORK/embed-cpp/embed-cpp
 C=$WORK/embed-c/embed-c
 
 "$P/bin/gpt2-mlir" --preset=tiny -o "$WORK/tiny.mlir"
+# embed-cpp stops where megatron-compile's per-rank program is complete:
+# the Megatron pipeline, then (for a CPU forward step) the started
+# collectives of tp-overlap-collectives; embed-c runs the pipeline it names.
 "$P/bin/megatron-opt" "$WORK/tiny.mlir" --megatron-pipeline=tp=2 -o "$WORK/opt.mlir"
+"$P/bin/megatron-opt" "$WORK/tiny.mlir" --megatron-pipeline=tp=2 \
+  --tp-overlap-collectives -o "$WORK/opt-overlap.mlir"
 "$CPP" "$WORK/tiny.mlir" 2 > "$WORK/cpp.mlir"
 "$C" "$WORK/tiny.mlir" 'builtin.module(megatron-pipeline{tp=2})' > "$WORK/c.mlir"
 grep -q 'tp.partitioned' "$WORK/opt.mlir" || fail "megatron-opt did not partition"
-cmp "$WORK/opt.mlir" "$WORK/cpp.mlir" || fail "embed-cpp partitions unlike megatron-opt"
+grep -q 'tp.all_reduce_start' "$WORK/opt-overlap.mlir" || fail "megatron-opt started no collective"
+cmp "$WORK/opt-overlap.mlir" "$WORK/cpp.mlir" || fail "embed-cpp partitions unlike megatron-opt"
 cmp "$WORK/opt.mlir" "$WORK/c.mlir" || fail "embed-c partitions unlike megatron-opt"
 
 mkdir -p "$WORK/steps"

@@ -52,17 +52,26 @@ public:
       for (Parameter &param : params)
         splitStateOverDp(param);
     Location loc = function.getLoc();
-    SmallVector<std::pair<BlockArgument, BlockArgument>> state;
+    SmallVector<std::pair<unsigned, unsigned>> stateIndices;
     for (Parameter &param : params)
-      state.push_back({addState(param, MGT_ADAM_M_SUFFIX, ArgumentRole::AdamM),
-                       addState(param, MGT_ADAM_V_SUFFIX, ArgumentRole::AdamV)});
-    SmallVector<BlockArgument> gradOutputs;
+      stateIndices.push_back(
+          {addState(param, MGT_ADAM_M_SUFFIX, ArgumentRole::AdamM),
+           addState(param, MGT_ADAM_V_SUFFIX, ArgumentRole::AdamV)});
+    SmallVector<unsigned> gradIndices;
     if (exportGrads)
       for (Parameter &param : params)
-        gradOutputs.push_back(addLike(param, ".grad", ArgumentRole::Grad));
-    BlockArgument hyper = addArgument(
+        gradIndices.push_back(addLike(param, ".grad", ArgumentRole::Grad));
+    unsigned hyperIndex = addArgument(
         RankedTensorType::get({MGT_HP_COUNT}, b.getF32Type()), "hyperparameters",
         ArgumentRole::Hyperparameters);
+    insertNewArguments();
+    SmallVector<std::pair<BlockArgument, BlockArgument>> state;
+    for (auto [m, v] : stateIndices)
+      state.push_back({function.getArgument(m), function.getArgument(v)});
+    SmallVector<BlockArgument> gradOutputs;
+    for (unsigned index : gradIndices)
+      gradOutputs.push_back(function.getArgument(index));
+    BlockArgument hyper = function.getArgument(hyperIndex);
 
     b.setInsertionPoint(ret);
     Operation *last = ret->getPrevNode();
@@ -127,11 +136,14 @@ public:
     function.setType(b.getFunctionType(function.front().getArgumentTypes(),
                                        TypeRange(ValueRange(results))));
     // The gradients' tp.grad_of described the results this step replaced.
-    function.setAllResultAttrs(ArrayRef<DictionaryAttr>(
-        SmallVector<DictionaryAttr>(results.size(), b.getDictionaryAttr({}))));
+    // All set at once: one result at a time would copy them all each time.
+    SmallVector<DictionaryAttr> resultAttrs(results.size(),
+                                            b.getDictionaryAttr({}));
     for (auto [index, arg] : updates)
-      function.setResultAttr(index, TPDialect::kUpdatesAttrName,
-                             b.getI64IntegerAttr(arg.getArgNumber()));
+      resultAttrs[index] = b.getDictionaryAttr(
+          b.getNamedAttr(TPDialect::kUpdatesAttrName,
+                         b.getI64IntegerAttr(arg.getArgNumber())));
+    function.setAllResultAttrs(resultAttrs);
     return success();
   }
 
@@ -170,39 +182,57 @@ private:
     return success();
   }
 
-  BlockArgument addArgument(Type type, StringRef name, ArgumentRole role,
-                            StringRef parameter = "") {
-    unsigned index = function.getNumArguments();
-    (void)function.insertArgument(index, type, {}, function.getLoc());
-    function.setArgAttr(index, TPDialect::kNameAttrName, b.getStringAttr(name));
-    setArgumentKind(function, index, role, parameter);
-    return function.getArgument(index);
+  /// Queues an argument at the end of the function; returns the index it
+  /// will have. insertNewArguments() adds them all in one go: one at a time,
+  /// each insertion would copy the function's type and argument attributes,
+  /// quadratic in the number of parameters.
+  unsigned addArgument(Type type, StringRef name, ArgumentRole role,
+                       StringRef parameter = "") {
+    NamedAttrList attrs(
+        getArgumentKindAttrs(function.getContext(), role, parameter));
+    attrs.set(TPDialect::kNameAttrName, b.getStringAttr(name));
+    newArguments.push_back({type, attrs});
+    return function.getNumArguments() + newArguments.size() - 1;
+  }
+
+  void insertNewArguments() {
+    SmallVector<unsigned> at(newArguments.size(), function.getNumArguments());
+    SmallVector<Type> types;
+    SmallVector<DictionaryAttr> attrs;
+    for (const NewArgument &arg : newArguments) {
+      types.push_back(arg.type);
+      attrs.push_back(arg.attrs.getDictionary(function.getContext()));
+    }
+    SmallVector<Location> locs(newArguments.size(), function.getLoc());
+    (void)function.insertArguments(at, types, attrs, locs);
+    newArguments.clear();
   }
 
   /// Optimizer state and gradients are laid out like their parameter.
-  BlockArgument addLike(const Parameter &param, StringRef suffix,
-                        ArgumentRole role) {
-    BlockArgument arg =
+  unsigned addLike(const Parameter &param, StringRef suffix,
+                   ArgumentRole role) {
+    unsigned index =
         addArgument(param.arg.getType(), (param.name.getValue() + suffix).str(),
                     role, param.name.getValue());
     for (StringRef attr : {TPDialect::kShardingAttrName,
                            TPDialect::kGlobalShapeAttrName,
                            TPDialect::kUnpaddedShapeAttrName})
       if (Attribute value = function.getArgAttr(param.arg.getArgNumber(), attr))
-        function.setArgAttr(arg.getArgNumber(), attr, value);
-    return arg;
+        newArguments.back().attrs.set(attr, value);
+    return index;
   }
 
   /// AdamW state is laid out like the gradient it reads: the parameter's
   /// layout, or with ZeRO-1 its dp rank's rows of it.
-  BlockArgument addState(const Parameter &param, StringRef suffix,
-                         ArgumentRole role) {
-    BlockArgument arg = addLike(param, suffix, role);
+  unsigned addState(const Parameter &param, StringRef suffix,
+                    ArgumentRole role) {
+    unsigned index = addLike(param, suffix, role);
     if (param.stateSplitOverDp) {
-      arg.setType(param.grad.getType());
-      setSharding(arg, withRowsOverDp(getSharding(param.arg)));
+      newArguments.back().type = param.grad.getType();
+      newArguments.back().attrs.set(TPDialect::kShardingAttrName,
+                                    withRowsOverDp(getSharding(param.arg)));
     }
-    return arg;
+    return index;
   }
 
   ShardingAttr withRowsOverDp(ShardingAttr sharding) {
@@ -308,6 +338,12 @@ private:
   int64_t zero;
   OpBuilder b;
   SmallVector<Parameter> params;
+  /// Arguments addArgument() queued for insertNewArguments().
+  struct NewArgument {
+    Type type;
+    NamedAttrList attrs;
+  };
+  SmallVector<NewArgument> newArguments;
   FlatSymbolRefAttr meshRef;
 };
 

@@ -141,7 +141,8 @@ enum class CompileStage { Partitioned, Manifest, Lowered };
 /// Adds the whole compilation of a global tp program to `pm`: the Megatron
 /// plan and partition (megatron-pipeline); with `train`, tp-keep-forward,
 /// tp-autodiff and tp-optimizer; tp-mixed-precision for bf16;
-/// tp-step-manifest; the lowering for the target. Options that do not go
+/// tp-overlap-collectives (`overlapCollectives`); tp-step-manifest; the
+/// lowering for the target. Options that do not go
 /// together fail through `reportError`, before anything is added.
 LogicalResult
 buildCompilePipeline(OpPassManager &pm, const CompileOptions &options,

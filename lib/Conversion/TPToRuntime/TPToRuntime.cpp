@@ -113,13 +113,19 @@ void addContextAndScalarResults(func::FuncOp function) {
   MLIRContext *context = function.getContext();
   // A result that updates an argument is written into that argument's
   // buffer: one-shot bufferization may then do so in place, and
-  // drop-equivalent-buffer-results removes the result.
+  // drop-equivalent-buffer-results removes the result. All are set at
+  // once: one argument at a time would copy every argument's attributes.
+  SmallVector<DictionaryAttr> argAttrs;
+  function.getAllArgAttrs(argAttrs);
   for (unsigned i = 0; i < function.getNumResults(); ++i)
     if (auto index = function.getResultAttrOfType<IntegerAttr>(
-            i, TPDialect::kUpdatesAttrName))
-      function.setArgAttr(index.getInt(),
-                          bufferization::BufferizationDialect::kWritableAttrName,
-                          BoolAttr::get(context, true));
+            i, TPDialect::kUpdatesAttrName)) {
+      NamedAttrList attrs(argAttrs[index.getInt()]);
+      attrs.set(bufferization::BufferizationDialect::kWritableAttrName,
+                BoolAttr::get(context, true));
+      argAttrs[index.getInt()] = attrs.getDictionary(context);
+    }
+  function.setAllArgAttrs(argAttrs);
   auto ptr = LLVM::LLVMPointerType::get(context);
   (void)function.insertArgument(0, ptr, {}, function.getLoc());
   auto ret = cast<func::ReturnOp>(function.front().getTerminator());

@@ -249,14 +249,24 @@ bool tp::isGenerationEntry(FunctionOpInterface function) {
                    entry.getValue() == MGT_ENTRY_KIND_DECODE);
 }
 
+SmallVector<NamedAttribute, 2>
+tp::getArgumentKindAttrs(MLIRContext *context, ArgumentRole role,
+                         StringRef parameter) {
+  Builder b(context);
+  SmallVector<NamedAttribute, 2> attrs = {
+      b.getNamedAttr(TPDialect::kRoleAttrName,
+                     b.getStringAttr(stringifyArgumentRole(role)))};
+  if (!parameter.empty())
+    attrs.push_back(b.getNamedAttr(TPDialect::kParamAttrName,
+                                   b.getStringAttr(parameter)));
+  return attrs;
+}
+
 void tp::setArgumentKind(FunctionOpInterface function, unsigned index,
                          ArgumentRole role, StringRef parameter) {
-  Builder b(function.getContext());
-  function.setArgAttr(index, TPDialect::kRoleAttrName,
-                      b.getStringAttr(stringifyArgumentRole(role)));
-  if (!parameter.empty())
-    function.setArgAttr(index, TPDialect::kParamAttrName,
-                        b.getStringAttr(parameter));
+  for (NamedAttribute attr :
+       getArgumentKindAttrs(function.getContext(), role, parameter))
+    function.setArgAttr(index, attr.getName(), attr.getValue());
 }
 
 int64_t tp::getRingPasses(CollectiveKind kind) {

@@ -154,6 +154,11 @@ struct ArgumentKind {
 /// The kind of argument `index` of `function`: its `tp.role` and `tp.param`;
 /// an argument without a role is a parameter.
 ArgumentKind getArgumentKind(FunctionOpInterface function, unsigned index);
+/// `tp.role` (and `tp.param` when `parameter` is not empty) of an argument
+/// of that kind.
+SmallVector<NamedAttribute, 2> getArgumentKindAttrs(MLIRContext *context,
+                                                    ArgumentRole role,
+                                                    StringRef parameter = "");
 /// Writes `tp.role` (and `tp.param` when `parameter` is not empty).
 void setArgumentKind(FunctionOpInterface function, unsigned index,
                      ArgumentRole role, StringRef parameter = "");
