@@ -51,19 +51,10 @@ sys.path.insert(0, os.path.join(ROOT, "utils", "gpt2_reference"))
 import numpy as np  # noqa: E402
 
 from safetensors_io import load_gpt2  # noqa: E402
+from torch_peer import ensure_torch  # noqa: E402
 
 BIN = os.path.join(ROOT, "build", "bin")
 HEADS, EMBD, VOCAB, CTX = 12, 768, 50257, 1024
-
-
-def ensure_torch():
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        env = dict(os.environ, PIP_BREAK_SYSTEM_PACKAGES="1")
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-r",
-                        os.path.join(ROOT, "bench", "requirements-decode.txt")],
-                       check=True, env=env)
 
 
 def run(cmd, env=None):

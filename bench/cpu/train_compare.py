@@ -7,7 +7,7 @@ tokens/s, peak memory and the ours/JAX ratios, and optionally writes them as
 JSON.
 
   bench/cpu/train_compare.py [--configs tiny,cpu,124M] [--layouts 1x1,1x2,2x1]
-      [--steps 10] [--threads T] [--json FILE] [--keep DIR] [--mpi-args ARGS]
+      [--steps 10] [--threads T] [--no-torch] [--json FILE] [--keep DIR] [--mpi-args ARGS]
       [--jax-xla-flags FLAGS]
 
 Configurations (--configs, default all):
@@ -30,6 +30,12 @@ ours:  gpt2-mlir (config flags) -> megatron-compile --dp=D --tp=T --train ->
        step time = median "ms" of the log (rank 0's time around
        mgt_train_step) after the first 2 steps; peak memory per rank = the
        max RSS /usr/bin/time reports for each megatron-run (VmHWM).
+PyTorch: eager GPT-2 (torch_worker), one process on the whole thread budget at
+       every layout (it has no tensor parallelism), installed on first use
+       from bench/requirements-decode.txt; --no-torch leaves it out.
+Rates: each step's model FLOPs (the one-rank manifest's count) over its
+       median time, and that as a share of numpy's 2048-square sgemm rate on
+       the same thread budget, measured at the start of the run.
 JAX:   utils/gpt2_reference/gpt2_jax.py's model (layer_norm, gelu_tanh,
        clip_grads for the global norm, adamw_update) as one jitted train step
        (value_and_grad + AdamW, parameters and moments donated), in a
@@ -89,6 +95,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BIN = os.path.join(ROOT, "build", "bin")
 REF = os.path.join(ROOT, "utils", "gpt2_reference")
 sys.path.insert(0, REF)
+
+from torch_peer import ensure_torch  # noqa: E402
 
 # name: (layers, heads, embd, vocab, ctx, seq, batch)
 CONFIGS = {
@@ -366,6 +374,110 @@ def jax_worker(spec_path, out_path):
 
 
 # --------------------------------------------------------------------------
+# PyTorch eager (one process on the whole thread budget; it has no tensor
+# parallelism of its own, so it is the one peer of every layout)
+# --------------------------------------------------------------------------
+def run_torch(cfg, paths, args):
+    spec = {"cfg": cfg, "steps": args.steps, "threads": args.threads,
+            "model": paths["model"], "tokens": paths["tokens"]}
+    spec_path = os.path.join(paths["dir"], "torch.spec.json")
+    out_path = os.path.join(paths["dir"], "torch.out.json")
+    with open(spec_path, "w") as f:
+        json.dump(spec, f)
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+    cmd = affinity_prefix(args.threads) + [sys.executable, os.path.abspath(__file__),
+                                           "--torch-worker", spec_path, out_path]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"PyTorch worker failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    with open(out_path) as f:
+        return json.load(f)
+
+
+def torch_worker(spec_path, out_path):
+    """GPT-2 as PyTorch users write it: F.scaled_dot_product_attention (causal),
+    tanh GELU, F.cross_entropy over the real vocabulary, torch.optim.AdamW
+    (foreach, no weight decay), the global gradient norm as the others log it."""
+    import torch
+    import torch.nn.functional as F
+
+    import safetensors_io
+    import tokens_io
+
+    with open(spec_path) as f:
+        spec = json.load(f)
+    torch.set_num_threads(spec["threads"])
+    layers, heads, embd, vocab, ctx, seq, batch = spec["cfg"]
+    params = {n: torch.from_numpy(a.copy()).requires_grad_()
+              for n, a in safetensors_io.load_gpt2(spec["model"]).items()}
+
+    def loss_fn(ids, targets):
+        B, T = ids.shape
+        x = params["wte.weight"][ids] + params["wpe.weight"][:T]
+        for i in range(layers):
+            p = lambda name: params[f"h.{i}.{name}"]  # noqa: E731
+            h = F.layer_norm(x, (embd,), p("ln_1.weight"), p("ln_1.bias"), 1e-5)
+            q, k, v = (h @ p("attn.c_attn.weight") + p("attn.c_attn.bias")).split(embd, -1)
+            q, k, v = (t.view(B, T, heads, embd // heads).transpose(1, 2) for t in (q, k, v))
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            a = a.transpose(1, 2).reshape(B, T, embd)
+            x = x + (a @ p("attn.c_proj.weight") + p("attn.c_proj.bias"))
+            h = F.layer_norm(x, (embd,), p("ln_2.weight"), p("ln_2.bias"), 1e-5)
+            h = F.gelu(h @ p("mlp.c_fc.weight") + p("mlp.c_fc.bias"), approximate="tanh")
+            x = x + (h @ p("mlp.c_proj.weight") + p("mlp.c_proj.bias"))
+        x = F.layer_norm(x, (embd,), params["ln_f.weight"], params["ln_f.bias"], 1e-5)
+        logits = x @ params["wte.weight"].T
+        return F.cross_entropy(logits.view(-1, vocab), targets.view(-1))
+
+    optimizer = torch.optim.AdamW(params.values(), lr=LR, betas=(BETA1, BETA2), eps=EPS,
+                                  weight_decay=0.0, foreach=True)
+    tokens = tokens_io.read_tokens(spec["tokens"])
+    times, losses, norms = [], [], []
+    for s in range(spec["steps"]):
+        ids, tg = (torch.from_numpy(a.astype("int64")) for a in
+                   tokens_io.batch(tokens, s, batch, seq))
+        t0 = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(ids, tg)
+        loss.backward()
+        norm = torch.linalg.vector_norm(torch.stack(
+            [torch.linalg.vector_norm(t.grad) for t in params.values()]))
+        optimizer.step()
+        times.append((time.perf_counter() - t0) * 1e3)
+        losses.append(float(loss))
+        norms.append(float(norm))
+    with open(out_path, "w") as f:
+        json.dump({"step_ms": statistics.median(times[WARMUP:]), "step_ms_all": times,
+                   "losses": losses, "grad_norms": norms, "torch_version": torch.__version__,
+                   "threads": torch.get_num_threads()}, f)
+
+
+def sgemm_gflops(threads, n=2048):
+    """numpy's (OpenBLAS) sgemm rate on n-square matrices, best of 5, in a process
+    on the same thread budget: the machine's peak the step rates are held
+    against."""
+    code = ("import numpy as np, time\n"
+            f"a = np.random.rand({n}, {n}).astype(np.float32); b = a.copy(); a @ b\n"
+            "best = min((lambda t: (a @ b, time.perf_counter() - t)[1])(time.perf_counter())"
+            " for _ in range(5))\n"
+            f"print(2 * {n} ** 3 / best / 1e9)")
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    out = subprocess.run(affinity_prefix(threads) + [sys.executable, "-c", code], env=env,
+                         check=True, capture_output=True, text=True).stdout
+    return float(out)
+
+
+def model_flops(name, paths):
+    """FLOPs of one training step of the whole model: the one-rank step's
+    count from its manifest (tp-explain's counting)."""
+    manifest = json.loads(subprocess.run(
+        [os.path.join(BIN, "megatron-compile"), os.path.join(paths["dir"], "gpt2.mlir"),
+         "--train", "--emit=manifest", "-o", "-"],
+        check=True, capture_output=True, text=True).stdout)
+    return manifest["flops"]["train_step"]
+
+
+# --------------------------------------------------------------------------
 # driver
 # --------------------------------------------------------------------------
 def prepare(name, args, workdir):
@@ -398,6 +510,8 @@ def run_config(name, args, workdir):
     cfg = CONFIGS[name]
     layers, heads, embd, vocab, ctx, seq, batch = cfg
     paths = prepare(name, args, workdir)
+    flops = model_flops(name, paths)
+    torch_peer = run_torch(cfg, paths, args) if args.torch else None
     rows = []
     for dp, tp in args.layouts:
         if heads % tp or batch % dp:
@@ -415,7 +529,14 @@ def run_config(name, args, workdir):
                  for a, b in zip(ours["losses"], theirs["losses"])]
         norm_diffs = [abs(a - b) / max(abs(b), 1e-30)
                       for a, b in zip(ours["grad_norms"], theirs["grad_norms"])]
+        if torch_peer:
+            theirs_torch = torch_peer
+            torch_diffs = [abs(a - b) / max(abs(b), 1e-30)
+                           for a, b in zip(ours["losses"], torch_peer["losses"])]
         rows.append({"config": name, "dp": dp, "tp": tp, "layout": tag(dp, tp),
+                     "model_flops_per_step": flops,
+                     "torch": theirs_torch if torch_peer else None,
+                     "torch_loss_max_rel_diff": max(torch_diffs) if torch_peer else None,
                      "layers": layers, "heads": heads,
                      "embd": embd, "vocab": vocab, "padded_vocab": padded, "seq": seq,
                      "batch": batch, "tokens_per_step": batch * seq, "steps": args.steps,
@@ -459,9 +580,37 @@ def print_table(rows, args):
                   f" f32 elements/rank/step (tp-explain); JAX HLO: {kinds or 'none'}")
 
 
+def print_rates(rows, peak, args):
+    """Model FLOP rates of the three in the same run, against the sgemm peak."""
+    print(f"Model FLOP rate (GFLOP/s of the whole step) and share of numpy's "
+          f"2048-square sgemm on the same {args.threads} threads: {peak:.1f} GFLOP/s")
+    print(f"{'config':>6} {'DxT':>3} | {'GFLOP':>7} | {'ours':>7} {'%peak':>5} | "
+          f"{'JAX':>7} {'%peak':>5} | {'torch':>7} {'%peak':>5} | {'speed o/J':>9} "
+          f"{'o/torch':>7} | {'loss rel diff torch':>19}")
+    for r in rows:
+        rate = lambda peer: r["model_flops_per_step"] / peer["step_ms"] / 1e6  # noqa: E731
+        line = (f"{r['config']:>6} {r['layout']:>3} | {r['model_flops_per_step'] / 1e9:7.1f} | "
+                f"{rate(r['ours']):7.1f} {100 * rate(r['ours']) / peak:5.1f} | "
+                f"{rate(r['jax']):7.1f} {100 * rate(r['jax']) / peak:5.1f} | ")
+        if r["torch"]:
+            line += (f"{rate(r['torch']):7.1f} {100 * rate(r['torch']) / peak:5.1f} | "
+                     f"{r['jax']['step_ms'] / r['ours']['step_ms']:9.2f} "
+                     f"{r['torch']['step_ms'] / r['ours']['step_ms']:7.2f} | "
+                     f"{r['torch_loss_max_rel_diff']:19.1e}")
+        else:
+            line += (f"{'-':>7} {'-':>5} | {r['jax']['step_ms'] / r['ours']['step_ms']:9.2f} "
+                     f"{'-':>7} | {'-':>19}")
+        print(line)
+    print("  speed o/X = X's step time / ours (> 1: ours faster); torch is one process "
+          "on the whole thread budget at every layout (it has no tensor parallelism)")
+
+
 def main():
     if len(sys.argv) == 4 and sys.argv[1] == "--jax-worker":
         jax_worker(sys.argv[2], sys.argv[3])
+        return
+    if len(sys.argv) == 4 and sys.argv[1] == "--torch-worker":
+        torch_worker(sys.argv[2], sys.argv[3])
         return
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -477,6 +626,9 @@ def main():
     parser.add_argument("--jax-xla-flags", default="", help="extra XLA_FLAGS for JAX")
     parser.add_argument("--mpi-args", default="",
                         help="extra mpirun arguments, e.g. '--mca mpi_yield_when_idle 1'")
+    parser.add_argument("--no-torch", dest="torch", action="store_false",
+                        help="leave out the PyTorch eager peer (installed from "
+                             "bench/requirements-decode.txt otherwise)")
     parser.add_argument("--json", help="write the numbers to this file")
     parser.add_argument("--keep", help="keep checkpoints, IR, step.so, logs and JAX's compiled "
                                        "HLO (jax-tpN.hlo.txt) in this directory")
@@ -493,15 +645,20 @@ def main():
             parser.error(f"unknown config {c}")
     if args.steps <= WARMUP:
         parser.error(f"--steps must be > {WARMUP}")
+    if args.torch:
+        ensure_torch()
     rows = []
+    peak = sgemm_gflops(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         workdir = args.keep or tmp
         for c in names:
             rows += run_config(c, args, workdir)
     print_table(rows, args)
+    print_rates(rows, peak, args)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"benchmark": "train_compare", "cpus": os.cpu_count(),
+                       "sgemm_gflops": peak,
                        "threads": args.threads, "steps": args.steps, "warmup": WARMUP,
                        "lr": LR, "results": rows}, f, indent=2)
         print(f"wrote {args.json}")

@@ -2,6 +2,7 @@
 #include "LoweringStages.h"
 
 #include "megatron/Conversion/Passes.h"
+#include "megatron/Target/Passes.h"
 #include "megatron/Target/Pipelines.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -18,7 +19,9 @@ namespace {
 
 /// The step's loops, run on the host, to the LLVM dialect.
 void addHostLoopStages(OpPassManager &pm) {
-  // tanh as exp: a loop LLVM can vectorise, not a libm call per element.
+  // f32 tanh and exp as polynomials: loops LLVM can vectorise, not a libm
+  // call per element; what remains (f64 scalars) expands as upstream does.
+  pm.addPass(megatron::createApproximateMath());
   pm.addPass(math::createMathExpandOpsPass());
   // bf16 rounding as integer code: LLVM would call __truncsfbf2, which
   // libgcc before GCC 13 lacks, and this rounds to nearest even as the
@@ -32,8 +35,7 @@ void addHostLoopStages(OpPassManager &pm) {
 
 } // namespace
 
-void megatron::buildCPULoweringPipeline(OpPassManager &pm,
-                                        bool outlineLayers) {
+void megatron::buildCPULoweringPipeline(OpPassManager &pm, bool outlineLayers) {
   addBufferizedRuntimeStages(pm, outlineLayers);
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   addHostLoopStages(pm);

@@ -1,5 +1,6 @@
 #include "megatron_rt/attention.h"
 
+#include "isa.h"
 #include "vec.h"
 
 #include <algorithm>
@@ -47,18 +48,16 @@ int64_t outOffset(const Shape &s, int64_t b, int64_t t, int64_t h) {
   return (b * s.T + t) * s.H * s.D + h * s.D;
 }
 
-// Four floats as one value: an SSE register on baseline x86-64, and portable
-// GCC/Clang vector code elsewhere. kLanes columns take kVecs of them.
-typedef float Vec4 __attribute__((vector_size(4 * sizeof(float))));
-constexpr int64_t kVecs = kLanes / 4;
+// kLanes floats as one value: an AVX register in the x86-64-v3 copy of the
+// kernels (isa.h), two SSE registers on the baseline, portable GCC/Clang
+// vector code elsewhere.
+typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
 
-inline Vec4 loadVec(const float *p) {
-  Vec4 v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
+// By reference: a 32-byte vector passed by value would take another ABI on
+// the baseline than in the AVX copy.
+inline void loadVec(Vec &v, const float *p) { std::memcpy(&v, p, sizeof(v)); }
 
-inline void storeVec(float *p, Vec4 v) { std::memcpy(p, &v, sizeof(v)); }
+inline void storeVec(float *p, const Vec &v) { std::memcpy(p, &v, sizeof(v)); }
 
 // c[r][j] (+)= sum_k a[r][k] * b[k][j] for r < kRows and j < width, a multiple
 // of kLanes. The kRows x kLanes accumulators stay in registers, so each
@@ -67,21 +66,20 @@ void tileMultiply(const float *const a[kRows], const float *b, int64_t ldb,
                   int64_t depth, int64_t width, float *c, int64_t ldc,
                   bool accumulate) {
   for (int64_t j0 = 0; j0 < width; j0 += kLanes) {
-    Vec4 acc[kRows][kVecs];
-    for (int64_t r = 0; r < kRows; ++r)
-      for (int64_t v = 0; v < kVecs; ++v)
-        acc[r][v] = accumulate ? loadVec(c + r * ldc + j0 + 4 * v) : Vec4{};
+    Vec acc[kRows];
+    for (int64_t r = 0; r < kRows; ++r) {
+      acc[r] = Vec{};
+      if (accumulate)
+        loadVec(acc[r], c + r * ldc + j0);
+    }
     for (int64_t k = 0; k < depth; ++k) {
-      Vec4 bk[kVecs];
-      for (int64_t v = 0; v < kVecs; ++v)
-        bk[v] = loadVec(b + k * ldb + j0 + 4 * v);
+      Vec bk;
+      loadVec(bk, b + k * ldb + j0);
       for (int64_t r = 0; r < kRows; ++r)
-        for (int64_t v = 0; v < kVecs; ++v)
-          acc[r][v] += a[r][k] * bk[v];
+        acc[r] += a[r][k] * bk;
     }
     for (int64_t r = 0; r < kRows; ++r)
-      for (int64_t v = 0; v < kVecs; ++v)
-        storeVec(c + r * ldc + j0 + 4 * v, acc[r][v]);
+      storeVec(c + r * ldc + j0, acc[r]);
   }
 }
 
@@ -160,10 +158,13 @@ float foldScores(float *row, int64_t visible, float scale,
   if (visible == 0)
     return 1.0f;
   float newMax = std::max(state.max, scale * mrt::maxOf(row, visible));
+  // Every exponent is at most 0: newMax bounds the block and the past.
   float blockSum = 0.0f;
+#pragma omp simd reduction(+ : blockSum)
   for (int64_t j = 0; j < visible; ++j)
-    blockSum += (row[j] = std::exp(scale * row[j] - newMax));
-  float shrink = std::exp(state.max - newMax); // 0 on the first block
+    blockSum += (row[j] = mrt::expNonPositive(scale * row[j] - newMax));
+  float shrink =
+      mrt::expNonPositive(state.max - newMax); // 0 on the first block
   state.sum = state.sum * shrink + blockSum;
   state.max = newMax;
   return shrink;
@@ -212,8 +213,9 @@ void forwardGroup(const float *qkv, float *out, float *headLse, const Shape &s,
   }
 }
 
-void forwardHead(const float *qkv, float *out, float *lse, const Shape &s,
-                 int64_t b, int64_t h, ForwardScratch &w) {
+MRT_VECTOR_KERNEL void forwardHead(const float *qkv, float *out, float *lse,
+                                   const Shape &s, int64_t b, int64_t h,
+                                   ForwardScratch &w) {
   const int64_t stride = 3 * s.H * s.D;
   packTransposed(qkv + qkvOffset(s, b, 0, kKey, h), stride, s.T, s.D,
                  w.keysT.data(), s.Tpad());
@@ -255,8 +257,10 @@ void probabilitiesAndScoreGrads(const Shape &s, QueryGroup g, int64_t j0,
     float *ds = w.dscores.data() + r * kKeyBlock;
     int64_t visible = g.visible(r, j0, n);
     float lse = headLse[g.row(r)], delta = w.delta[g.row(r)];
+    // lse is at least the row's largest score: exponents at most 0.
+#pragma omp simd
     for (int64_t j = 0; j < visible; ++j) {
-      p[j] = std::exp(scale * p[j] - lse);
+      p[j] = mrt::expNonPositive(scale * p[j] - lse);
       ds[j] = scale * p[j] * (ds[j] - delta);
     }
     std::fill(p + visible, p + kKeyBlock, 0.0f);
@@ -307,9 +311,10 @@ void backwardGroup(const float *qkv, const float *dout, const float *headLse,
 
 // With P the probabilities and dP = dout v^T, the score gradient is
 // dS = P * (dP - delta), delta[t] = sum_j P[t,j] dP[t,j] = dout[t] . out[t].
-void backwardHead(const float *qkv, const float *out, const float *dout,
-                  const float *lse, float *dqkv, const Shape &s, int64_t b,
-                  int64_t h, BackwardScratch &w) {
+MRT_VECTOR_KERNEL void backwardHead(const float *qkv, const float *out,
+                                    const float *dout, const float *lse,
+                                    float *dqkv, const Shape &s, int64_t b,
+                                    int64_t h, BackwardScratch &w) {
   const int64_t stride = 3 * s.H * s.D;
   packTransposed(qkv + qkvOffset(s, b, 0, kKey, h), stride, s.T, s.D,
                  w.keysT.data(), s.Tpad());

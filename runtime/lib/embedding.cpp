@@ -1,5 +1,6 @@
 #include "megatron_rt/embedding.h"
 
+#include "isa.h"
 #include "vec.h"
 
 #include <omp.h>
@@ -29,9 +30,10 @@ extern "C" void mrt_embedding_fwd_f32(const float *table, const int32_t *ids,
   }
 }
 
-extern "C" void mrt_embedding_bwd_f32(const float *dout, const int32_t *ids,
-                                      int64_t vocab_start, int64_t Vl,
-                                      int64_t C, int64_t N, float *dtable) {
+extern "C" MRT_VECTOR_KERNEL void
+mrt_embedding_bwd_f32(const float *dout, const int32_t *ids,
+                      int64_t vocab_start, int64_t Vl, int64_t C, int64_t N,
+                      float *dtable) {
   // Repeated ids add to the same table row, so threads split the columns
   // rather than the tokens: no two threads ever touch the same element.
 #pragma omp parallel
@@ -46,4 +48,3 @@ extern "C" void mrt_embedding_bwd_f32(const float *dout, const int32_t *ids,
     }
   }
 }
-

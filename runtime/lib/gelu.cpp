@@ -1,6 +1,7 @@
 #include "gelu.h"
 
 #include "megatron_rt/contract.h"
+#include "vec.h"
 
 #include <cmath>
 
@@ -10,7 +11,7 @@ void mrt::gelu(const float *x, float *y, int64_t n) {
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
-    const float t = std::tanh(kSqrt2OverPi * (v + kCubic * v * v * v));
+    const float t = mrt::tanhOf(kSqrt2OverPi * (v + kCubic * v * v * v));
     y[i] = 0.5f * v * (1.0f + t);
   }
 }

@@ -1,6 +1,7 @@
 #include "megatron_rt/layernorm.h"
 
 #include "column_sums.h"
+#include "isa.h"
 #include "vec.h"
 
 #include <cmath>
@@ -69,16 +70,16 @@ void normalizeRow(const float *x, const float *w, const float *b, float *y,
 
 } // namespace
 
-extern "C" void mrt_layernorm_fwd_f32(const float *x, const float *w,
-                                      const float *b, float *y, float *mean,
-                                      float *rstd, int64_t rows, int64_t cols,
-                                      float eps) {
+extern "C" MRT_VECTOR_KERNEL void
+mrt_layernorm_fwd_f32(const float *x, const float *w, const float *b, float *y,
+                      float *mean, float *rstd, int64_t rows, int64_t cols,
+                      float eps) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r)
     normalizeRow(x + r * cols, w, b, y + r * cols, cols, eps, mean[r], rstd[r]);
 }
 
-extern "C" void mrt_residual_layernorm_fwd_f32(
+extern "C" MRT_VECTOR_KERNEL void mrt_residual_layernorm_fwd_f32(
     const float *x, const float *delta, const float *delta_bias, float *sum,
     const float *w, const float *b, float *y, float *mean, float *rstd,
     int64_t rows, int64_t cols, float eps) {
@@ -93,9 +94,9 @@ extern "C" void mrt_residual_layernorm_fwd_f32(
   }
 }
 
-extern "C" void mrt_layernorm_stats_f32(const float *x, float *mean,
-                                        float *rstd, int64_t rows,
-                                        int64_t cols, float eps) {
+extern "C" MRT_VECTOR_KERNEL void
+mrt_layernorm_stats_f32(const float *x, float *mean, float *rstd, int64_t rows,
+                        int64_t cols, float eps) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     RowStats s = rowStats(x + r * cols, cols, eps);
@@ -104,10 +105,10 @@ extern "C" void mrt_layernorm_stats_f32(const float *x, float *mean,
   }
 }
 
-extern "C" void mrt_layernorm_bwd_f32(const float *dy, const float *x,
-                                      const float *w, const float *mean,
-                                      const float *rstd, float *dx, float *dw,
-                                      float *db, int64_t rows, int64_t cols) {
+extern "C" MRT_VECTOR_KERNEL void
+mrt_layernorm_bwd_f32(const float *dy, const float *x, const float *w,
+                      const float *mean, const float *rstd, float *dx,
+                      float *dw, float *db, int64_t rows, int64_t cols) {
   enum { DW, DB };
   mrt::ColumnSums sums(2, cols);
 #pragma omp parallel

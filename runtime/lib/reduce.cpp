@@ -1,9 +1,10 @@
 #include "megatron_rt/reduce.h"
 
 #include "column_sums.h"
+#include "isa.h"
 
-extern "C" void mrt_sum_rows_f32(const float *x, int64_t rows, int64_t cols,
-                                 float *out) {
+extern "C" MRT_VECTOR_KERNEL void mrt_sum_rows_f32(const float *x, int64_t rows,
+                                                   int64_t cols, float *out) {
   mrt::ColumnSums sums(1, cols);
 #pragma omp parallel
   {

@@ -66,6 +66,16 @@ inline float expNonPositive(float x) {
   return x < -87.0f ? 0.0f : (x == x ? er * twoN : x);
 }
 
+/// tanh(x) = sign(x) (1 - e^-2|x|) / (1 + e^-2|x|), through expNonPositive:
+/// branch-free, so `omp simd` loops vectorise it, where libm's tanhf is a
+/// call per element (GELU's was 5 % of the 124M training step). The absolute
+/// error stays below 3e-7, which is what GELU's 0.5 x (1 + tanh) sees; the
+/// relative error grows as |x| falls below 1e-3. NaN gives NaN.
+inline float tanhOf(float x) {
+  float e = expNonPositive(-2.0f * std::fabs(x));
+  return std::copysign((1.0f - e) / (1.0f + e), x);
+}
+
 } // namespace mrt
 
 #endif // MEGATRON_RT_LIB_VEC_H

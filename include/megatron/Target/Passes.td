@@ -39,4 +39,26 @@ def StepManifest : Pass<"tp-step-manifest", "ModuleOp"> {
   ];
 }
 
+def ApproximateMath : Pass<"megatron-approximate-math"> {
+  let summary = "f32 tanh and exp as polynomials, for loops LLVM vectorises";
+  let description = [{
+    On the host, LLVM lowers `math.tanh` and `math.exp` to a libm call per
+    element, which keeps the loop that holds it scalar: the GELU gradient's
+    loop spent most of its time in `tanhf`. This pass rewrites every f32
+    `math.tanh` and `math.exp` (scalar or vector) as upstream MLIR's
+    polynomial approximations, arithmetic only, so the loops around them
+    vectorise. f64 and other element types are left as they are.
+
+    Example:
+
+    ```mlir
+    %t = math.tanh %x : f32
+    // becomes clamps, multiplies and adds, and one division:
+    // a rational approximation of tanh, with no call
+    ```
+  }];
+  let dependentDialects = ["arith::ArithDialect", "math::MathDialect",
+                           "vector::VectorDialect"];
+}
+
 #endif // MEGATRON_TARGET_PASSES

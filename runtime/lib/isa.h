@@ -1,0 +1,23 @@
+// Internal: which instruction sets the CPU kernels are compiled for.
+#ifndef MEGATRON_RT_LIB_ISA_H
+#define MEGATRON_RT_LIB_ISA_H
+
+// A kernel marked MRT_VECTOR_KERNEL is compiled twice on x86-64: for the
+// portable baseline (SSE2), and for x86-64-v3 (AVX2 + FMA, 8 floats a
+// vector), and the dynamic loader picks one by the CPU it runs on (an
+// ifunc), so the installed runtime still loads on any x86-64 machine while
+// the step's exp, tanh, attention tiles and row reductions run twice as wide
+// where they can. The kernel's OpenMP regions are cloned with it; `flatten`
+// inlines the helpers it calls into each copy, as a helper compiled once
+// would run at the baseline in both. The two copies may round differently
+// (fused multiply-adds), as BLAS kernels for two CPUs do. Not for loops of
+// vec.h's exp: GCC 12 vectorises them on the baseline but, for x86-64-v3,
+// turns its clamp into branches and leaves them scalar.
+#if defined(__x86_64__)
+#define MRT_VECTOR_KERNEL                                                      \
+  __attribute__((flatten, target_clones("arch=x86-64-v3", "default")))
+#else
+#define MRT_VECTOR_KERNEL
+#endif
+
+#endif // MEGATRON_RT_LIB_ISA_H
