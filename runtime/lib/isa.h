@@ -6,14 +6,18 @@
 // portable baseline (SSE2), and for x86-64-v3 (AVX2 + FMA, 8 floats a
 // vector), and the dynamic loader picks one by the CPU it runs on (an
 // ifunc), so the installed runtime still loads on any x86-64 machine while
-// the step's exp, tanh, attention tiles and row reductions run twice as wide
-// where they can. The kernel's OpenMP regions are cloned with it; `flatten`
-// inlines the helpers it calls into each copy, as a helper compiled once
-// would run at the baseline in both. The two copies may round differently
-// (fused multiply-adds), as BLAS kernels for two CPUs do. Not for loops of
-// vec.h's exp: GCC 12 vectorises them on the baseline but, for x86-64-v3,
-// turns its clamp into branches and leaves them scalar.
-#if defined(__x86_64__)
+// attention's tiles and the row reductions run twice as wide where they
+// can. The kernel's OpenMP regions are cloned with it; `flatten` inlines
+// the helpers it calls into each copy, as a helper compiled once would run
+// at the baseline in both. GCC only: Clang 22 rejects flatten beside
+// target_clones and, without it, leaves the clones' internal helpers
+// undefined at link time, so the Clang build (the sanitizer build, which
+// checks correctness, not speed) stays on the baseline. The two copies may
+// round differently (fused multiply-adds), as BLAS kernels for two CPUs do.
+// Kernels whose time is vec.h's exp loops stay unmarked: GCC 12 vectorises
+// those on the baseline, but turns the exp's clamp into branches in an
+// x86-64-v3 copy and leaves it scalar.
+#if defined(__x86_64__) && !defined(__clang__)
 #define MRT_VECTOR_KERNEL                                                      \
   __attribute__((flatten, target_clones("arch=x86-64-v3", "default")))
 #else
