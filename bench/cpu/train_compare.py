@@ -179,29 +179,35 @@ def run_ours(step, dp, tp, paths, args):
             "peak_kib_per_rank": peaks, "peak_kib_total": sum(peaks)}
 
 
+def run_worker(kind, name, spec, env, paths, args):
+    """Runs `--<kind>-worker` of this script in its own process on the thread
+    budget, with the spec written to NAME.spec.json; returns NAME.out.json."""
+    spec_path = os.path.join(paths["dir"], f"{name}.spec.json")
+    out_path = os.path.join(paths["dir"], f"{name}.out.json")
+    with open(spec_path, "w") as f:
+        json.dump(spec, f)
+    cmd = affinity_prefix(args.threads) + [sys.executable, os.path.abspath(__file__),
+                                           f"--{kind}-worker", spec_path, out_path]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{kind} worker failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    with open(out_path) as f:
+        return json.load(f)
+
+
 # --------------------------------------------------------------------------
 # JAX (the worker runs in its own process: XLA_FLAGS apply at start-up)
 # --------------------------------------------------------------------------
 def run_jax(cfg, dp, tp, padded_vocab, paths, args):
     spec = {"cfg": cfg, "dp": dp, "tp": tp, "padded_vocab": padded_vocab,
             "steps": args.steps, "model": paths["model"], "tokens": paths["tokens"]}
-    spec_path = os.path.join(paths["dir"], f"jax-{tag(dp, tp)}.spec.json")
-    out_path = os.path.join(paths["dir"], f"jax-{tag(dp, tp)}.out.json")
-    with open(spec_path, "w") as f:
-        json.dump(spec, f)
     flags = ([f"--xla_force_host_platform_device_count={dp * tp}"]
              if dp * tp > 1 else [])
     flags += args.jax_xla_flags.split()
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads),
                OPENBLAS_NUM_THREADS=str(args.threads), XLA_FLAGS=" ".join(flags),
                JAX_PLATFORMS="cpu")
-    cmd = affinity_prefix(args.threads) + [sys.executable, os.path.abspath(__file__),
-                                           "--jax-worker", spec_path, out_path]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"JAX worker failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-    with open(out_path) as f:
-        out = json.load(f)
+    out = run_worker("jax", f"jax-{tag(dp, tp)}", spec, env, paths, args)
     out["xla_flags"] = env["XLA_FLAGS"]
     return out
 
@@ -380,18 +386,8 @@ def jax_worker(spec_path, out_path):
 def run_torch(cfg, paths, args):
     spec = {"cfg": cfg, "steps": args.steps, "threads": args.threads,
             "model": paths["model"], "tokens": paths["tokens"]}
-    spec_path = os.path.join(paths["dir"], "torch.spec.json")
-    out_path = os.path.join(paths["dir"], "torch.out.json")
-    with open(spec_path, "w") as f:
-        json.dump(spec, f)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
-    cmd = affinity_prefix(args.threads) + [sys.executable, os.path.abspath(__file__),
-                                           "--torch-worker", spec_path, out_path]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"PyTorch worker failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-    with open(out_path) as f:
-        return json.load(f)
+    return run_worker("torch", "torch", spec, env, paths, args)
 
 
 def torch_worker(spec_path, out_path):
@@ -529,14 +525,11 @@ def run_config(name, args, workdir):
                  for a, b in zip(ours["losses"], theirs["losses"])]
         norm_diffs = [abs(a - b) / max(abs(b), 1e-30)
                       for a, b in zip(ours["grad_norms"], theirs["grad_norms"])]
-        if torch_peer:
-            theirs_torch = torch_peer
-            torch_diffs = [abs(a - b) / max(abs(b), 1e-30)
-                           for a, b in zip(ours["losses"], torch_peer["losses"])]
+        torch_diffs = [abs(a - b) / max(abs(b), 1e-30)
+                       for a, b in zip(ours["losses"], torch_peer["losses"])] if torch_peer else []
         rows.append({"config": name, "dp": dp, "tp": tp, "layout": tag(dp, tp),
-                     "model_flops_per_step": flops,
-                     "torch": theirs_torch if torch_peer else None,
-                     "torch_loss_max_rel_diff": max(torch_diffs) if torch_peer else None,
+                     "model_flops_per_step": flops, "torch": torch_peer,
+                     "torch_loss_max_rel_diff": max(torch_diffs) if torch_diffs else None,
                      "layers": layers, "heads": heads,
                      "embd": embd, "vocab": vocab, "padded_vocab": padded, "seq": seq,
                      "batch": batch, "tokens_per_step": batch * seq, "steps": args.steps,
