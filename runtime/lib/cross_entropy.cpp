@@ -1,6 +1,7 @@
 #include "megatron_rt/cross_entropy.h"
 
 #include "fatal.h"
+#include "isa.h"
 #include "vec.h"
 
 #include <algorithm>
@@ -27,21 +28,21 @@ int64_t localTarget(int32_t target, int64_t vocabStart, int64_t real,
 
 } // namespace
 
-extern "C" void mrt_vocab_ce_local_max_f32(const float *logits, int64_t N,
-                                           int64_t Vl, int64_t vocab_start,
-                                           int64_t valid_vocab, float *max) {
+extern "C" MRT_VECTOR_KERNEL void
+mrt_vocab_ce_local_max_f32(const float *logits, int64_t N, int64_t Vl,
+                           int64_t vocab_start, int64_t valid_vocab,
+                           float *max) {
   int64_t real = realColumns(Vl, vocab_start, valid_vocab);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < N; ++i)
     max[i] = mrt::maxOf(logits + i * Vl, real);
 }
 
-extern "C" void mrt_vocab_ce_local_sumexp_f32(const float *logits,
-                                              const int32_t *targets, int64_t N,
-                                              int64_t Vl, int64_t vocab_start,
-                                              int64_t valid_vocab,
-                                              const float *gmax, float *sumexp,
-                                              float *tlogit) {
+extern "C" MRT_VECTOR_KERNEL void
+mrt_vocab_ce_local_sumexp_f32(const float *logits, const int32_t *targets,
+                              int64_t N, int64_t Vl, int64_t vocab_start,
+                              int64_t valid_vocab, const float *gmax,
+                              float *sumexp, float *tlogit) {
   int64_t real = realColumns(Vl, vocab_start, valid_vocab);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < N; ++i) {
@@ -56,8 +57,10 @@ extern "C" void mrt_vocab_ce_local_sumexp_f32(const float *logits,
   }
 }
 
-extern "C" float mrt_vocab_ce_loss_f32(const float *gmax, const float *sumexp,
-                                       const float *tlogit, int64_t N) {
+extern "C" MRT_VECTOR_KERNEL float mrt_vocab_ce_loss_f32(const float *gmax,
+                                                         const float *sumexp,
+                                                         const float *tlogit,
+                                                         int64_t N) {
   double total = 0.0;
 #pragma omp parallel for reduction(+ : total) schedule(static)
   for (int64_t i = 0; i < N; ++i)
@@ -65,11 +68,11 @@ extern "C" float mrt_vocab_ce_loss_f32(const float *gmax, const float *sumexp,
   return static_cast<float>(total / N);
 }
 
-extern "C" void mrt_vocab_ce_bwd_f32(const float *logits,
-                                     const int32_t *targets, const float *gmax,
-                                     const float *sumexp, int64_t N, int64_t Vl,
-                                     int64_t vocab_start, int64_t valid_vocab,
-                                     float dloss, float *dlogits) {
+extern "C" MRT_VECTOR_KERNEL void
+mrt_vocab_ce_bwd_f32(const float *logits, const int32_t *targets,
+                     const float *gmax, const float *sumexp, int64_t N,
+                     int64_t Vl, int64_t vocab_start, int64_t valid_vocab,
+                     float dloss, float *dlogits) {
   int64_t real = realColumns(Vl, vocab_start, valid_vocab);
   float rowScale = dloss / static_cast<float>(N);
 #pragma omp parallel for schedule(static)

@@ -1,11 +1,12 @@
 #include "gelu.h"
 
+#include "isa.h"
 #include "megatron_rt/contract.h"
 #include "vec.h"
 
 #include <cmath>
 
-void mrt::gelu(const float *x, float *y, int64_t n) {
+MRT_VECTOR_KERNEL void mrt::gelu(const float *x, float *y, int64_t n) {
   constexpr float kSqrt2OverPi = MGT_GELU_SQRT_2_OVER_PI;
   constexpr float kCubic = MGT_GELU_CUBIC;
 #pragma omp parallel for simd schedule(static)
