@@ -35,7 +35,8 @@ PyTorch: eager GPT-2 (torch_worker), one process on the whole thread budget at
        from bench/requirements-decode.txt; --no-torch leaves it out.
 Rates: each step's model FLOPs (the one-rank manifest's count) over its
        median time, and that as a share of numpy's 2048-square sgemm rate on
-       the same thread budget, measured at the start of the run.
+       the same thread budget: the better of a measurement at the start of
+       the run and one at its end.
 JAX:   utils/gpt2_reference/gpt2_jax.py's model (layer_norm, gelu_tanh,
        clip_grads for the global norm, adamw_update) as one jitted train step
        (value_and_grad + AdamW, parameters and moments donated), in a
@@ -449,13 +450,14 @@ def torch_worker(spec_path, out_path):
 
 
 def sgemm_gflops(threads, n=2048):
-    """numpy's (OpenBLAS) sgemm rate on n-square matrices, best of 5, in a process
-    on the same thread budget: the machine's peak the step rates are held
-    against."""
+    """numpy's (OpenBLAS) sgemm rate on n-square matrices, best of 20, in a
+    process on the same thread budget: the machine's peak the step rates are
+    held against (main takes the better of a measurement before and one
+    after the peers, as this VM's rate moves during a run)."""
     code = ("import numpy as np, time\n"
             f"a = np.random.rand({n}, {n}).astype(np.float32); b = a.copy(); a @ b\n"
             "best = min((lambda t: (a @ b, time.perf_counter() - t)[1])(time.perf_counter())"
-            " for _ in range(5))\n"
+            " for _ in range(20))\n"
             f"print(2 * {n} ** 3 / best / 1e9)")
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
     out = subprocess.run(affinity_prefix(threads) + [sys.executable, "-c", code], env=env,
@@ -646,6 +648,7 @@ def main():
         workdir = args.keep or tmp
         for c in names:
             rows += run_config(c, args, workdir)
+    peak = max(peak, sgemm_gflops(args.threads))
     print_table(rows, args)
     print_rates(rows, peak, args)
     if args.json:
