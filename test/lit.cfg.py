@@ -2,6 +2,7 @@
 import os
 
 import lit.formats
+import lit.util
 from lit.llvm import llvm_config
 from lit.llvm.subst import ToolSubst
 
@@ -50,6 +51,11 @@ llvm_config.add_tool_substitutions(tools, [config.megatron_tools_dir])
 # PATH (Debian's default llvm package is older, and not installed here).
 llvm_config.add_tool_substitutions(["llvm-nm", "llvm-readelf"],
                                    [config.llvm_tools_dir])
+
+# The ASan + UBSan build (scripts/test-sanitize.sh) runs the same suites; the
+# few tests that exercise what only the release build ships say so.
+if lit.util.pythonize_bool(config.megatron_sanitize):
+    config.available_features.add("sanitize")
 
 # --target=cuda compiles and links wherever the CUDA toolkit was found at
 # configure time; nothing here runs it.
