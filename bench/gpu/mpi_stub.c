@@ -50,6 +50,8 @@ EXPORT char ompi_mpi_op_prod[0x800];
 EXPORT char ompi_mpi_errors_return[0x100];
 EXPORT char ompi_mpi_errors_are_fatal[0x100];
 EXPORT char ompi_mpi_info_null[0x100];
+EXPORT char ompi_request_empty[0xa0];
+EXPORT char ompi_request_null[0x100];
 
 #define MPI_SUCCESS 0
 #define MPI_ERR_TYPE 3
@@ -260,22 +262,19 @@ EXPORT int MPI_Reduce_scatter(const void *in, void *out, const int *counts,
 }
 
 /* Non-blocking all-reduce (the overlapped collectives' start): at one rank it
- * completes at once, so the request handle only has to be something MPI_Test
- * can retire. Open MPI's MPI_REQUEST_NULL is the address of
- * ompi_request_null; the bundled binaries never name it, so a private object
- * serves as the completed request. */
-static char completed_request[1];
-
+ * completes at once. Open MPI hands such a request back as
+ * &ompi_request_empty, and MPI_Test retires a request by setting it to
+ * MPI_REQUEST_NULL, which is &ompi_request_null. */
 EXPORT int MPI_Iallreduce(const void *in, void *out, int count, void *type,
                           void *op, void *comm, void **request) {
   (void)op, (void)comm;
-  *request = completed_request;
+  *request = ompi_request_empty;
   return copy_elements(out, in, count, type);
 }
 
 EXPORT int MPI_Test(void **request, int *flag, void *status) {
   (void)status; /* MPI_STATUS_IGNORE or a status nobody reads at one rank */
-  *request = NULL;
+  *request = ompi_request_null;
   *flag = 1;
   return MPI_SUCCESS;
 }
