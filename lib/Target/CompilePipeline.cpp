@@ -62,6 +62,8 @@ std::optional<std::string> conflict(const CompileOptions &options) {
   if (options.zero != 0 && options.zero != 1)
     return "unknown zero stage " + std::to_string(options.zero) +
            "; use 0 or 1";
+  if (options.recompute && !options.train)
+    return "recompute needs train: it recomputes what the backward pass reads";
   if (options.zero == 1 && !options.train)
     return "zero=1 needs train: it splits the optimizer's state";
   if (options.zero == 1 && options.exportGrads)
@@ -98,6 +100,8 @@ void addPartitionStages(OpPassManager &pm, const CompileOptions &options) {
   if (options.train) {
     pm.addPass(createKeepForward());
     pm.addPass(createAutodiff());
+    if (options.recompute)
+      pm.addPass(createRecomputeLayers());
   }
   // After the backward pass, which is differentiated as if the micro-batches
   // were ranks; before the optimizer, which runs once per step.

@@ -233,11 +233,12 @@ SmallVector<int32_t> manifestIndices(func::FuncOp function,
   return indices;
 }
 
-/// The FLOPs one call of `function` runs on this rank.
+/// The model FLOPs one call of `function` runs on this rank (a recomputed
+/// forward is not counted: the achieved rate is the model's).
 int64_t entryFlops(func::FuncOp function) {
   int64_t flops = 0;
   function.walk([&](Operation *op) {
-    flops += executionsPerStep(op) * countFlops(op);
+    flops += executionsPerStep(op) * countModelFlops(op);
   });
   return flops;
 }

@@ -37,12 +37,14 @@ struct Report {
   int64_t paramsTotal = 0, paramsPerRank = 0;
   /// Bytes this rank holds: the parameters as stored, their fp32 gradients,
   /// the AdamW moments (once tp-optimizer added them), the activations the
-  /// backward pass reads (one micro-batch's).
+  /// backward pass reads (one micro-batch's; with tp-recompute-layers, each
+  /// layer's input and the largest layer's recomputed ones).
   int64_t paramBytes = 0, gradientBytes = 0, optimizerBytes = 0,
           activationBytes = 0;
   /// Bytes of the tensors this rank's collectives cover, per mesh axis.
   std::map<std::string, int64_t> commBytesByAxis;
-  int64_t forwardFlops = 0, backwardFlops = 0;
+  /// The recomputed forward (tp-recompute-layers) apart from the model's.
+  int64_t forwardFlops = 0, recomputeFlops = 0, backwardFlops = 0;
   int64_t fCount = 0, gCount = 0;
   /// (kind, direction, elements, axis) -> count
   using CollectiveKey =
@@ -104,25 +106,46 @@ Gemm describeGemm(MatmulOp matmul) {
 bool isBackward(Operation *op) { return getPhase(op) == "backward"; }
 
 /// A forward value the backward pass reads stays alive between them; in a
-/// micro-batch loop, one micro-batch's at a time. Constants, f (the
-/// parameter itself) and a loop's carried sums are not activations.
-void countActivations(Operation *op, Report &report) {
-  if (getPhase(op) != "forward" || op->hasTrait<OpTrait::ConstantLike>() ||
-      isa<FOp>(op) || op->getNumRegions() > 0)
+/// micro-batch loop, one micro-batch's at a time. A recomputed one lives
+/// through its layer's backward only: one layer's at a time, the largest
+/// counted (`recomputedPeak`). Constants, f of a parameter (the parameter
+/// itself) and a loop's carried sums are not activations; f of an
+/// activation (a norm's output entering a column-parallel GEMM) is.
+void countActivations(Operation *op, Report &report,
+                      std::map<int64_t, int64_t> &recomputedByLayer) {
+  StringRef phase = getPhase(op);
+  if ((phase != "forward" && phase != "recompute") ||
+      op->hasTrait<OpTrait::ConstantLike>() ||
+      (isa<FOp>(op) && isa<BlockArgument>(op->getOperand(0))) ||
+      op->getNumRegions() > 0)
     return;
-  for (Value result : op->getResults())
-    if (isa<RankedTensorType>(result.getType()) &&
-        llvm::any_of(result.getUsers(), isBackward))
-      report.activationBytes += getNumBytes(result.getType());
+  // A layer's input is read again by its recomputed forward.
+  auto readLater = [&](Operation *user) {
+    return isBackward(user) ||
+           (phase == "forward" && getPhase(user) == "recompute");
+  };
+  for (Value result : op->getResults()) {
+    if (!isa<RankedTensorType>(result.getType()) ||
+        llvm::none_of(result.getUsers(), readLater))
+      continue;
+    int64_t bytes = getNumBytes(result.getType());
+    if (phase == "forward")
+      report.activationBytes += bytes;
+    else
+      recomputedByLayer[getLayer(op->getLoc()).value_or(-1)] += bytes;
+  }
 }
 
 void countCompute(Operation *op, Report &report) {
-  (isBackward(op) ? report.backwardFlops : report.forwardFlops) +=
+  StringRef phase = getPhase(op);
+  (phase == "backward"    ? report.backwardFlops
+   : phase == "recompute" ? report.recomputeFlops
+                          : report.forwardFlops) +=
       executionsPerStep(op) * countFlops(op);
   if (auto matmul = dyn_cast<MatmulOp>(op)) {
     Gemm gemm = describeGemm(matmul);
     if (std::optional<int64_t> layer = getLayer(matmul.getLoc());
-        layer && !isBackward(op))
+        layer && phase == "forward")
       report.layers[*layer].push_back(gemm);
   }
 }
@@ -138,10 +161,12 @@ int64_t flopsUnder(AllReduceStartOp start) {
 }
 
 void countCommunication(Operation *op, Report &report) {
-  // Megatron's conjugates are counted apart: the report's f and g.
-  if (isa<FOp>(op))
+  // Megatron's conjugates are counted apart: the report's f and g, once
+  // each (a recomputed g's all-reduce is a collective of its own below).
+  bool recomputed = getPhase(op) == "recompute";
+  if (isa<FOp>(op) && !recomputed)
     ++report.fCount;
-  if (isa<GOp>(op))
+  if (isa<GOp>(op) && !recomputed)
     ++report.gCount;
   auto collective = dyn_cast<CollectiveOpInterface>(op);
   if (!collective || getRingPasses(collective.getCollectiveKind()) == 0)
@@ -176,11 +201,16 @@ Report analyze(ModuleOp module) {
     if (function.isExternal() || isForwardEntry(function))
       continue;
     countParameters(function, report);
+    std::map<int64_t, int64_t> recomputedByLayer;
     function.walk([&](Operation *op) {
-      countActivations(op, report);
+      countActivations(op, report, recomputedByLayer);
       countCompute(op, report);
       countCommunication(op, report);
     });
+    int64_t recomputedPeak = 0;
+    for (const auto &[layer, bytes] : recomputedByLayer)
+      recomputedPeak = std::max(recomputedPeak, bytes);
+    report.activationBytes += recomputedPeak;
   }
   return report;
 }
@@ -205,6 +235,7 @@ void writeJson(raw_ostream &os, const Report &report) {
     json.attributeObject("flops_per_rank_per_step", [&] {
       json.attribute("forward", report.forwardFlops);
       json.attribute("backward", report.backwardFlops);
+      json.attribute("recompute", report.recomputeFlops);
     });
     json.attribute("comm_elements_per_rank_per_step", report.commElements());
     json.attributeObject("conjugates", [&] {
@@ -264,7 +295,10 @@ void writeText(raw_ostream &os, const Report &report) {
      << report.gradientBytes << " gradients, " << report.optimizerBytes
      << " optimizer state, " << report.activationBytes << " activations\n"
      << "FLOPs per rank per step: " << report.forwardFlops << " forward, "
-     << report.backwardFlops << " backward\n"
+     << report.backwardFlops << " backward";
+  if (report.recomputeFlops)
+    os << ", " << report.recomputeFlops << " recomputed";
+  os << "\n"
      << "conjugates: " << report.fCount << " f, " << report.gCount << " g\n"
      << "communication per rank per step: " << report.commElements()
      << " elements\n";

@@ -130,6 +130,10 @@ int64_t megatron::countFlops(Operation *op) {
   return 0;
 }
 
+int64_t megatron::countModelFlops(Operation *op) {
+  return getPhase(op) == "recompute" ? 0 : countFlops(op);
+}
+
 FailureOr<Hardware> megatron::lookupHardware(StringRef nameOrPath,
                                              std::string &error) {
   for (const Hardware &preset : kPresets)

@@ -80,6 +80,8 @@ struct PredictPass : public megatron::impl::PredictBase<PredictPass> {
     buildMegatronPipeline(pm, layout, /*exportLogits=*/false);
     if (train) {
       pm.addPass(createAutodiff());
+      if (recompute)
+        pm.addPass(createRecomputeLayers());
       pm.addPass(createOptimizer());
       pm.addPass(createBucketReductions());
     }
@@ -102,7 +104,7 @@ struct PredictPass : public megatron::impl::PredictBase<PredictPass> {
     } else {
       StepTime time = predictStepTime(copy, hw);
       int64_t flops = 0;
-      copy.walk([&](Operation *op) { flops += countFlops(op); });
+      copy.walk([&](Operation *op) { flops += countModelFlops(op); });
       llvm::outs() << llvm::formatv(
           "{0,4} {1,4} {2,10:f4} {3,10:f4} {4,10:f4} {5,10:f4} {6,14:f1}\n", tp,
           dp, time.total(), time.compute, time.memory, time.communication,

@@ -69,6 +69,12 @@ static cl::opt<bool> train("train",
                            cl::desc("emit the training step (backward pass "
                                     "and AdamW) beside the forward entry"),
                            cl::cat(category));
+static cl::opt<bool> recompute(
+    "recompute",
+    cl::desc("with --train, keep only each layer's input for the backward "
+             "pass and recompute the rest of the layer before it "
+             "(activation checkpointing)"),
+    cl::init(false), cl::cat(category));
 static cl::opt<int64_t> zeroStage(
     "zero",
     cl::desc("with --train, ZeRO stage: 1 splits the AdamW state over dp (each "
@@ -173,6 +179,7 @@ static void setCompileOptions(megatron::CompileOptions &options) {
   options.precision = precision;
   options.train = train;
   options.exportGrads = exportGrads;
+  options.recompute = recompute;
   options.zero = zeroStage;
   options.bucketBytes = bucketBytes;
   options.exportLogits = exportLogits;

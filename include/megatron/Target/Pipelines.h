@@ -84,6 +84,12 @@ struct CompileOptions : public LayoutOptions<CompileOptions> {
                      llvm::cl::desc("build the training step (backward pass "
                                     "and AdamW) beside the forward entry"),
                      llvm::cl::init(false)};
+  Option<bool> recompute{
+      *this, "recompute",
+      llvm::cl::desc("with train, keep only each layer's input for the "
+                     "backward pass and recompute the layer's forward before "
+                     "it (tp-recompute-layers, activation checkpointing)"),
+      llvm::cl::init(false)};
   Option<int64_t> zero{
       *this, "zero",
       llvm::cl::desc("with train, ZeRO stage: 0 keeps the AdamW state whole "

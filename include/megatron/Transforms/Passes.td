@@ -329,6 +329,42 @@ def Autodiff : Pass<"tp-autodiff", "ModuleOp"> {
   }];
 }
 
+def RecomputeLayers : Pass<"tp-recompute-layers", "ModuleOp"> {
+  let summary = "Keep each layer's input for the backward pass and recompute the rest (activation checkpointing)";
+  let description = [{
+    Runs after tp-autodiff on the training step (not on a kept forward
+    entry). For every `#tp.layer`, the forward ops whose values the layer's
+    backward pass reads, and the forward ops of the layer they are computed
+    from, are copied again just before the layer's first backward op, marked
+    `tp.phase = "recompute"`; every use from there on reads the copies. The
+    originals then die at the end of the layer's forward pass, so the step
+    keeps one input per layer (the previous layer's output, which the
+    copies read) instead of every activation: Megatron-LM's full-layer
+    recomputation (`--recompute-granularity=full`), which trades one more
+    forward pass of compute, and of its tensor-parallel all-reduces, for
+    the memory that bounds batch and depth. Ops the backward pass does not
+    need (a layer's last GEMM when only its sum is read) are not copied.
+    The step computes the same values: the copies run the same kernels on
+    the same inputs.
+
+    Example:
+
+    ```mlir
+    // Before: the backward op reads the layer's GEMM result %h.
+    %h = tp.matmul %x, %w : tensor<4x16xf32>, tensor<16x16xf32> -> tensor<4x16xf32> loc(#l0)
+    %a = tp.gelu %h : tensor<4x16xf32> loc(#l0)
+    ...
+    %d = tp.gelu_grad %h, %da {tp.phase = "backward"} : tensor<4x16xf32> loc(#l0)
+    // After -tp-recompute-layers: %h is computed again for it.
+    %h = tp.matmul %x, %w : tensor<4x16xf32>, tensor<16x16xf32> -> tensor<4x16xf32> loc(#l0)
+    %a = tp.gelu %h : tensor<4x16xf32> loc(#l0)
+    ...
+    %h2 = tp.matmul %x, %w {tp.phase = "recompute"} : tensor<4x16xf32>, tensor<16x16xf32> -> tensor<4x16xf32> loc(#l0)
+    %d = tp.gelu_grad %h2, %da {tp.phase = "backward"} : tensor<4x16xf32> loc(#l0)
+    ```
+  }];
+}
+
 def MicroBatches : Pass<"tp-micro-batches", "ModuleOp"> {
   let summary = "Run the micro-batches of an \"mb\" mesh axis as a loop: gradient accumulation";
   let description = [{
@@ -734,6 +770,10 @@ def Predict : Pass<"tp-predict", "ModuleOp"> {
            "v100-dgx2, h100-sxm, h200-sxm or a hardware JSON file">,
     Option<"train", "train", "bool", "true",
            "predict the training step (forward, backward, AdamW)">,
+    Option<"recompute", "recompute", "bool", "false",
+           "with train, each layer's forward runs again before its backward "
+           "(tp-recompute-layers, as megatron-compile --recompute builds); "
+           "the FLOP rate counts the model's FLOPs only">,
     ListOption<"overlap", "overlap", "std::string",
                "mesh axes (tp, dp) whose all-reduces run under the compute "
                "that does not need them (tp-overlap-collectives, as "

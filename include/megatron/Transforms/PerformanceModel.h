@@ -65,6 +65,11 @@ int64_t executionsPerStep(Operation *op);
 /// gradient); 0 for the others. The explain report counts with it too.
 int64_t countFlops(Operation *op);
 
+/// The FLOPs of the work a step asks for: countFlops, but 0 for an op
+/// tp-recompute-layers ran again (Megatron's model FLOPs, what MFU and the
+/// runtime's achieved rate divide by).
+int64_t countModelFlops(Operation *op);
+
 } // namespace mlir::megatron
 
 #endif // MEGATRON_TRANSFORMS_PERFORMANCEMODEL_H

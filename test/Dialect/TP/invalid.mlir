@@ -280,7 +280,7 @@ func.func @sections_divide(%x: tensor<4x9xf32> {tp.sharding = #tp.sharding<@m, [
 // -----
 
 func.func @bad_phase(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
-  // expected-error @+1 {{'tp.phase' must be "backward" or "optimizer"}}
+  // expected-error @+1 {{'tp.phase' must be "recompute", "backward" or "optimizer"}}
   %0 = tp.gelu %x {tp.phase = "sideways"} : tensor<4x8xf32>
   return %0 : tensor<4x8xf32>
 }

@@ -61,10 +61,12 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
                                                   NamedAttribute attr) {
   if (attr.getName() == kPhaseAttrName) {
     auto phase = dyn_cast<StringAttr>(attr.getValue());
-    if (!phase || (phase.getValue() != "backward" &&
-                   phase.getValue() != "optimizer"))
-      return op->emitOpError() << "'" << kPhaseAttrName
-                               << "' must be \"backward\" or \"optimizer\"";
+    if (!phase ||
+        !llvm::is_contained({"recompute", "backward", "optimizer"},
+                            phase.getValue()))
+      return op->emitOpError()
+             << "'" << kPhaseAttrName
+             << "' must be \"recompute\", \"backward\" or \"optimizer\"";
     return success();
   }
   if (attr.getName() == kCheckpointNamesAttrName) {

@@ -130,8 +130,9 @@ verifyProgramDialects(ModuleOp module, StringRef pass,
 /// may then read it.
 bool isDefinedBefore(Value value, Operation *op);
 
-/// The training-step phase `op` belongs to: "forward", "backward" or
-/// "optimizer" (tp.phase).
+/// The training-step phase `op` belongs to: "forward", "recompute" (a
+/// layer's forward run again before its backward, tp-recompute-layers),
+/// "backward" or "optimizer" (tp.phase).
 StringRef getPhase(Operation *op);
 /// Marks the ops from `first` up to (not including) `end` with `phase`.
 void markPhase(Operation *first, Operation *end, StringRef phase);

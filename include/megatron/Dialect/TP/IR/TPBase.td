@@ -66,8 +66,8 @@ def TP_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kInitAttrName = "tp.init";
     /// A parameter's #tp.layer.
     static constexpr ::llvm::StringLiteral kLayerAttrName = "tp.layer";
-    /// "backward" or "optimizer" on ops of the training step's later
-    /// phases; the forward pass carries none.
+    /// "recompute", "backward" or "optimizer" on ops of the training step's
+    /// later phases; the forward pass carries none.
     static constexpr ::llvm::StringLiteral kPhaseAttrName = "tp.phase";
     static constexpr ::llvm::StringLiteral kGradOfAttrName = "tp.grad_of";
     /// On a model's function: how its family's published checkpoints name
