@@ -12,10 +12,11 @@ ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)"
 
 
 def predict(build, hardware, work, *, hidden, heads, layers, vocab, seq,
-            batch, tp, dp, overlap=()):
+            batch, tp, dp, overlap=(), recompute=False):
     """(step seconds, TFLOP/s per GPU) for one layout; `batch` is the global
     batch of one step, `overlap` the axes whose collectives run under
-    compute (tp-predict's overlap)."""
+    compute (tp-predict's overlap), `recompute` whether each layer's forward
+    runs again before its backward (tp-predict's recompute)."""
     ir = os.path.join(work, f"gpt2-{hidden}-{layers}-{vocab}-{seq}-{batch}.mlir")
     if not os.path.exists(ir):
         subprocess.run([os.path.join(build, "bin", "gpt2-mlir"),
@@ -26,6 +27,8 @@ def predict(build, hardware, work, *, hidden, heads, layers, vocab, seq,
     options = f"tp={tp} dp={dp} hardware={hardware}"
     if overlap:
         options += " overlap=" + ",".join(overlap)
+    if recompute:
+        options += " recompute=true"
     out = subprocess.run(
         [os.path.join(build, "bin", "megatron-opt"), ir,
          f"--tp-predict={options}", "-o", os.devnull],
