@@ -38,6 +38,9 @@ void megatron::addBufferizedRuntimeStages(OpPassManager &pm,
   outParams.hoistStaticAllocs = true;
   pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
   bufferization::buildBufferDeallocationPipeline(pm);
+  // Which frees at the end of each block: the step's one block would keep
+  // every buffer until it returns.
+  pm.addNestedPass<func::FuncOp>(createDeallocAtLastUse());
   pm.addPass(createFinalizeRuntimeCalls());
   pm.addNestedPass<func::FuncOp>(createCopiesToLinalg());
 }

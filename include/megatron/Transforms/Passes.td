@@ -821,6 +821,42 @@ def ExpandReshapes : Pass<"megatron-expand-reshapes", "ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def DeallocAtLastUse : Pass<"megatron-dealloc-at-last-use", "func::FuncOp"> {
+  let summary = "Free each buffer right after the last op that reads it";
+  let description = [{
+    Runs after upstream's buffer deallocation pipeline, which frees a
+    block's buffers at the end of the block. The training step is one
+    block, so without this pass every buffer it allocates lives until it
+    returns and the step's memory is the sum of all of them. Each
+    `memref.dealloc` of a buffer allocated in its block moves to right
+    after the last op of the block that reads the buffer or a value derived
+    from it: any result of an op that reads it (a view, an extracted
+    pointer, a started collective's handle that its wait reads), taken
+    transitively, so a buffer a runtime call or a collective still uses is
+    not freed under it. A buffer a derived value of which leaves the block
+    keeps its free where it was.
+
+    Example:
+
+    ```mlir
+    // Before:
+    %a = memref.alloc() : memref<16xf32>
+    func.call @fill(%a) : (memref<16xf32>) -> ()
+    %b = memref.alloc() : memref<16xf32>
+    func.call @fill(%b) : (memref<16xf32>) -> ()
+    memref.dealloc %a : memref<16xf32>
+    memref.dealloc %b : memref<16xf32>
+    // After: %a is free before %b is allocated, and the cache reuses it.
+    %a = memref.alloc() : memref<16xf32>
+    func.call @fill(%a) : (memref<16xf32>) -> ()
+    memref.dealloc %a : memref<16xf32>
+    %b = memref.alloc() : memref<16xf32>
+    func.call @fill(%b) : (memref<16xf32>) -> ()
+    memref.dealloc %b : memref<16xf32>
+    ```
+  }];
+}
+
 def CopiesToLinalg : Pass<"megatron-copies-to-linalg", "func::FuncOp"> {
   let summary = "Buffer copies as linalg.copy, loops like the step's others";
   let description = [{
