@@ -113,23 +113,22 @@ bool isBackward(Operation *op) { return getPhase(op) == "backward"; }
 /// activation (a norm's output entering a column-parallel GEMM) is.
 void countActivations(Operation *op, Report &report,
                       std::map<int64_t, int64_t> &recomputedByLayer) {
-  StringRef phase = getPhase(op);
-  if ((phase != "forward" && phase != "recompute") ||
+  bool recomputed = isRecomputed(op);
+  if ((!recomputed && getPhase(op) != "forward") ||
       op->hasTrait<OpTrait::ConstantLike>() ||
       (isa<FOp>(op) && isa<BlockArgument>(op->getOperand(0))) ||
       op->getNumRegions() > 0)
     return;
   // A layer's input is read again by its recomputed forward.
   auto readLater = [&](Operation *user) {
-    return isBackward(user) ||
-           (phase == "forward" && getPhase(user) == "recompute");
+    return isBackward(user) || (!recomputed && isRecomputed(user));
   };
   for (Value result : op->getResults()) {
     if (!isa<RankedTensorType>(result.getType()) ||
         llvm::none_of(result.getUsers(), readLater))
       continue;
     int64_t bytes = getNumBytes(result.getType());
-    if (phase == "forward")
+    if (!recomputed)
       report.activationBytes += bytes;
     else
       recomputedByLayer[getLayer(op->getLoc()).value_or(-1)] += bytes;
@@ -137,15 +136,14 @@ void countActivations(Operation *op, Report &report,
 }
 
 void countCompute(Operation *op, Report &report) {
-  StringRef phase = getPhase(op);
-  (phase == "backward"    ? report.backwardFlops
-   : phase == "recompute" ? report.recomputeFlops
-                          : report.forwardFlops) +=
+  (isBackward(op)     ? report.backwardFlops
+   : isRecomputed(op) ? report.recomputeFlops
+                      : report.forwardFlops) +=
       executionsPerStep(op) * countFlops(op);
   if (auto matmul = dyn_cast<MatmulOp>(op)) {
     Gemm gemm = describeGemm(matmul);
     if (std::optional<int64_t> layer = getLayer(matmul.getLoc());
-        layer && phase == "forward")
+        layer && getPhase(op) == "forward")
       report.layers[*layer].push_back(gemm);
   }
 }
@@ -163,10 +161,9 @@ int64_t flopsUnder(AllReduceStartOp start) {
 void countCommunication(Operation *op, Report &report) {
   // Megatron's conjugates are counted apart: the report's f and g, once
   // each (a recomputed g's all-reduce is a collective of its own below).
-  bool recomputed = getPhase(op) == "recompute";
-  if (isa<FOp>(op) && !recomputed)
+  if (isa<FOp>(op) && !isRecomputed(op))
     ++report.fCount;
-  if (isa<GOp>(op) && !recomputed)
+  if (isa<GOp>(op) && !isRecomputed(op))
     ++report.gCount;
   auto collective = dyn_cast<CollectiveOpInterface>(op);
   if (!collective || getRingPasses(collective.getCollectiveKind()) == 0)

@@ -131,7 +131,7 @@ int64_t megatron::countFlops(Operation *op) {
 }
 
 int64_t megatron::countModelFlops(Operation *op) {
-  return getPhase(op) == "recompute" ? 0 : countFlops(op);
+  return isRecomputed(op) ? 0 : countFlops(op);
 }
 
 FailureOr<Hardware> megatron::lookupHardware(StringRef nameOrPath,

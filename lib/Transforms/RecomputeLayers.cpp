@@ -90,15 +90,13 @@ void recomputeBefore(Operation *point, ArrayRef<Operation *> forward,
                      const llvm::SetVector<Operation *> &needed) {
   OpBuilder b(point);
   IRMapping copies;
-  auto phase = b.getStringAttr("recompute");
-  for (Operation *op : forward) {
-    if (!needed.contains(op))
-      continue;
-    Operation *copy = b.clone(*op, copies);
-    copy->walk([&](Operation *nested) {
-      nested->setAttr(tp::TPDialect::kPhaseAttrName, phase);
-    });
-  }
+  Operation *first = nullptr;
+  for (Operation *op : forward)
+    if (needed.contains(op)) {
+      Operation *copy = b.clone(*op, copies);
+      first = first ? first : copy;
+    }
+  tp::markPhase(first, point, "recompute");
   for (Operation *op : needed)
     for (Value result : op->getResults())
       result.replaceUsesWithIf(copies.lookup(result), [&](OpOperand &use) {

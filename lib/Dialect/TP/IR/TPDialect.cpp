@@ -381,6 +381,8 @@ StringRef tp::getPhase(Operation *op) {
   return "forward";
 }
 
+bool tp::isRecomputed(Operation *op) { return getPhase(op) == "recompute"; }
+
 int64_t tp::getNumBytes(Type type) {
   auto tensor = cast<RankedTensorType>(type);
   return tensor.getNumElements() * ((tensor.getElementTypeBitWidth() + 7) / 8);

@@ -134,6 +134,9 @@ bool isDefinedBefore(Value value, Operation *op);
 /// layer's forward run again before its backward, tp-recompute-layers),
 /// "backward" or "optimizer" (tp.phase).
 StringRef getPhase(Operation *op);
+/// Whether `op` is a copy tp-recompute-layers made of a forward op: work the
+/// step runs again, not the model's.
+bool isRecomputed(Operation *op);
 /// Marks the ops from `first` up to (not including) `end` with `phase`.
 void markPhase(Operation *first, Operation *end, StringRef phase);
 
