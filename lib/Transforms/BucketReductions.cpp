@@ -1,14 +1,15 @@
 //===- BucketReductions.cpp - the dp gradient reduction in buckets --------===//
 //
-// Every parameter's gradient is all-reduced over "dp" once, after the
-// backward pass. Issued one by one, a step pays a collective's latency per
-// parameter; Megatron-LM and PyTorch DDP group them into buckets of a few
-// tens of megabytes instead. This pass groups the sums over dp that no op
-// reads in between into `tp.all_reduce_bucket` ops of at most
-// `bucket-bytes` each, in the order their gradients are complete
+// Every parameter's gradient is reduced over "dp" once, after the backward
+// pass: all-reduced, or with ZeRO-1 reduce-scattered by rows. Issued one by
+// one, a step pays a collective's latency per parameter; Megatron-LM and
+// PyTorch DDP group them into buckets of a few tens of megabytes instead.
+// This pass groups the reductions over dp that no op reads in between into
+// `tp.all_reduce_bucket` and `tp.reduce_scatter_bucket` ops of at most
+// `bucket-bytes` of gradient each, in the order their gradients are complete
 // (Megatron's reverse parameter order), so that the first buckets can run
 // under the rest of the backward pass (tp-overlap-collectives). The buckets
-// stand before the first op that reads one of their sums.
+// stand before the first op that reads one of their results.
 //
 //===----------------------------------------------------------------------===//
 #include "LayerLocations.h"
@@ -29,19 +30,25 @@ using namespace mlir::tp;
 
 namespace {
 
-/// A gradient's data-parallel sum, which a bucket can take.
-bool isGradientSumOverDp(Operation *op) {
-  auto reduce = dyn_cast<AllReduceOp>(op);
-  return reduce && reduce.getKind() == ReductionKind::sum &&
-         reduce.getAxis() == MGT_AXIS_NAME_DP && getPhase(op) == "backward" &&
-         getElementTypeOrSelf(reduce.getType()).isF32();
+/// A gradient's data-parallel reduction, which a bucket can take: its sum
+/// over dp, or ZeRO-1's reduce-scatter of its rows over dp.
+bool isGradientReductionOverDp(Operation *op) {
+  auto reduction = dyn_cast<CollectiveOpInterface>(op);
+  if (!reduction || getPhase(op) != "backward" ||
+      reduction.getCollectiveAxis() != MGT_AXIS_NAME_DP ||
+      reduction.getCollectiveReduction() != ReductionKind::sum ||
+      !getElementTypeOrSelf(op->getOperand(0).getType()).isF32())
+    return false;
+  if (auto scatter = dyn_cast<ReduceScatterOp>(op))
+    return scatter.getDim() == 0;
+  return isa<AllReduceOp>(op);
 }
 
-/// Where `sum`'s gradient is complete: its definition in the block (the
-/// block's start for an argument).
-Operation *readyAt(AllReduceOp sum) {
-  Block *block = sum->getBlock();
-  Operation *def = sum.getInput().getDefiningOp();
+/// Where `reduction`'s gradient is complete: its definition in the block
+/// (the block's start for an argument).
+Operation *readyAt(Operation *reduction) {
+  Block *block = reduction->getBlock();
+  Operation *def = reduction->getOperand(0).getDefiningOp();
   return def ? block->findAncestorOpInBlock(*def) : nullptr;
 }
 
@@ -55,8 +62,8 @@ public:
     for (Operation &op : llvm::make_early_inc_range(body)) {
       if (readsSegment(op))
         flush(&op);
-      if (isGradientSumOverDp(&op))
-        segment.push_back(cast<AllReduceOp>(op));
+      if (isGradientReductionOverDp(&op))
+        segment.push_back(&op);
     }
     flush(body.getTerminator());
   }
@@ -68,59 +75,77 @@ private:
     });
   }
 
-  /// The sums no op has read yet, in buckets before `before`: in the order
-  /// their gradients are complete, so that the first bucket can be reduced
-  /// while the backward pass still runs (tp-overlap-collectives).
+  /// The reductions no op has read yet, in buckets of one kind before
+  /// `before`: in the order their gradients are complete, so that the first
+  /// bucket can be reduced while the backward pass still runs
+  /// (tp-overlap-collectives).
   void flush(Operation *before) {
-    llvm::stable_sort(segment, [](AllReduceOp a, AllReduceOp b) {
+    llvm::stable_sort(segment, [](Operation *a, Operation *b) {
       Operation *readyA = readyAt(a), *readyB = readyAt(b);
       return readyA != readyB &&
              (!readyA || (readyB && readyA->isBeforeInBlock(readyB)));
     });
-    SmallVector<AllReduceOp> bucket;
+    SmallVector<Operation *> sums, scatters;
+    for (Operation *reduction : segment)
+      (isa<AllReduceOp>(reduction) ? sums : scatters).push_back(reduction);
+    fill(sums, before);
+    fill(scatters, before);
+    segment.clear();
+  }
+
+  /// Buckets of at most `limit` bytes of gradient, in order.
+  void fill(ArrayRef<Operation *> reductions, Operation *before) {
+    SmallVector<Operation *> bucket;
     int64_t bytes = 0;
-    for (AllReduceOp sum : segment) {
-      int64_t size = getNumBytes(sum.getType());
+    for (Operation *reduction : reductions) {
+      int64_t size = getNumBytes(reduction->getOperand(0).getType());
       if (!bucket.empty() && bytes + size > limit) {
         emit(bucket, before);
         bucket.clear();
         bytes = 0;
       }
-      bucket.push_back(sum);
+      bucket.push_back(reduction);
       bytes += size;
     }
     emit(bucket, before);
-    segment.clear();
   }
 
-  /// One op for the bucket's sums before `before`; a bucket of one stays a
-  /// plain all-reduce.
-  void emit(MutableArrayRef<AllReduceOp> bucket, Operation *before) {
+  /// One op for the bucket's reductions before `before`; a bucket of one
+  /// stays the plain collective.
+  void emit(ArrayRef<Operation *> bucket, Operation *before) {
     if (bucket.size() < 2)
       return;
     SmallVector<Value> inputs;
+    SmallVector<Type> types;
     SmallVector<Location> locs;
-    for (AllReduceOp reduce : bucket) {
-      inputs.push_back(reduce.getInput());
-      locs.push_back(reduce.getLoc());
+    for (Operation *reduction : bucket) {
+      inputs.push_back(reduction->getOperand(0));
+      types.push_back(reduction->getResult(0).getType());
+      locs.push_back(reduction->getLoc());
     }
     // The gradients of several layers: the bucket is in none of them.
     Location loc = megatron::withoutLayer(b.getFusedLoc(locs));
     b.setInsertionPoint(before);
-    auto merged = AllReduceBucketOp::create(
-        b, loc, inputs, bucket.front().getMeshAttr(),
-        bucket.front().getAxisAttr());
-    merged->setDiscardableAttrs(bucket.front()->getDiscardableAttrDictionary());
-    for (auto [reduce, result] : llvm::zip(bucket, merged.getResults())) {
-      reduce.getResult().replaceAllUsesWith(result);
-      reduce.erase();
+    auto first = cast<CollectiveOpInterface>(bucket.front());
+    FlatSymbolRefAttr mesh = first.getCollectiveMesh();
+    StringAttr axis = b.getStringAttr(first.getCollectiveAxis());
+    Operation *merged =
+        isa<AllReduceOp>(first)
+            ? AllReduceBucketOp::create(b, loc, inputs, mesh, axis)
+                  .getOperation()
+            : ReduceScatterBucketOp::create(b, loc, types, inputs, mesh, axis)
+                  .getOperation();
+    merged->setDiscardableAttrs(first->getDiscardableAttrDictionary());
+    for (auto [reduction, result] : llvm::zip(bucket, merged->getResults())) {
+      reduction->getResult(0).replaceAllUsesWith(result);
+      reduction->erase();
     }
   }
 
   func::FuncOp function;
   int64_t limit;
   OpBuilder b;
-  SmallVector<AllReduceOp> segment;
+  SmallVector<Operation *> segment;
 };
 
 struct BucketReductionsPass

@@ -150,7 +150,7 @@ void countCompute(Operation *op, Report &report) {
 
 /// The FLOPs of the GEMMs a started collective runs under: those between
 /// its start and its wait.
-int64_t flopsUnder(AllReduceStartOp start) {
+int64_t flopsUnder(StartOpInterface start) {
   int64_t flops = 0;
   for (Operation *op = start->getNextNode(); op != start.getWait();
        op = op->getNextNode())
@@ -180,7 +180,7 @@ void countCommunication(Operation *op, Report &report) {
       getPhase(op).str(), elements, axis};
   report.collectives[key] += times;
   report.commBytesByAxis[axis] += times * bytes;
-  if (auto start = dyn_cast<AllReduceStartOp>(op)) {
+  if (auto start = dyn_cast<StartOpInterface>(op)) {
     Report::Overlap &overlap = report.overlapped[key];
     overlap.started += times;
     overlap.flops += times * flopsUnder(start);

@@ -1,6 +1,7 @@
-//===- OverlapCollectives.cpp - all-reduces in flight under compute -------===//
+//===- OverlapCollectives.cpp - collectives in flight under compute -------===//
 //
-// Each all-reduce becomes a start as early as its inputs allow and a wait as
+// Each all-reduce (and each fp32 reduce-scatter by rows, ZeRO-1's gradient
+// reduction) becomes a start as early as its inputs allow and a wait as
 // late as its first use allows, without entering another layer's run (the
 // calls tp-outline-layers makes); the compute between the two runs while the
 // sum is in flight.
@@ -27,13 +28,15 @@ using namespace mlir::tp;
 
 namespace {
 
-/// An all-reduce this pass can split: what it sums, how, and over what.
+/// A collective this pass can split: what it sums, how, over what, and
+/// whether each rank keeps only its rows of the sums (a reduce-scatter).
 struct Reduction {
   Operation *op;
   ValueRange inputs;
   ReductionKind kind;
   FlatSymbolRefAttr mesh;
   StringRef axis;
+  bool scattersRows = false;
 };
 
 std::optional<Reduction> asReduction(Operation *op) {
@@ -46,6 +49,18 @@ std::optional<Reduction> asReduction(Operation *op) {
   if (auto bucket = dyn_cast<AllReduceBucketOp>(op))
     return Reduction{op, bucket.getInputs(), ReductionKind::sum,
                      bucket.getMeshAttr(), bucket.getAxis()};
+  // A started reduce-scatter sums fp32 rows, what ZeRO-1's gradients are.
+  if (auto bucket = dyn_cast<ReduceScatterBucketOp>(op))
+    return Reduction{op, bucket.getInputs(), ReductionKind::sum,
+                     bucket.getMeshAttr(), bucket.getAxis(),
+                     /*scattersRows=*/true};
+  if (auto scatter = dyn_cast<ReduceScatterOp>(op);
+      scatter && scatter.getKind() == ReductionKind::sum &&
+      scatter.getDim() == 0 &&
+      getElementTypeOrSelf(scatter.getInput().getType()).isF32())
+    return Reduction{op, op->getOperands(), ReductionKind::sum,
+                     scatter.getMeshAttr(), scatter.getAxis(),
+                     /*scattersRows=*/true};
   return std::nullopt;
 }
 
@@ -141,13 +156,21 @@ void overlap(const Reduction &reduction) {
       isDataParallel(reduction) ? withoutLayer(op->getLoc()) : op->getLoc();
   OpBuilder b(op->getContext());
   b.setInsertionPoint(op->getBlock(), start);
-  auto started = AllReduceStartOp::create(
-      b, loc, reduction.inputs,
-      ReductionKindAttr::get(b.getContext(), reduction.kind), reduction.mesh,
-      b.getStringAttr(reduction.axis));
+  StringAttr axis = b.getStringAttr(reduction.axis);
+  Operation *started =
+      reduction.scattersRows
+          ? ReduceScatterStartOp::create(b, loc, reduction.inputs,
+                                         reduction.mesh, axis)
+                .getOperation()
+          : AllReduceStartOp::create(
+                b, loc, reduction.inputs,
+                ReductionKindAttr::get(b.getContext(), reduction.kind),
+                reduction.mesh, axis)
+                .getOperation();
   started->setDiscardableAttrs(op->getDiscardableAttrDictionary());
   b.setInsertionPoint(op->getBlock(), wait);
-  auto waited = WaitOp::create(b, loc, op->getResultTypes(), started);
+  auto waited =
+      WaitOp::create(b, loc, op->getResultTypes(), started->getResult(0));
   waited->setDiscardableAttrs(op->getDiscardableAttrDictionary());
   op->replaceAllUsesWith(waited.getResults());
   op->erase();

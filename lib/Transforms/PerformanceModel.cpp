@@ -227,7 +227,7 @@ std::optional<OpCost> costOf(Operation *op, const Hardware &hardware) {
 /// The step as the runtime runs it: the rank's thread computes in program
 /// order, and its collectives, started or blocking, run one after another
 /// on one queue in the order the thread issues them (every rank issues them
-/// in one order, as MPI and NCCL require). A tp.all_reduce_start joins the
+/// in one order, as MPI and NCCL require). A started collective joins the
 /// queue and the thread goes on; its tp.wait, like a blocking collective,
 /// holds the thread until the queue has run it. Returns when the thread
 /// and the queue are both done.
@@ -244,7 +244,7 @@ double simulateStartsAndWaits(ModuleOp module, const Hardware &hardware) {
       return;
     if (cost->part != OpCost::Communication) {
       thread += cost->seconds;
-    } else if (auto start = dyn_cast<AllReduceStartOp>(op)) {
+    } else if (auto start = dyn_cast<StartOpInterface>(op)) {
       queue = std::max(thread, queue) + cost->seconds;
       done[start.getPending()] = queue;
     } else {
@@ -261,7 +261,7 @@ StepTime megatron::predictStepTime(ModuleOp partitioned,
   StepTime time;
   bool started = false;
   partitioned.walk([&](Operation *op) {
-    started |= isa<AllReduceStartOp>(op);
+    started |= isa<StartOpInterface>(op);
     std::optional<OpCost> cost = costOf(op, hardware);
     if (!cost)
       return;

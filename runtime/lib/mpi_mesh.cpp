@@ -309,6 +309,26 @@ void progress(const MpiMesh &mesh, const char *what, MPI_Request &request) {
   }
 }
 
+/// Queues the nonblocking collective `issue` starts on axis `a`'s
+/// communicator (watched as `collective`): the progress thread issues it
+/// behind every earlier one, drives it to completion, then runs `then`.
+template <typename Issue>
+int64_t startQueued(const MpiMesh &mesh, const char *what,
+                    const char *collective, int a, Issue issue,
+                    std::function<void()> then) {
+  return mesh.queue->start([&mesh, what, collective, a, issue,
+                            then = std::move(then)] {
+    {
+      Watched watched(mesh, collective, a);
+      MPI_Request request;
+      check(mesh.worldRank, what, issue(mesh.comm[a], &request));
+      progress(mesh, what, request);
+    }
+    if (then)
+      then();
+  });
+}
+
 } // namespace
 
 int64_t mpiAllReduceStart(const MpiMesh &mesh, int axis, float *buf, int64_t n,
@@ -317,19 +337,28 @@ int64_t mpiAllReduceStart(const MpiMesh &mesh, int axis, float *buf, int64_t n,
   int count = checkedCount(&mesh, n, what);
   MPI_Op reduction = checkedOp(&mesh, op);
   int a = checkedAxis(&mesh, axis, what);
-  return mesh.queue->start([&mesh, what, buf, count, reduction, a,
-                            then = std::move(then)] {
-    {
-      Watched watched(mesh, "all_reduce", a);
-      MPI_Request request;
-      check(mesh.worldRank, what,
-            MPI_Iallreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, reduction,
-                           mesh.comm[a], &request));
-      progress(mesh, what, request);
-    }
-    if (then)
-      then();
-  });
+  return startQueued(
+      mesh, what, "all_reduce", a,
+      [buf, count, reduction](MPI_Comm comm, MPI_Request *request) {
+        return MPI_Iallreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, reduction,
+                              comm, request);
+      },
+      std::move(then));
+}
+
+int64_t mpiReduceScatterStart(const MpiMesh &mesh, int axis, float *buf,
+                              int64_t nPerRank) {
+  const char *what = "reduce_scatter_start";
+  int count = checkedCount(&mesh, nPerRank, what);
+  int a = checkedAxis(&mesh, axis, what);
+  // In place, MPI leaves this rank's chunk at the start of the buffer.
+  return startQueued(
+      mesh, what, "reduce_scatter", a,
+      [buf, count](MPI_Comm comm, MPI_Request *request) {
+        return MPI_Ireduce_scatter_block(MPI_IN_PLACE, buf, count, MPI_FLOAT,
+                                         MPI_SUM, comm, request);
+      },
+      {});
 }
 
 void mpiWait(const MpiMesh &mesh, int64_t ticket) {

@@ -68,6 +68,11 @@ void mpiBroadcast(const MpiMesh &mesh, int axis, void *buf, int64_t bytes,
 /// staging there); mpiWait(ticket) returns once both are done.
 int64_t mpiAllReduceStart(const MpiMesh &mesh, int axis, float *buf, int64_t n,
                           int op, std::function<void()> then = {});
+/// comm.h's nonblocking reduce-scatter, in place: buf[size * nPerRank] is
+/// summed behind every earlier collective, this rank's chunk left in
+/// buf[0, nPerRank).
+int64_t mpiReduceScatterStart(const MpiMesh &mesh, int axis, float *buf,
+                              int64_t nPerRank);
 void mpiWait(const MpiMesh &mesh, int64_t ticket);
 
 } // namespace mrt

@@ -149,6 +149,24 @@ TEST(CommTest, ReduceScatterSumsChunkOfRank) {
     ASSERT_EQ(out[i], float(size * (size + 1) / 2 * (tpRank() * n + i))) << i;
 }
 
+// A started reduce-scatter, in place, behind a started sum: this rank's
+// chunk of the sums lands at the buffer's start once its wait returns.
+TEST(CommTest, StartedReduceScatterLeavesChunkOfRankFirst) {
+  const int64_t n = 23, size = tpSize();
+  std::vector<float> sum(5, 1.0f), buf(n * size);
+  for (int64_t k = 0; k < n * size; ++k)
+    buf[k] = float((tpRank() + 1) * k);
+  int64_t first = mrt_all_reduce_start_f32(ctx, MRT_AXIS_TP, sum.data(),
+                                           int64_t(sum.size()), MRT_REDUCE_SUM);
+  int64_t second =
+      mrt_reduce_scatter_start_f32(ctx, MRT_AXIS_TP, buf.data(), n);
+  EXPECT_LT(first, second);
+  mrt_collective_wait(ctx, second);
+  EXPECT_EQ(sum, std::vector<float>(5, float(size)));
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(buf[i], float(size * (size + 1) / 2 * (tpRank() * n + i))) << i;
+}
+
 TEST(CommTest, BroadcastCopiesRootBytes) {
   struct Payload {
     int64_t step;

@@ -4,7 +4,7 @@
 // one of its sums (the last vector is alone); other sums (over tp, or in the
 // forward pass) stay apart.
 // RUN: megatron-opt %s -split-input-file -tp-bucket-reductions=bucket-bytes=560 -verify-diagnostics | FileCheck %s
-// RUN: not megatron-opt %s -tp-bucket-reductions=bucket-bytes=0 2>&1 | FileCheck %s --check-prefix=ZERO
+// RUN: not megatron-opt %s -split-input-file -tp-bucket-reductions=bucket-bytes=0 2>&1 | FileCheck %s --check-prefix=ZERO
 // ZERO: error: bucket-bytes must be positive, got 0
 
 tp.mesh @mesh axes = ["dp" = 2, "tp" = 2]
@@ -29,4 +29,25 @@ func.func @grads(%t: tensor<16x8xf32>, %a: tensor<8xf32>, %b: tensor<8xf32>, %c:
   %use = tp.add %dc, %over_tp : tensor<8xf32>
   %dd = tp.all_reduce sum %d over @mesh["dp"] {tp.phase = "backward"} : tensor<8xf32>
   return %loss, %dt, %da, %db, %use, %dd : tensor<f32>, tensor<16x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// ZeRO-1's reduce-scatters by rows over dp bucket the same way, apart from
+// the sums: 512 + 32 bytes of gradient fill one bucket, the next vector
+// stays a plain reduce-scatter, and the sum over dp a plain all-reduce.
+// CHECK-LABEL: func.func @zero(
+// CHECK-SAME: %[[T:[a-z0-9]+]]: tensor<16x8xf32>, %[[A:[a-z0-9]+]]: tensor<8xf32>, %[[B:[a-z0-9]+]]: tensor<8xf32>, %[[C:[a-z0-9]+]]: tensor<8xf32>
+// CHECK: %[[SUM:.*]] = tp.all_reduce sum %[[C]] over @mesh["dp"] {tp.phase = "backward"} : tensor<8xf32>
+// CHECK: %[[LAST:.*]] = tp.reduce_scatter sum %[[B]] over @mesh["dp"] dim = 0 {tp.phase = "backward"} : tensor<8xf32> -> tensor<4xf32>
+// CHECK: %[[ROWS:.*]]:2 = tp.reduce_scatter_bucket sum %[[T]], %[[A]] over @mesh["dp"] {tp.phase = "backward"} : tensor<16x8xf32>, tensor<8xf32> -> tensor<8x8xf32>, tensor<4xf32>
+// CHECK: return %[[ROWS]]#0, %[[ROWS]]#1, %[[LAST]], %[[SUM]]
+tp.mesh @mesh axes = ["dp" = 2, "tp" = 2]
+func.func @zero(%t: tensor<16x8xf32>, %a: tensor<8xf32>, %b: tensor<8xf32>, %c: tensor<8xf32>)
+    -> (tensor<8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<8xf32>) {
+  %dt = tp.reduce_scatter sum %t over @mesh["dp"] dim = 0 {tp.phase = "backward"} : tensor<16x8xf32> -> tensor<8x8xf32>
+  %da = tp.reduce_scatter sum %a over @mesh["dp"] dim = 0 {tp.phase = "backward"} : tensor<8xf32> -> tensor<4xf32>
+  %dc = tp.all_reduce sum %c over @mesh["dp"] {tp.phase = "backward"} : tensor<8xf32>
+  %db = tp.reduce_scatter sum %b over @mesh["dp"] dim = 0 {tp.phase = "backward"} : tensor<8xf32> -> tensor<4xf32>
+  return %dt, %da, %db, %dc : tensor<8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<8xf32>
 }

@@ -86,3 +86,28 @@ func.func @bucket_under_backward(%a: tensor<4x16xf32>, %b: tensor<4x16xf32>) -> 
 #l0 = loc(fused<#tp.layer<0>>["h.0"])
 #l1 = loc(fused<#tp.layer<1>>["h.1"])
 #grad = loc(fused<#tp.layer<1>>["h.1.grad"])
+
+// -----
+
+// ZeRO-1's gradient reduce-scatters over dp, a bucket and a lone one, start
+// as their gradients are complete and are waited for where the optimizer
+// reads them.
+// CHECK-LABEL: func.func @zero_gradients(
+// CHECK: %[[DW:.*]] = tp.weight_grad
+// CHECK-NEXT: %[[P:.*]] = tp.reduce_scatter_start sum %[[DW]], %{{.*}} over @m["dp"] {tp.phase = "backward"} : tensor<16x8xf32>, tensor<8xf32>
+// CHECK-NEXT: %[[DX:.*]] = tp.matmul
+// CHECK-NEXT: %[[Q:.*]] = tp.reduce_scatter_start sum %[[DX]] over @m["dp"] {tp.phase = "backward"} : tensor<4x16xf32>
+// CHECK-NEXT: tp.gelu
+// CHECK-NEXT: %[[ROWS:.*]]:2 = tp.wait %[[P]] {tp.phase = "backward"} : tensor<8x8xf32>, tensor<4xf32>
+// CHECK-NEXT: %[[X_ROWS:.*]] = tp.wait %[[Q]] {tp.phase = "backward"} : tensor<2x16xf32>
+// CHECK-NEXT: tp.sum_squares %[[ROWS]]#0, %[[ROWS]]#1, %[[X_ROWS]]
+tp.mesh @m axes = ["dp" = 2]
+func.func @zero_gradients(%x: tensor<4x16xf32>, %dy: tensor<4x8xf32>, %w: tensor<16x8xf32>, %db: tensor<8xf32>) -> (tensor<4x16xf32>, f32) {
+  %dw = tp.weight_grad %x, %dy {tp.phase = "backward"} : tensor<4x16xf32>, tensor<4x8xf32> -> tensor<16x8xf32>
+  %dx = tp.matmul %dy, %w {transpose_rhs, tp.phase = "backward"} : tensor<4x8xf32>, tensor<16x8xf32> -> tensor<4x16xf32>
+  %next = tp.gelu %dx {tp.phase = "backward"} : tensor<4x16xf32>
+  %rows:2 = tp.reduce_scatter_bucket sum %dw, %db over @m["dp"] {tp.phase = "backward"} : tensor<16x8xf32>, tensor<8xf32> -> tensor<8x8xf32>, tensor<4xf32>
+  %x_rows = tp.reduce_scatter sum %dx over @m["dp"] dim = 0 {tp.phase = "backward"} : tensor<4x16xf32> -> tensor<2x16xf32>
+  %squares = tp.sum_squares %rows#0, %rows#1, %x_rows {tp.phase = "optimizer"} : tensor<8x8xf32>, tensor<4xf32>, tensor<2x16xf32>
+  return %next, %squares : tensor<4x16xf32>, f32
+}

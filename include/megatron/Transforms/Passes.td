@@ -416,21 +416,22 @@ def MicroBatches : Pass<"tp-micro-batches", "ModuleOp"> {
 }
 
 def BucketReductions : Pass<"tp-bucket-reductions", "ModuleOp"> {
-  let summary = "Group the gradients' sums over dp into buckets of a given size";
+  let summary = "Group the gradients' reductions over dp into buckets of a given size";
   let description = [{
-    Runs after tp-optimizer. Every parameter's gradient is all-reduced over
+    Runs after tp-optimizer. Every parameter's gradient is reduced over
     "dp" once, after the backward pass; issued one by one, a step pays a
     collective's latency per parameter. Consecutive `tp.all_reduce sum` ops
     over "dp" of fp32 gradients (`tp.phase = "backward"`) become
     `tp.all_reduce_bucket` ops of at most `bucket-bytes` bytes each (40 MB
-    by default, the order of Megatron-LM's buckets). The sums that no op
-    reads in between are bucketed in the order their gradients are complete
-    (Megatron's reverse parameter order: the last layer's first), so that
-    tp-overlap-collectives can start the first buckets while the backward
-    pass still runs; the buckets stand before the first op that reads one
-    of those sums. A gradient larger than the limit is a bucket of its own
-    (a plain all-reduce). With ZeRO-1 the reduce-scattered gradients are not
-    bucketed; the others are.
+    by default, the order of Megatron-LM's buckets), and ZeRO-1's
+    `tp.reduce_scatter sum ... dim = 0` ops over "dp" become
+    `tp.reduce_scatter_bucket` ops the same way (a bucket holds one kind).
+    The reductions that no op reads in between are bucketed in the order
+    their gradients are complete (Megatron's reverse parameter order: the
+    last layer's first), so that tp-overlap-collectives can start the first
+    buckets while the backward pass still runs; the buckets stand before
+    the first op that reads one of their results. A gradient larger than
+    the limit is a bucket of its own (the plain collective).
 
     Example:
 
@@ -449,7 +450,7 @@ def BucketReductions : Pass<"tp-bucket-reductions", "ModuleOp"> {
 }
 
 def OverlapCollectives : Pass<"tp-overlap-collectives", "ModuleOp"> {
-  let summary = "Run all-reduces under the compute that does not need them";
+  let summary = "Run all-reduces and reduce-scatters under the compute that does not need them";
   let description = [{
     Runs last on the per-rank program (after tp-mixed-precision, whose
     types it keeps). A blocking all-reduce leaves the rank idle while the
@@ -460,7 +461,10 @@ def OverlapCollectives : Pass<"tp-overlap-collectives", "ModuleOp"> {
     later layers' gradients. Each `tp.all_reduce`, `tp.g` and
     `tp.all_reduce_bucket` becomes a `tp.all_reduce_start` placed as early
     as its inputs allow and a `tp.wait` placed as late as its first use
-    allows; the ops between them run while the sum is in flight.
+    allows; the ops between them run while the sum is in flight. ZeRO-1's
+    fp32 reduce-scatters by rows (`tp.reduce_scatter ... dim = 0` and
+    `tp.reduce_scatter_bucket`) become a `tp.reduce_scatter_start` and its
+    `tp.wait` the same way.
 
     Neither half moves into a run of ops of another `#tp.layer` and
     `tp.phase` (tp-outline-layers' calls): a layer's tensor-parallel sums

@@ -79,49 +79,87 @@ struct AllReduceToRuntime
                                 PatternRewriter &rewriter) const override {
     // A bucket and a started sum have their own lowerings.
     if (op.getCollectiveKind() != CollectiveKind::all_reduce ||
-        op->getNumOperands() != 1 || isa<AllReduceStartOp>(op))
+        op->getNumOperands() != 1 || isa<StartOpInterface>(op.getOperation()))
       return failure();
     return allReduce(rewriter, op, op->getOperand(0), op.getCollectiveAxis(),
                      runtimeReduction(op.getCollectiveReduction()));
   }
 };
 
-/// Sums (or maxes) started on a copy of each tensor, and the ticket that
+/// Collectives started on a copy of each tensor, and the ticket that
 /// completes them all: the runtime completes started collectives in order.
 struct Started {
   Value ticket;
   SmallVector<Value> buffers;
 };
 
-FailureOr<Started> startAllReduces(CallBuilder &c, Operation *op,
-                                   StringRef axis, ValueRange inputs,
-                                   int64_t reduction) {
+/// Starts, on a copy of each of `inputs`, the collective `startKernel`
+/// names, with the arguments `countArgs` gives after the buffer.
+template <typename CountArgs>
+FailureOr<Started> startEach(CallBuilder &c, Operation *op, StringRef axis,
+                             ValueRange inputs, StringRef startKernel,
+                             CountArgs countArgs) {
   FailureOr<int64_t> runtime = runtimeAxis(op, axis);
   if (failed(runtime))
     return failure();
   Value ctx = CallBuilder::context(op);
   Started started;
-  for (Value input : inputs) {
+  for (auto [index, input] : llvm::enumerate(inputs)) {
     CallBuilder::Output copy = copyOf(c, input);
+    SmallVector<Value> args = {ctx, c.i32(*runtime), copy.view};
+    llvm::append_range(args, countArgs(index, input));
     SmallVector<Value> ticket;
-    c.call(kernel("mrt_all_reduce_start", input),
-           {ctx, c.i32(*runtime), copy.view, c.i64(numElements(input)),
-            c.i32(reduction)},
-           c.b.getI64Type(), &ticket);
+    c.call(kernel(startKernel, input), args, c.b.getI64Type(), &ticket);
     started.ticket = ticket[0];
     started.buffers.push_back(copy.buffer);
   }
   return started;
 }
 
-/// The started sums as tensors, read only after their wait.
+/// Sums (or maxes) of each of `inputs`, started.
+FailureOr<Started> startAllReduces(CallBuilder &c, Operation *op,
+                                   StringRef axis, ValueRange inputs,
+                                   int64_t reduction) {
+  return startEach(c, op, axis, inputs, "mrt_all_reduce_start",
+                   [&](size_t, Value input) -> SmallVector<Value> {
+                     return {c.i64(numElements(input)), c.i32(reduction)};
+                   });
+}
+
+/// Sums of each of `inputs` of which this rank keeps its rows, of type
+/// `rows[i]`, started. The runtime leaves them at the start of the buffer.
+FailureOr<Started> startReduceScatters(CallBuilder &c, Operation *op,
+                                       StringRef axis, ValueRange inputs,
+                                       TypeRange rows) {
+  return startEach(c, op, axis, inputs, "mrt_reduce_scatter_start",
+                   [&](size_t index, Value) -> SmallVector<Value> {
+                     return {c.i64(cast<RankedTensorType>(rows[index])
+                                       .getNumElements())};
+                   });
+}
+
+/// The started collectives' results, of types `results`, read only after
+/// their wait: a buffer whole, or the rows at its start that a reduce-scatter
+/// leaves this rank.
 SmallVector<Value> waitFor(CallBuilder &c, Operation *op,
-                           const Started &started) {
+                           const Started &started, TypeRange results) {
   c.call("mrt_collective_wait", {CallBuilder::context(op), started.ticket});
-  SmallVector<Value> results;
-  for (Value buffer : started.buffers)
-    results.push_back(c.tensor({buffer, Value()}));
-  return results;
+  SmallVector<Value> values;
+  for (auto [buffer, type] : llvm::zip_equal(started.buffers, results)) {
+    Value whole = c.tensor({buffer, Value()});
+    auto rows = cast<RankedTensorType>(type);
+    if (whole.getType() == rows) {
+      values.push_back(whole);
+      continue;
+    }
+    SmallVector<OpFoldResult> offsets(rows.getRank(), c.b.getIndexAttr(0)),
+        sizes, strides(rows.getRank(), c.b.getIndexAttr(1));
+    for (int64_t size : rows.getShape())
+      sizes.push_back(c.b.getIndexAttr(size));
+    values.push_back(tensor::ExtractSliceOp::create(c.b, c.loc, rows, whole,
+                                                    offsets, sizes, strides));
+  }
+  return values;
 }
 
 /// A bucket: its sums started together, waited for once.
@@ -134,14 +172,37 @@ struct AllReduceBucketToRuntime : RuntimePattern<AllReduceBucketOp> {
         c, op, op.getAxis(), op.getInputs(), MRT_REDUCE_SUM);
     if (failed(started))
       return failure();
-    rewriter.replaceOp(op, waitFor(c, op, *started));
+    rewriter.replaceOp(op, waitFor(c, op, *started, op.getResultTypes()));
+    return success();
+  }
+};
+
+/// A bucket of reduce-scatters: started together, waited for once.
+struct ReduceScatterBucketToRuntime : RuntimePattern<ReduceScatterBucketOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(ReduceScatterBucketOp op,
+                                PatternRewriter &rewriter) const override {
+    CallBuilder c(rewriter, op.getLoc());
+    FailureOr<Started> started = startReduceScatters(
+        c, op, op.getAxis(), op.getInputs(), op.getResultTypes());
+    if (failed(started))
+      return failure();
+    rewriter.replaceOp(op, waitFor(c, op, *started, op.getResultTypes()));
     return success();
   }
 };
 
 /// The start's ticket and buffers travel to its wait in a cast to the
 /// pending type, which the wait's lowering takes apart (and which then
-/// dies): the sums' buffers must not become tensors before the wait.
+/// dies): the buffers must not become tensors before the wait.
+void carryToWait(PatternRewriter &rewriter, Operation *start,
+                 const Started &started) {
+  SmallVector<Value> carried = {started.ticket};
+  llvm::append_range(carried, started.buffers);
+  rewriter.replaceOpWithNewOp<UnrealizedConversionCastOp>(
+      start, start->getResultTypes(), carried);
+}
+
 struct AllReduceStartToRuntime : RuntimePattern<AllReduceStartOp> {
   using RuntimePattern::RuntimePattern;
   LogicalResult matchAndRewrite(AllReduceStartOp op,
@@ -152,10 +213,22 @@ struct AllReduceStartToRuntime : RuntimePattern<AllReduceStartOp> {
                         runtimeReduction(op.getKind()));
     if (failed(started))
       return failure();
-    SmallVector<Value> carried = {started->ticket};
-    llvm::append_range(carried, started->buffers);
-    rewriter.replaceOpWithNewOp<UnrealizedConversionCastOp>(
-        op, op.getPending().getType(), carried);
+    carryToWait(rewriter, op, *started);
+    return success();
+  }
+};
+
+struct ReduceScatterStartToRuntime : RuntimePattern<ReduceScatterStartOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(ReduceScatterStartOp op,
+                                PatternRewriter &rewriter) const override {
+    CallBuilder c(rewriter, op.getLoc());
+    FailureOr<Started> started =
+        startReduceScatters(c, op, op.getAxis(), op.getInputs(),
+                            op.getWait()->getResultTypes());
+    if (failed(started))
+      return failure();
+    carryToWait(rewriter, op, *started);
     return success();
   }
 };
@@ -171,7 +244,7 @@ struct WaitToRuntime : RuntimePattern<WaitOp> {
     CallBuilder c(rewriter, op.getLoc());
     Started started{carried.getOperand(0),
                     llvm::to_vector(carried.getOperands().drop_front())};
-    rewriter.replaceOp(op, waitFor(c, op, started));
+    rewriter.replaceOp(op, waitFor(c, op, started, op.getResultTypes()));
     rewriter.eraseOp(carried);
     return success();
   }
@@ -321,7 +394,8 @@ struct ReduceScatterToRuntime : RuntimePattern<ReduceScatterOp> {
 void megatron::populateCollectiveToRuntimePatterns(
     RewritePatternSet &patterns, const RuntimeTargetInfo &target) {
   patterns.add<FToRuntime, AllReduceToRuntime, AllReduceBucketToRuntime,
-               AllReduceStartToRuntime, WaitToRuntime, AxisIndexToRuntime,
+               ReduceScatterBucketToRuntime, AllReduceStartToRuntime,
+               ReduceScatterStartToRuntime, WaitToRuntime, AxisIndexToRuntime,
                LocalSliceToRuntime, AllGatherToRuntime, ReduceScatterToRuntime>(
       patterns.getContext(), target);
 }

@@ -113,16 +113,59 @@ struct DimCollectiveToShard : OpConversionPattern<Op> {
   }
 };
 
+/// One shard.reduce_scatter along `dim` per input, each giving its type in
+/// `local`: upstream has no grouped or nonblocking reduce-scatter.
+template <typename Op>
+SmallVector<Value> reduceScatterEach(ConversionPatternRewriter &rewriter,
+                                     Op op, ValueRange inputs, TypeRange local,
+                                     ReductionKind kind, int64_t dim) {
+  SmallVector<Value> results;
+  for (auto [input, type] : llvm::zip_equal(inputs, local))
+    results.push_back(shard::ReduceScatterOp::create(
+        rewriter, op.getLoc(), type, op.getMeshAttr(),
+        gridAxes(op, op.getMeshAttr(), op.getAxis()), input,
+        reduction(op.getContext(), kind), rewriter.getIndexAttr(dim)));
+  return results;
+}
+
 struct ReduceScatterToReduceScatter : OpConversionPattern<ReduceScatterOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
   matchAndRewrite(ReduceScatterOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    rewriter.replaceOpWithNewOp<shard::ReduceScatterOp>(
-        op, op.getType(), op.getMeshAttr(),
-        gridAxes(op, op.getMeshAttr(), op.getAxis()), adaptor.getInput(),
-        reduction(op.getContext(), op.getCollectiveReduction()),
-        rewriter.getIndexAttr(op.getDim()));
+    rewriter.replaceOp(op, reduceScatterEach(rewriter, op, adaptor.getInput(),
+                                             op.getType(), op.getKind(),
+                                             op.getDim()));
+    return success();
+  }
+};
+
+/// A bucket of reduce-scatters by rows: one shard.reduce_scatter each.
+struct BucketToReduceScatters : OpConversionPattern<ReduceScatterBucketOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(ReduceScatterBucketOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    rewriter.replaceOp(op, reduceScatterEach(rewriter, op, adaptor.getInputs(),
+                                             op.getResultTypes(),
+                                             ReductionKind::sum, /*dim=*/0));
+    return success();
+  }
+};
+
+/// A started reduce-scatter: each one a shard.reduce_scatter where it
+/// starts, and its wait's results are those.
+struct StartToReduceScatters : OpConversionPattern<ReduceScatterStartOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(ReduceScatterStartOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Operation *wait = op.getWait();
+    rewriter.replaceOp(wait, reduceScatterEach(rewriter, op,
+                                               adaptor.getInputs(),
+                                               wait->getResultTypes(),
+                                               ReductionKind::sum, /*dim=*/0));
+    rewriter.eraseOp(op);
     return success();
   }
 };
@@ -297,7 +340,7 @@ void megatron::populateTPToShardPatterns(RewritePatternSet &patterns) {
   patterns.add<FToInput, ReduceToAllReduce<GOp>, ReduceToAllReduce<AllReduceOp>,
                ReduceToAllReduce<AllReduceBucketOp>, StartToAllReduces,
                DimCollectiveToShard<AllGatherOp, shard::AllGatherOp>,
-               ReduceScatterToReduceScatter,
-               DimCollectiveToShard<LocalSliceOp, shard::AllSliceOp>,
+               ReduceScatterToReduceScatter, BucketToReduceScatters,
+               StartToReduceScatters, DimCollectiveToShard<LocalSliceOp, shard::AllSliceOp>,
                AxisIndexToProcessIndex>(patterns.getContext());
 }

@@ -430,13 +430,21 @@ extern "C" void mrt_all_reduce_bf16(mrt_context *ctx, int axis, mrt_bf16 *buf,
 
 namespace {
 
-int64_t allReduceStart(mrt_context *ctx, int axis, void *buf, int64_t n,
-                       int op, ncclDataType_t type) {
-  const char *what = "all_reduce_start";
+/// A started collective runs on the communication stream while the host
+/// goes on: its buffer cannot be a host one, which MPI would need the host
+/// thread for.
+void requireDeviceBuffer(mrt_context *ctx, const char *what, void *buf,
+                         ncclDataType_t type) {
   if (!onDevice(*ctx, what, buf, buf, type))
     mrt::abortJob(ctx->mesh.worldRank,
                   "%s: a started collective's buffer must be in device memory",
                   what);
+}
+
+int64_t allReduceStart(mrt_context *ctx, int axis, void *buf, int64_t n,
+                       int op, ncclDataType_t type) {
+  const char *what = "all_reduce_start";
+  requireDeviceBuffer(ctx, what, buf, type);
   ncclRedOp_t reduction = ncclOp(*ctx, op);
   return issue(ctx, axis, what, [&](ncclComm_t comm, cudaStream_t stream) {
     return ncclAllReduce(buf, buf, static_cast<size_t>(n), type, reduction,
@@ -455,6 +463,26 @@ extern "C" int64_t mrt_all_reduce_start_bf16(mrt_context *ctx, int axis,
                                               mrt_bf16 *buf, int64_t n,
                                               int op) {
   return allReduceStart(ctx, axis, buf, n, op, ncclBfloat16);
+}
+
+extern "C" int64_t mrt_reduce_scatter_start_f32(mrt_context *ctx, int axis,
+                                                 float *buf,
+                                                 int64_t n_per_rank) {
+  const char *what = "reduce_scatter_start";
+  requireDeviceBuffer(ctx, what, buf, ncclFloat32);
+  int64_t rank = ctx->mesh.rank[mrt::checkedAxis(&ctx->mesh, axis, what)];
+  size_t count = static_cast<size_t>(n_per_rank);
+  return issue(ctx, axis, what, [&](ncclComm_t comm, cudaStream_t stream) {
+    // In place, NCCL leaves this rank's chunk at its own offset; comm.h
+    // promises it at the start of the buffer, one copy on the same stream.
+    float *chunk = buf + rank * n_per_rank;
+    ncclResult_t result = ncclReduceScatter(buf, chunk, count, ncclFloat32,
+                                            ncclSum, comm, stream);
+    if (result == ncclSuccess && chunk != buf)
+      MRT_CUDA_CHECK(cudaMemcpyAsync(buf, chunk, count * sizeof(float),
+                                     cudaMemcpyDeviceToDevice, stream));
+    return result;
+  });
 }
 
 extern "C" void mrt_collective_wait(mrt_context *ctx, int64_t ticket) {

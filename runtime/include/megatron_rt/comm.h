@@ -86,6 +86,15 @@ MRT_API int64_t mrt_all_reduce_start_f32(mrt_context *ctx, int axis,
 MRT_API int64_t mrt_all_reduce_start_bf16(mrt_context *ctx, int axis,
                                           mrt_bf16 *buf, int64_t n, int op);
 
+/* Nonblocking reduce-scatter, in place (what the compiler's
+ * tp.reduce_scatter_start lowers to): buf[size*n_per_rank] is summed over
+ * the ranks of the axis, behind every collective this rank issued before
+ * it, and this rank's chunk of the sum, chunk number `rank`, is left in
+ * buf[0, n_per_rank); the rest of buf is then undefined. Returns a ticket
+ * for mrt_collective_wait at once, like mrt_all_reduce_start_f32. */
+MRT_API int64_t mrt_reduce_scatter_start_f32(mrt_context *ctx, int axis,
+                                             float *buf, int64_t n_per_rank);
+
 /* Completes the collective of `ticket` and every one started before it: the
  * CPU runtime returns once they are done, the CUDA runtime orders the
  * compute stream's later work after them. */

@@ -436,6 +436,53 @@ func.func @bucket(%a: tensor<4x8xf32>, %b: tensor<8xf32>) -> (tensor<4x8xf32>, t
 
 // -----
 
+// A bucket of reduce-scatters (ZeRO-1's gradients over dp): each started on
+// a copy of its whole tensor with this rank's element count; after the last
+// ticket's wait, the rows the runtime left at each copy's start are the
+// results.
+// CHECK-LABEL: func.func private @scatter_bucket(
+// CHECK-SAME: %[[CTX:.*]]: !llvm.ptr,
+// CHECK: memref.copy %{{.*}}, %[[A:.*]] : memref<4x8xf32> to memref<4x8xf32>
+// CHECK: %[[A_ROWS:.*]] = arith.constant 16 : i64
+// CHECK: call @mrt_reduce_scatter_start_f32(%[[CTX]], %[[DP:.*]], %{{.*}}, %[[A_ROWS]]) : (!llvm.ptr, i32, memref<?xf32>, i64) -> i64
+// CHECK: memref.copy %{{.*}}, %[[B:.*]] : memref<8xf32> to memref<8xf32>
+// CHECK: %[[B_ROWS:.*]] = arith.constant 4 : i64
+// CHECK: %[[LAST:.*]] = call @mrt_reduce_scatter_start_f32(%[[CTX]], %[[DP]], %{{.*}}, %[[B_ROWS]]) : (!llvm.ptr, i32, memref<?xf32>, i64) -> i64
+// CHECK-NEXT: call @mrt_collective_wait(%[[CTX]], %[[LAST]]) : (!llvm.ptr, i64) -> ()
+// CHECK-NEXT: %[[A_SUM:.*]] = bufferization.to_tensor %[[A]]
+// CHECK-NEXT: %[[A_MINE:.*]] = tensor.extract_slice %[[A_SUM]][0, 0] [2, 8] [1, 1] : tensor<4x8xf32> to tensor<2x8xf32>
+// CHECK-NEXT: %[[B_SUM:.*]] = bufferization.to_tensor %[[B]]
+// CHECK-NEXT: %[[B_MINE:.*]] = tensor.extract_slice %[[B_SUM]][0] [4] [1] : tensor<8xf32> to tensor<4xf32>
+// CHECK: return %[[A_MINE]], %[[B_MINE]]
+tp.mesh @mesh axes = ["dp" = 2]
+func.func @scatter_bucket(%a: tensor<4x8xf32>, %b: tensor<8xf32>) -> (tensor<2x8xf32>, tensor<4xf32>) {
+  %r:2 = tp.reduce_scatter_bucket sum %a, %b over @mesh["dp"] : tensor<4x8xf32>, tensor<8xf32> -> tensor<2x8xf32>, tensor<4xf32>
+  return %r#0, %r#1 : tensor<2x8xf32>, tensor<4xf32>
+}
+
+// -----
+
+// A started reduce-scatter: its ticket and buffer travel to the wait, after
+// which this rank's rows are read.
+// CHECK-LABEL: func.func private @scatter_started(
+// CHECK-SAME: %[[CTX:.*]]: !llvm.ptr,
+// CHECK: memref.copy %{{.*}}, %[[BUF:.*]] : memref<4x8xf32> to memref<4x8xf32>
+// CHECK: %[[TICKET:.*]] = call @mrt_reduce_scatter_start_f32(%[[CTX]], %{{.*}}, %{{.*}}, %{{.*}}) : (!llvm.ptr, i32, memref<?xf32>, i64) -> i64
+// CHECK: call @mrt_gemm_f32
+// CHECK: call @mrt_collective_wait(%[[CTX]], %[[TICKET]]) : (!llvm.ptr, i64) -> ()
+// CHECK-NEXT: %[[SUM:.*]] = bufferization.to_tensor %[[BUF]]
+// CHECK-NEXT: %[[MINE:.*]] = tensor.extract_slice %[[SUM]][0, 0] [2, 8] [1, 1]
+// CHECK: return %[[MINE]],
+tp.mesh @mesh axes = ["dp" = 2]
+func.func @scatter_started(%dw: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<2x8xf32>, tensor<4x8xf32>) {
+  %p = tp.reduce_scatter_start sum %dw over @mesh["dp"] : tensor<4x8xf32>
+  %y = tp.matmul %dw, %w : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %rows = tp.wait %p : tensor<2x8xf32>
+  return %rows, %y : tensor<2x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
 // A started max over tp (axis 1) in bf16: its ticket travels to the wait,
 // which the weight gradient's GEMM precedes; the sum becomes a tensor only
 // after the wait.

@@ -644,7 +644,7 @@ func.func @start_axis(%x: tensor<4xf32>) {
 // -----
 
 func.func @wait_for_argument(%p: !tp.pending) {
-  // expected-error @+1 {{'tp.wait' op waits for a value no tp.all_reduce_start defined}}
+  // expected-error @+1 {{'tp.wait' op waits for a value no started collective defined}}
   %r = tp.wait %p : tensor<4xf32>
   return
 }
@@ -655,7 +655,7 @@ tp.mesh @m axes = ["tp" = 2]
 func.func @wait_in_region(%x: tensor<4xf32>, %c: i1) {
   %p = tp.all_reduce_start sum %x over @m["tp"] : tensor<4xf32>
   scf.if %c {
-    // expected-error @+1 {{'tp.wait' op must follow its tp.all_reduce_start in the same block}}
+    // expected-error @+1 {{'tp.wait' op must follow its start in the same block}}
     %r = tp.wait %p : tensor<4xf32>
   }
   return
@@ -668,6 +668,80 @@ func.func @wait_types(%x: tensor<4xf32>) {
   %p = tp.all_reduce_start sum %x over @m["tp"] : tensor<4xf32>
   // expected-error @+1 {{'tp.wait' op results must have the types of the start's inputs}}
   %r = tp.wait %p : tensor<8xf32>
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["dp" = 2]
+func.func @empty_scatter_bucket() {
+  // expected-error @+1 {{'tp.reduce_scatter_bucket' op needs at least one tensor}}
+  "tp.reduce_scatter_bucket"() <{axis = "dp", mesh = @m}> : () -> ()
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["tp" = 2]
+func.func @scatter_bucket_axis(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'tp.reduce_scatter_bucket' op mesh @m has no axis "dp"}}
+  %r = tp.reduce_scatter_bucket sum %x over @m["dp"] : tensor<4xf32> -> tensor<2xf32>
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["dp" = 2]
+func.func @scatter_bucket_results(%x: tensor<4xf32>, %y: tensor<4xf32>) {
+  // expected-error @+1 {{'tp.reduce_scatter_bucket' op has 1 results for 2 inputs}}
+  %r = tp.reduce_scatter_bucket sum %x, %y over @m["dp"] : tensor<4xf32>, tensor<4xf32> -> tensor<2xf32>
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["dp" = 2]
+func.func @scatter_bucket_rows(%x: tensor<3x4xf32>) {
+  // expected-error @+1 {{'tp.reduce_scatter_bucket' op cannot split the rows of input 0, of type 'tensor<3x4xf32>', over the 2 ranks of its axis}}
+  %r = tp.reduce_scatter_bucket sum %x over @m["dp"] : tensor<3x4xf32> -> tensor<1x4xf32>
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["dp" = 2]
+func.func @scatter_bucket_result_type(%x: tensor<4x3xf32>) {
+  // expected-error @+1 {{'tp.reduce_scatter_bucket' op result 0 must be 'tensor<2x3xf32>', this rank's rows of input 0}}
+  %r = tp.reduce_scatter_bucket sum %x over @m["dp"] : tensor<4x3xf32> -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["dp" = 2]
+func.func @scatter_start_without_wait(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'tp.reduce_scatter_start' op needs exactly one tp.wait}}
+  %p = tp.reduce_scatter_start sum %x over @m["dp"] : tensor<4xf32>
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["tp" = 2]
+func.func @scatter_start_axis(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'tp.reduce_scatter_start' op mesh @m has no axis "dp"}}
+  %p = tp.reduce_scatter_start sum %x over @m["dp"] : tensor<4xf32>
+  %r = tp.wait %p : tensor<2xf32>
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["dp" = 2]
+func.func @scatter_wait_types(%x: tensor<4xf32>) {
+  %p = tp.reduce_scatter_start sum %x over @m["dp"] : tensor<4xf32>
+  // expected-error @+1 {{'tp.wait' op result 0 must be 'tensor<2xf32>', this rank's rows of input 0}}
+  %r = tp.wait %p : tensor<4xf32>
   return
 }
 

@@ -62,6 +62,12 @@ func.func @collectives(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %rs = tp.reduce_scatter sum %ag over @m["tp"] dim = 1 : tensor<4x32xf32> -> tensor<4x8xf32>
   // CHECK: tp.local_slice %{{.*}} over @m["tp"] dim = 0 : tensor<4x8xf32> -> tensor<1x8xf32>
   %ls = tp.local_slice %rs over @m["tp"] dim = 0 : tensor<4x8xf32> -> tensor<1x8xf32>
+  // CHECK: tp.reduce_scatter_bucket sum %{{.*}}, %{{.*}} over @m["tp"] : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<1x8xf32>, tensor<1x8xf32>
+  %rsb:2 = tp.reduce_scatter_bucket sum %m, %g over @m["tp"] : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<1x8xf32>, tensor<1x8xf32>
+  // CHECK: %[[RS:.*]] = tp.reduce_scatter_start sum %{{.*}} over @m["tp"] : tensor<4x8xf32>
+  // CHECK: tp.wait %[[RS]] : tensor<1x8xf32>
+  %rs_started = tp.reduce_scatter_start sum %m over @m["tp"] : tensor<4x8xf32>
+  %rs_rows = tp.wait %rs_started : tensor<1x8xf32>
   // CHECK: #tp.sharding<@m, {{\[\[}}], []], partial = ["tp"]>
   %p = tp.add %rs, %rs {tp.sharding = #tp.sharding<@m, [[], []], partial = ["tp"]>} : tensor<4x8xf32>
   return %p : tensor<4x8xf32>

@@ -464,36 +464,96 @@ LogicalResult AllReduceBucketOp::inferReturnTypes(
   return success();
 }
 
-LogicalResult AllReduceStartOp::verify() {
-  if (failed(verifyHasTensors(*this, getInputs())))
+/// A start has one wait, which completes it.
+static LogicalResult verifyStart(Operation *op, ValueRange inputs,
+                                 Value pending) {
+  if (failed(verifyHasTensors(op, inputs)))
     return failure();
-  if (!getPending().hasOneUse() || !isa<WaitOp>(*getPending().user_begin()))
-    return emitOpError("needs exactly one tp.wait");
+  if (!pending.hasOneUse() || !isa<WaitOp>(*pending.user_begin()))
+    return op->emitOpError("needs exactly one tp.wait");
   return success();
 }
 
-WaitOp AllReduceStartOp::getWait() {
-  return cast<WaitOp>(*getPending().user_begin());
+/// Its wait gives the sums, each of its input's type.
+LogicalResult AllReduceStartOp::verify() {
+  if (failed(verifyStart(*this, getInputs(), getPending())))
+    return failure();
+  Operation *wait = getWait();
+  if (wait->getResultTypes() != getInputs().getTypes())
+    return wait->emitOpError(
+        "results must have the types of the start's inputs");
+  return success();
 }
 
-AllReduceStartOp WaitOp::getStart() {
-  return getPending().getDefiningOp<AllReduceStartOp>();
+StartOpInterface WaitOp::getStart() {
+  return getPending().getDefiningOp<StartOpInterface>();
 }
 
-/// The sums of the start's inputs, each of its input's type, after it in
-/// its block: a wait elsewhere could run before its start or in a region
-/// whose runs do not match the start's.
+/// After its start in its block: a wait elsewhere could run before its
+/// start or in a region whose runs do not match the start's. The start
+/// checks the types.
 LogicalResult WaitOp::verify() {
-  AllReduceStartOp start = getStart();
+  StartOpInterface start = getStart();
   if (!start)
-    return emitOpError("waits for a value no tp.all_reduce_start defined");
+    return emitOpError("waits for a value no started collective defined");
   if (start->getBlock() != (*this)->getBlock() ||
       !start->isBeforeInBlock(*this))
-    return emitOpError("must follow its tp.all_reduce_start in the same "
-                       "block");
-  if (getResultTypes() != start.getInputs().getTypes())
-    return emitOpError("results must have the types of the start's inputs");
+    return emitOpError("must follow its start in the same block");
   return success();
+}
+
+/// Each of `results` is this rank's rows of the matching input: its
+/// dimension 0 split over the `ranks` ranks of the axis. Errors go to `at`.
+static LogicalResult verifyRowsPerRank(Operation *at, TypeRange inputs,
+                                       TypeRange results, int64_t ranks) {
+  if (inputs.size() != results.size())
+    return at->emitOpError("has ")
+           << results.size() << " results for " << inputs.size() << " inputs";
+  for (auto [index, input, result] : llvm::enumerate(inputs, results)) {
+    auto wide = cast<RankedTensorType>(input);
+    if (wide.getRank() == 0 || wide.getDimSize(0) % ranks != 0)
+      return at->emitOpError("cannot split the rows of input ")
+             << index << ", of type " << wide << ", over the " << ranks
+             << " ranks of its axis";
+    SmallVector<int64_t> shape(wide.getShape());
+    shape[0] /= ranks;
+    if (result != wide.clone(shape))
+      return at->emitOpError("result ")
+             << index << " must be " << wide.clone(shape)
+             << ", this rank's rows of input " << index;
+  }
+  return success();
+}
+
+LogicalResult ReduceScatterBucketOp::verify() {
+  return verifyHasTensors(*this, getInputs());
+}
+
+LogicalResult
+ReduceScatterBucketOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  FailureOr<int64_t> ranks =
+      verifyMeshAxis(*this, getMeshAttr(), getAxis(), symbolTable);
+  if (failed(ranks))
+    return failure();
+  return verifyRowsPerRank(*this, getInputs().getTypes(), getResultTypes(),
+                           *ranks);
+}
+
+LogicalResult ReduceScatterStartOp::verify() {
+  return verifyStart(*this, getInputs(), getPending());
+}
+
+/// Its wait gives this rank's rows of the sums; how many rows that is
+/// depends on the mesh.
+LogicalResult
+ReduceScatterStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  FailureOr<int64_t> ranks =
+      verifyMeshAxis(*this, getMeshAttr(), getAxis(), symbolTable);
+  if (failed(ranks))
+    return failure();
+  Operation *wait = getWait();
+  return verifyRowsPerRank(wait, getInputs().getTypes(),
+                           wait->getResultTypes(), *ranks);
 }
 
 LogicalResult

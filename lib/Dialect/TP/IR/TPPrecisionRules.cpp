@@ -83,6 +83,9 @@ PrecisionRule AllReduceOp::getPrecisionRule() { return follow(*this); }
 PrecisionRule AllReduceBucketOp::getPrecisionRule() {
   return PrecisionRule::uniform(*this, Precision::Full);
 }
+PrecisionRule ReduceScatterBucketOp::getPrecisionRule() {
+  return PrecisionRule::uniform(*this, Precision::Full);
+}
 PrecisionRule AllGatherOp::getPrecisionRule() { return follow(*this); }
 PrecisionRule ReduceScatterOp::getPrecisionRule() { return follow(*this); }
 PrecisionRule LocalSliceOp::getPrecisionRule() { return follow(*this); }

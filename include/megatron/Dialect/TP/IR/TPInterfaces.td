@@ -111,4 +111,22 @@ def TP_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
   ];
 }
 
+def TP_StartOpInterface : OpInterface<"StartOpInterface"> {
+  let cppNamespace = "::mlir::tp";
+  let description = [{
+    The first half of a nonblocking collective: its `!tp.pending` result is
+    completed by exactly one `tp.wait` later in its block, whose results are
+    the collective's. tp-overlap-collectives makes the pairs; the explain
+    report counts the compute between the two halves, and the performance
+    model lets it run while the collective is in flight.
+  }];
+  let methods = [
+    InterfaceMethod<"The handle its tp.wait completes.",
+      "::mlir::Value", "getPending">,
+    InterfaceMethod<"The tp.wait that completes it.",
+      "::mlir::Operation *", "getWait", (ins), [{}],
+      [{ return *$_op.getPending().user_begin(); }]>,
+  ];
+}
+
 #endif // MEGATRON_DIALECT_TP_IR_TPINTERFACES_TD

@@ -1061,7 +1061,8 @@ def TP_AllReduceBucketOp : TP_Op<"all_reduce_bucket", [
 
 def TP_AllReduceStartOp : TP_Op<"all_reduce_start", [
     TP_MeshAxisUser,
-    TP_CollectiveOpInterface]> {
+    TP_CollectiveOpInterface,
+    TP_StartOpInterface]> {
   let summary = "Starts summing (or maxing) tensors across a mesh axis";
   let description = [{
     The first half of a nonblocking all-reduce: the ranks of `axis` start
@@ -1098,17 +1099,17 @@ def TP_AllReduceStartOp : TP_Op<"all_reduce_start", [
       return ::llvm::SmallVector<::mlir::Value, 1>(getInputs());
     }
     ::mlir::tp::ReductionKind getCollectiveReduction() { return getKind(); }
-    /// The wait that completes this start.
-    WaitOp getWait();
   }];
 }
 
 def TP_WaitOp : TP_Op<"wait"> {
   let summary = "Waits for a started collective and gives its results";
   let description = [{
-    Completes the `tp.all_reduce_start` that defined `pending`: its results
-    are the start's inputs reduced over the axis, of the same types, in the
-    same order. A start has exactly one wait, later in the same block.
+    Completes the started collective (`tp.all_reduce_start`,
+    `tp.reduce_scatter_start`) that defined `pending`: its results are the
+    start's inputs reduced over the axis (for a reduce-scatter, this rank's
+    rows of them), in the same order. A start has exactly one wait, later in
+    the same block.
 
     Example:
 
@@ -1121,7 +1122,8 @@ def TP_WaitOp : TP_Op<"wait"> {
   let assemblyFormat = "$pending attr-dict `:` type($results)";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
-    AllReduceStartOp getStart();
+    /// The start it completes; null when no start defined its handle.
+    StartOpInterface getStart();
   }];
 }
 
@@ -1175,6 +1177,83 @@ def TP_ReduceScatterOp : TP_CollectiveOp<"reduce_scatter", "reduce_scatter", "ge
   }];
   let extraCollectiveDeclaration = [{
     ::mlir::tp::ReductionKind getCollectiveReduction() { return getKind(); }
+  }];
+}
+
+def TP_ReduceScatterBucketOp : TP_Op<"reduce_scatter_bucket", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    TP_CollectiveOpInterface,
+    DeclareOpInterfaceMethods<TP_PrecisionOpInterface>]> {
+  let summary = "Reduce-scatters several fp32 tensors by rows across a mesh axis at once";
+  let description = [{
+    ZeRO-1's data-parallel gradient reduction in buckets: each result is
+    this rank's rows (dimension 0) of the sum of its input over the ranks of
+    `axis`, as `tp.reduce_scatter sum ... dim = 0` gives, but the
+    reductions are issued together and waited for once, so a step pays a
+    collective's latency per bucket rather than per gradient.
+    tp-bucket-reductions forms the buckets after tp-optimizer, which is why
+    the op has no gradient rule. Inputs are fp32 (gradients stay fp32 in
+    every precision).
+
+    Example:
+
+    ```mlir
+    %dw, %db = tp.reduce_scatter_bucket sum %w_grad, %b_grad over @mesh["dp"] : tensor<64x256xf32>, tensor<256xf32> -> tensor<32x256xf32>, tensor<128xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<TP_F32Tensor>:$inputs, FlatSymbolRefAttr:$mesh,
+                       StrAttr:$axis);
+  let results = (outs Variadic<TP_F32Tensor>:$results);
+  let assemblyFormat = [{
+    `sum` $inputs `over` $mesh `[` $axis `]` attr-dict `:` type($inputs)
+    `->` type($results)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::tp::CollectiveKind getCollectiveKind() {
+      return ::mlir::tp::CollectiveKind::reduce_scatter;
+    }
+    ::llvm::SmallVector<::mlir::Value, 1> getCollectiveTensors() {
+      return ::llvm::SmallVector<::mlir::Value, 1>(getInputs());
+    }
+  }];
+}
+
+def TP_ReduceScatterStartOp : TP_Op<"reduce_scatter_start", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    TP_CollectiveOpInterface,
+    TP_StartOpInterface]> {
+  let summary = "Starts reduce-scattering fp32 tensors by rows across a mesh axis";
+  let description = [{
+    The first half of a nonblocking reduce-scatter: the ranks of `axis`
+    start summing each of `inputs`, and the one `tp.wait` of the result
+    gives each rank its rows (dimension 0, split by the axis size) of the
+    sums. tp-overlap-collectives splits a ZeRO-1 gradient reduce-scatter
+    (or a bucket of them) so that it runs while the rest of the backward
+    pass computes. Inputs are fp32, as the gradients it reduces are.
+
+    Example:
+
+    ```mlir
+    %p = tp.reduce_scatter_start sum %dw over @m["dp"] : tensor<64x96xf32>
+    %dx = tp.matmul %dy, %w : tensor<2x32x96xf32>, tensor<96x64xf32> -> tensor<2x32x64xf32>
+    %rows = tp.wait %p : tensor<32x96xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<TP_F32Tensor>:$inputs, FlatSymbolRefAttr:$mesh,
+                       StrAttr:$axis);
+  let results = (outs TP_PendingType:$pending);
+  let assemblyFormat = [{
+    `sum` $inputs `over` $mesh `[` $axis `]` attr-dict `:` type($inputs)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::tp::CollectiveKind getCollectiveKind() {
+      return ::mlir::tp::CollectiveKind::reduce_scatter;
+    }
+    ::llvm::SmallVector<::mlir::Value, 1> getCollectiveTensors() {
+      return ::llvm::SmallVector<::mlir::Value, 1>(getInputs());
+    }
   }];
 }
 
