@@ -114,8 +114,11 @@ void addPartitionStages(OpPassManager &pm, const CompileOptions &options) {
       pm.addPass(createBucketReductions(
           BucketReductionsOptions{options.bucketBytes}));
   }
-  if (usesBF16(options))
+  if (usesBF16(options)) {
     pm.addPass(createMixedPrecision());
+    if (options.train && options.zero == 1)
+      pm.addPass(createShardMasterWeights());
+  }
   // Last: it keeps the types mixed precision chose.
   if (options.overlapCollectives)
     pm.addPass(createOverlapCollectives());

@@ -70,6 +70,15 @@ LogicalResult addEntry(llvm::Module &module, const megatron::StepEntry &step,
   if (!function)
     return emitError(loc) << "the lowered module has no function '"
                           << step.function << "'";
+  // The context, then one pointer per manifest argument: a result the
+  // lowering could not write in place became one more (out-)parameter,
+  // which no caller would pass.
+  if (function->arg_size() != step.argIndices.size() + 1)
+    return emitError(loc) << "the lowered '" << step.function << "' takes "
+                          << function->arg_size() - 1
+                          << " buffers but the manifest lists "
+                          << step.argIndices.size()
+                          << " (a result that updates no argument in place?)";
   function->setLinkage(llvm::GlobalValue::InternalLinkage);
   // A framework's function and generation's steps write their outputs
   // into arguments and return nothing.

@@ -29,6 +29,8 @@ std::string dtypeOf(Type type) {
     return MGT_DTYPE_F32;
   if (type.isInteger(32))
     return MGT_DTYPE_I32;
+  if (type.isBF16())
+    return MGT_DTYPE_BF16;
   std::string text;
   llvm::raw_string_ostream(text) << type;
   return text;

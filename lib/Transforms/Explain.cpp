@@ -71,7 +71,8 @@ struct Report {
 void countParameters(func::FuncOp function, Report &report) {
   for (BlockArgument arg : function.getArguments()) {
     ArgumentRole role = getArgumentKind(function, arg.getArgNumber()).role;
-    if (role == ArgumentRole::AdamM || role == ArgumentRole::AdamV)
+    if (role == ArgumentRole::AdamM || role == ArgumentRole::AdamV ||
+        role == ArgumentRole::Master)
       report.optimizerBytes += getNumBytes(arg.getType());
     auto name = function.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                       TPDialect::kNameAttrName);

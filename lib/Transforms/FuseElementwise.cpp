@@ -20,11 +20,14 @@ bool isElementwise(Operation *op) {
   return generic && generic.getNumLoops() == generic.getNumParallelLoops();
 }
 
-/// Inputs read at every point of the iteration space (not broadcast).
+/// Operands read at every point of the iteration space (not broadcast):
+/// the inputs, and the outputs an in-place update reads (AdamW's parameter
+/// and moments).
 unsigned fullSizeInputs(linalg::GenericOp op) {
   unsigned count = 0;
-  for (OpOperand *input : op.getDpsInputOperands())
-    if (op.getMatchingIndexingMap(input).getNumResults() == op.getNumLoops())
+  for (OpOperand &operand : op->getOpOperands())
+    if ((op.isDpsInput(&operand) || op.payloadUsesValueFromOperand(&operand)) &&
+        op.getMatchingIndexingMap(&operand).getNumResults() == op.getNumLoops())
       ++count;
   return count;
 }

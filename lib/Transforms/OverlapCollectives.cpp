@@ -64,10 +64,12 @@ std::optional<Reduction> asReduction(Operation *op) {
   return std::nullopt;
 }
 
-/// The runtime keeps a scalar the host computes (the gradient norm) out of
-/// buffers, which on a GPU live in device memory: it stays a blocking sum.
+/// A one-element sum (the loss, the gradient norm) is a scalar the host
+/// computes, which the runtime keeps out of buffers (on a GPU they live in
+/// device memory), and costs a collective's latency alone: it stays a
+/// blocking sum.
 bool isHostScalar(Value value) {
-  return value.getDefiningOp<tensor::FromElementsOp>();
+  return cast<ShapedType>(value.getType()).getNumElements() == 1;
 }
 
 /// The run a position (before `at`) lies strictly inside: the ops on both

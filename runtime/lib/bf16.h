@@ -23,16 +23,8 @@ inline float widen(mrt_bf16 value) {
   return result;
 }
 
-/// Round to nearest, ties to even; a NaN stays a (quiet) NaN instead of
-/// rounding into infinity.
-inline mrt_bf16 narrow(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  if ((bits & 0x7fffffffu) > 0x7f800000u)
-    return static_cast<mrt_bf16>((bits >> 16) | 0x40u);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<mrt_bf16>(bits >> 16);
-}
+/// Round to nearest, ties to even (api.h's rounding).
+inline mrt_bf16 narrow(float value) { return mrt_bf16_round(value); }
 
 /// An fp32 copy of a bf16 input.
 class Widened {

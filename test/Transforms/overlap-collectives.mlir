@@ -20,21 +20,24 @@ func.func @dgrad_under_wgrad(%x: tensor<4x16xf32>, %dy: tensor<4x8xf32>, %w: ten
 
 // -----
 
-// Megatron's g, read by the very next op, and the gradient norm, a host
-// scalar, stay blocking.
+// Megatron's g, read by the very next op, the gradient norm and the loss,
+// one-element sums the host computes, stay blocking, though compute could
+// run under the last two.
 // CHECK-LABEL: func.func @nothing_to_overlap(
 // CHECK-NOT: tp.all_reduce_start
-// CHECK: tp.g
+// CHECK: tp.g %{{.*}} over @m["tp"] : tensor<4x16xf32>
+// CHECK: tp.g %{{.*}} over @m["tp"] : tensor<f32>
 // CHECK: tp.all_reduce sum %{{.*}} over @m["tp"] : tensor<1xf32>
 // CHECK-NOT: tp.all_reduce_start
 tp.mesh @m axes = ["tp" = 2]
-func.func @nothing_to_overlap(%y: tensor<4x16xf32>, %r: tensor<4x16xf32>, %s: f32) -> (tensor<4x16xf32>, tensor<1xf32>) {
+func.func @nothing_to_overlap(%y: tensor<4x16xf32>, %r: tensor<4x16xf32>, %s: f32, %l: tensor<f32>) -> (tensor<4x16xf32>, tensor<1xf32>, tensor<f32>) {
   %sum = tp.g %y over @m["tp"] : tensor<4x16xf32>
   %out = tp.add %sum, %r : tensor<4x16xf32>
+  %loss = tp.g %l over @m["tp"] : tensor<f32>
   %norm = tensor.from_elements %s : tensor<1xf32>
   %gelu = tp.gelu %out : tensor<4x16xf32>
   %total = tp.all_reduce sum %norm over @m["tp"] : tensor<1xf32>
-  return %gelu, %total : tensor<4x16xf32>, tensor<1xf32>
+  return %gelu, %total, %loss : tensor<4x16xf32>, tensor<1xf32>, tensor<f32>
 }
 
 // -----

@@ -676,6 +676,46 @@ def MixedPrecision : Pass<"tp-mixed-precision", "ModuleOp"> {
   let dependentDialects = ["::mlir::tp::TPDialect"];
 }
 
+def ShardMasterWeights : Pass<"tp-shard-master-weights", "ModuleOp"> {
+  let summary = "bf16 parameters whose fp32 master weights are split over dp (ZeRO-1)";
+  let description = [{
+    Runs after tp-mixed-precision on a training step built with
+    tp-optimizer{zero=1}, and gives it Megatron-LM's distributed optimizer
+    in bf16: a parameter AdamW updates by its dp rows (a `tp.local_slice`
+    over "dp" feeding `tp.adamw`, the new rows `tp.all_gather`ed back) is
+    stored in bf16, and its fp32 master weights are those rows alone, in a
+    new argument (`tp.role = "master"`, `tp.param` the parameter, named
+    `<param>.master`, laid out like the AdamW moments). The forward and
+    backward ops read the bf16 parameter itself (its `tp.convert` copy
+    goes); AdamW updates the master in place; the bf16 rounding of the new
+    rows is what the all-gather writes into the parameter, at half the
+    bytes of an fp32 one. Per rank a parameter then costs 2 bytes plus 12/D
+    of optimizer state (master and moments) instead of 4 + 8/D. The
+    parameter's other entries (the kept forward step) take it in bf16 too.
+    A checkpoint keeps the fp32 values: megatron-run saves the gathered
+    masters under the parameter's name and loads both from it. Parameters
+    updated whole (rows dp does not divide) keep fp32 storage.
+
+    Example:
+
+    ```mlir
+    // Before (after -tp-mixed-precision, tp-optimizer{zero=1}, dp = 2):
+    %wb = tp.convert %w : tensor<8x4xf32> -> tensor<8x4xbf16>
+    ...
+    %rows = tp.local_slice %w over @m["dp"] dim = 0 : tensor<8x4xf32> -> tensor<4x4xf32>
+    %new:3 = tp.adamw %rows, %grad, %m, %v, %hp, %scale, %apply : ...
+    %all = tp.all_gather %new#0 over @m["dp"] dim = 0 : tensor<4x4xf32> -> tensor<8x4xf32>
+    // After -tp-shard-master-weights (%w : tensor<8x4xbf16>, %master :
+    // tensor<4x4xf32>, which %new#0 updates, returned like the moments):
+    %new:3 = tp.adamw %master, %grad, %m, %v, %hp, %scale, %apply : ...
+    %rounded = tp.convert %new#0 : tensor<4x4xf32> -> tensor<4x4xbf16>
+    %all = tp.all_gather %rounded over @m["dp"] dim = 0 : tensor<4x4xbf16> -> tensor<8x4xbf16>
+    ```
+  }];
+  let dependentDialects = ["::mlir::tp::TPDialect",
+                           "::mlir::bufferization::BufferizationDialect"];
+}
+
 def Explain : Pass<"tp-explain", "ModuleOp"> {
   let summary = "Report parameters, FLOPs and communication per rank";
   let description = [{

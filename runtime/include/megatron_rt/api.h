@@ -32,4 +32,17 @@
  * exponent and leading 7 mantissa bits. */
 typedef uint16_t mrt_bf16;
 
+/* `value` rounded to bf16, to nearest with ties to even; a NaN stays a
+ * (quiet) NaN instead of rounding into infinity. The one rounding of the
+ * runtime's kernels and of the launcher, which stores parameters kept in
+ * bf16. */
+static inline mrt_bf16 mrt_bf16_round(float value) {
+  uint32_t bits;
+  __builtin_memcpy(&bits, &value, sizeof(bits));
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    return (mrt_bf16)((bits >> 16) | 0x40u);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return (mrt_bf16)(bits >> 16);
+}
+
 #endif /* MEGATRON_RT_API_H */

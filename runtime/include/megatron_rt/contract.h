@@ -59,7 +59,7 @@ enum {
 
 /* ---- Manifest schema ----------------------------------------------------- */
 #define MGT_MANIFEST_FORMAT "megatron-step"
-#define MGT_MANIFEST_VERSION 4
+#define MGT_MANIFEST_VERSION 5
 
 /* Top-level fields. */
 #define MGT_FIELD_FORMAT "format"
@@ -105,6 +105,9 @@ enum {
 #define MGT_MEMORY_DEVICE "device"
 #define MGT_DTYPE_F32 "f32"
 #define MGT_DTYPE_I32 "i32"
+/* bfloat16 (mrt_bf16): a param stored in bf16, whose fp32 values live in its
+ * master (below). */
+#define MGT_DTYPE_BF16 "bf16"
 /* Hugging Face GPT-2: "transformer." prefixes, attention-mask buffers and
  * the tied lm_head.weight. */
 #define MGT_CHECKPOINT_NAMES_HF_GPT2 "hf-gpt2"
@@ -120,6 +123,12 @@ enum {
 #define MGT_ROLE_ADAM_M "adam_m"
 #define MGT_ROLE_ADAM_V "adam_v"
 #define MGT_ROLE_GRAD "grad"
+/* The fp32 master weights of a param stored in bf16 (bf16 mixed precision
+ * with ZeRO-1): f32, this dp rank's rows of the param, split like its AdamW
+ * state; named p MGT_MASTER_SUFFIX. A checkpoint holds them as the param:
+ * the launcher reads the param's tensor into both and saves the master. */
+#define MGT_ROLE_MASTER "master"
+#define MGT_MASTER_SUFFIX ".master"
 /* Generation. A chunk of tokens per sequence: the prompt's (role tokens,
  * [batch, seq]) or the last new one (next_tokens, [batch, 1]); the position
  * of each sequence's first token in it (positions, [batch]); the column

@@ -26,6 +26,10 @@ bool Arg::isAdamState() const {
   return role == MGT_ROLE_ADAM_M || role == MGT_ROLE_ADAM_V;
 }
 
+bool Arg::isOptimizerState() const {
+  return isAdamState() || role == MGT_ROLE_MASTER;
+}
+
 bool Arg::isFunctionIO() const {
   return role == MGT_ROLE_INPUT || role == MGT_ROLE_OUTPUT;
 }
@@ -137,13 +141,13 @@ Arg parseArg(const json &j, size_t index, int64_t dp, int64_t tp) {
   a.role = getString(j, MGT_FIELD_ROLE, where);
   a.dtype = getString(j, MGT_FIELD_DTYPE, where);
   if (a.role == MGT_ROLE_PARAM) {
-    if (a.dtype != MGT_DTYPE_F32)
-      fail(where + ": dtype \"" + a.dtype + "\" (params must be f32)");
+    if (a.dtype != MGT_DTYPE_F32 && a.dtype != MGT_DTYPE_BF16)
+      fail(where + ": dtype \"" + a.dtype + "\" (params must be f32 or bf16)");
     if (j.contains(MGT_FIELD_INIT))
       parseInit(j[MGT_FIELD_INIT], where, a);
   } else if (a.role == MGT_ROLE_ADAM_M || a.role == MGT_ROLE_ADAM_V ||
-             a.role == MGT_ROLE_GRAD || a.role == MGT_ROLE_HYPERPARAMETERS ||
-             a.role == MGT_ROLE_LOGITS) {
+             a.role == MGT_ROLE_GRAD || a.role == MGT_ROLE_MASTER ||
+             a.role == MGT_ROLE_HYPERPARAMETERS || a.role == MGT_ROLE_LOGITS) {
     if (a.dtype != MGT_DTYPE_F32)
       fail(where + ": dtype \"" + a.dtype + "\" (" + a.role +
            " must be f32)");
@@ -199,11 +203,12 @@ Arg parseArg(const json &j, size_t index, int64_t dp, int64_t tp) {
         fail(where + ": unsupported split axis \"" + sp.axis + "\"");
       const bool batch = dim == 0 && (a.role == MGT_ROLE_TOKENS ||
                                       a.role == MGT_ROLE_TARGETS);
-      if (sp.axis == MGT_AXIS_NAME_DP && !batch && !a.isAdamState() &&
+      if (sp.axis == MGT_AXIS_NAME_DP && !batch && !a.isOptimizerState() &&
           !a.isFunctionIO())
         fail(where + ": only the tokens' and targets' batch (dim 0), AdamW "
-                     "state (ZeRO-1) and a function's inputs and outputs are "
-                     "split over \"" MGT_AXIS_NAME_DP "\"");
+                     "state and master weights (ZeRO-1) and a function's "
+                     "inputs and outputs are split over \"" MGT_AXIS_NAME_DP
+                     "\"");
       sp.sections = s.contains(MGT_FIELD_SPLIT_SECTIONS)
                         ? getInt(s, MGT_FIELD_SPLIT_SECTIONS, where)
                         : 1;
@@ -486,10 +491,10 @@ Manifest parseManifest(const std::string &text) {
           return false;
       return true;
     };
-    // AdamW state may also be split over dp (ZeRO-1), its local shape then
-    // a share of the parameter's.
+    // AdamW state and master weights may also be split over dp (ZeRO-1),
+    // the local shape then a share of the parameter's.
     std::vector<Split> splits = a.splits;
-    if (a.isAdamState())
+    if (a.isOptimizerState())
       splits.erase(std::remove_if(splits.begin(), splits.end(),
                                   [](const Split &sp) {
                                     return sp.axis == MGT_AXIS_NAME_DP;
@@ -503,6 +508,7 @@ Manifest parseManifest(const std::string &text) {
            p.name + "\"");
     int &slot = a.role == MGT_ROLE_ADAM_M   ? p.adamM
                 : a.role == MGT_ROLE_ADAM_V ? p.adamV
+                : a.role == MGT_ROLE_MASTER ? p.master
                                             : p.grad;
     if (slot >= 0)
       fail("parameter \"" + p.name + "\" has more than one " + a.role +
@@ -519,6 +525,12 @@ Manifest parseManifest(const std::string &text) {
       continue;
     if (anyGrad && a.grad < 0)
       fail("parameter \"" + a.name + "\" has no grad arg (others have)");
+    // A bf16 param's fp32 values are its master's: the one without the
+    // other could not be loaded or saved.
+    if ((a.dtype == MGT_DTYPE_BF16) != (a.master >= 0))
+      fail("parameter \"" + a.name + "\" is " + a.dtype +
+           (a.master >= 0 ? " but has a master arg (only a bf16 param has one)"
+                          : " but has no master arg (its fp32 values)"));
     if (m.hasEntry(MGT_ENTRY_KIND_TRAIN_STEP) && (a.adamM < 0 || a.adamV < 0))
       fail("entry train_step, but parameter \"" + a.name +
            "\" has no adam_m / adam_v arg");

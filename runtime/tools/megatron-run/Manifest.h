@@ -23,7 +23,9 @@ struct Split {
 // The schema is megatron_rt/contract.h's (MGT_FIELD_*, MGT_ROLE_*).
 // Roles: "param"; "tokens", "targets" (i32 [batch, seq]); the AdamW state
 // "adam_m", "adam_v" and the gradient "grad" of a parameter (f32, sharded like
-// it, `param` names it); "hyperparameters" (f32 [8], replicated); "logits"
+// it, `param` names it); "master" (f32, the fp32 rows over dp of a param
+// stored in bf16, split like its ZeRO-1 AdamW state; its checkpoint tensor is
+// the param's); "hyperparameters" (f32 [8], replicated); "logits"
 // (f32 [batch, seq, padded vocab], checkpoint_shape [batch, seq, valid_vocab],
 // only the vocabulary dim may be split): written by mgt_forward (compiled
 // with --export-logits); "input" and "output" (f32, any split): a
@@ -37,10 +39,11 @@ struct Split {
 struct Arg {
   std::string name;
   std::string role;
-  std::string dtype; // "i32" for tokens, targets; "f32" otherwise
+  std::string dtype; // "i32" for tokens, targets; "bf16" for a param with a
+                     // master; "f32" otherwise
   std::vector<int64_t> globalShape, localShape, checkpointShape;
   std::vector<Split> splits;
-  std::string param; // adam_m / adam_v / grad: the parameter's name
+  std::string param; // adam_m / adam_v / grad / master: the parameter's name
   // role "param": how it is initialised without a checkpoint, as the model
   // states it (hasInit false: the model states none).
   bool hasInit = false;
@@ -49,14 +52,17 @@ struct Arg {
   // Where the step reads it: "host" memory, or "device" memory of the GPU
   // (a CUDA step's buffers, reached through the runtime's copies).
   bool onDevice = false;
-  // role "param": indices (into Manifest::args) of its adam_m, adam_v and grad
-  // args (-1: none); other roles: paramIndex is the index of `param`.
-  int adamM = -1, adamV = -1, grad = -1, paramIndex = -1;
+  // role "param": indices (into Manifest::args) of its adam_m, adam_v, grad
+  // and master args (-1: none); other roles: paramIndex is the index of
+  // `param`.
+  int adamM = -1, adamV = -1, grad = -1, master = -1, paramIndex = -1;
 
   int64_t localElements() const;
-  size_t elementBytes() const { return 4; }
+  size_t elementBytes() const { return dtype == MGT_DTYPE_BF16 ? 2 : 4; }
   // An AdamW moment (role adam_m or adam_v).
   bool isAdamState() const;
+  // What ZeRO-1 splits over dp: the AdamW moments and the master weights.
+  bool isOptimizerState() const;
   // A function's input or output (role "input" or "output").
   bool isFunctionIO() const;
   // This rank's view of the tensor: tpRank along axis "tp" of size tpSize,

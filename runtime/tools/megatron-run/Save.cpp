@@ -27,9 +27,12 @@ std::string shortestNumber(double v) {
 
 std::vector<SavedTensor> checkpointTensors(const Manifest &m) {
   std::vector<SavedTensor> list;
+  // A bf16 param's fp32 values are its master's rows, gathered.
   for (size_t i = 0; i < m.args.size(); ++i)
     if (m.args[i].role == MGT_ROLE_PARAM)
-      list.push_back({m.args[i].name, static_cast<int>(i)});
+      list.push_back({m.args[i].name, m.args[i].master >= 0
+                                          ? m.args[i].master
+                                          : static_cast<int>(i)});
   for (const Arg &a : m.args)
     if (a.role == MGT_ROLE_PARAM) {
       list.push_back(

@@ -5,6 +5,8 @@
 #include "Init.h"
 #include "Slicing.h"
 
+#include "megatron_rt/api.h"
+
 #include <cerrno>
 #include <cstdlib>
 #include <exception>
@@ -28,9 +30,20 @@ std::unique_ptr<Checkpoint> openCheckpoint(const Options &opt,
   return ckpt;
 }
 
+// `slice` of parameter `param`'s fp32 values: from `ckpt`, or without one
+// from the model's init rule.
+void readParam(const Session &s, const Checkpoint *ckpt, const Arg &param,
+               const TensorSlice &slice, float *out) {
+  if (ckpt)
+    ckpt->readSlice(param.name, slice, out);
+  else
+    initParam(param, slice, s.opt.seed, out);
+}
+
 // Fills this rank's parameter slices from `ckpt`, or without one from the
-// model's init rules, and when resuming the AdamW state too (everything else
-// stays zero). Returns the number of parameter elements on this rank.
+// model's init rules (a bf16 param its rounding, its master the fp32 rows),
+// and when resuming the AdamW state too (everything else stays zero).
+// Returns the number of parameter elements on this rank.
 int64_t loadWeights(Session &s, const Checkpoint *ckpt) {
   int64_t localParams = 0;
   for (size_t i = 0; i < s.m.args.size(); ++i) {
@@ -38,11 +51,21 @@ int64_t loadWeights(Session &s, const Checkpoint *ckpt) {
     auto *out = s.buffers.host<float>(static_cast<int>(i));
     if (a.role == MGT_ROLE_PARAM) {
       const TensorSlice slice = a.slice(s.mesh.tpSize(), s.mesh.tpRank());
-      if (ckpt)
-        ckpt->readSlice(a.name, slice, out);
-      else
-        initParam(a, slice, s.opt.seed, out);
+      if (a.dtype == MGT_DTYPE_BF16) {
+        std::vector<float> values(static_cast<size_t>(a.localElements()));
+        readParam(s, ckpt, a, slice, values.data());
+        auto *stored = s.buffers.host<mrt_bf16>(static_cast<int>(i));
+        for (size_t k = 0; k < values.size(); ++k)
+          stored[k] = mrt_bf16_round(values[k]);
+      } else {
+        readParam(s, ckpt, a, slice, out);
+      }
       localParams += a.localElements();
+    } else if (a.role == MGT_ROLE_MASTER) {
+      readParam(s, ckpt, s.m.args[a.paramIndex],
+                a.slice(s.mesh.tpSize(), s.mesh.tpRank(), s.mesh.dpSize(),
+                        s.mesh.dpRank()),
+                out);
     } else if (a.isAdamState() && resumes(s.opt)) {
       ckpt->readSlice(Checkpoint::optimizerName(a.param, a.role),
                       a.slice(s.mesh.tpSize(), s.mesh.tpRank(),

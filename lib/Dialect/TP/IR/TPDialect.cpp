@@ -39,6 +39,7 @@ static constexpr std::pair<ArgumentRole, const char *> kRoleNames[] = {
     {ArgumentRole::AdamM, MGT_ROLE_ADAM_M},
     {ArgumentRole::AdamV, MGT_ROLE_ADAM_V},
     {ArgumentRole::Grad, MGT_ROLE_GRAD},
+    {ArgumentRole::Master, MGT_ROLE_MASTER},
     {ArgumentRole::Input, MGT_ROLE_INPUT},
     {ArgumentRole::Output, MGT_ROLE_OUTPUT},
     {ArgumentRole::NextTokens, MGT_ROLE_NEXT_TOKENS},

@@ -378,10 +378,39 @@ TEST(Manifest, RejectsMalformedArgs) {
                 .find("duplicate arg name \"input_ids\""),
             std::string::npos);
   EXPECT_NE(manifestError(
-                R"({"format":"megatron-step","version":4,"dp":1,"tp":1,"batch":2,
+                R"({"format":"megatron-step","version":5,"dp":1,"tp":1,"batch":2,
                     "seq":3,"valid_vocab":10,"args":[]})")
                 .find("needs one arg with role \"tokens\" and one with "
                       "\"targets\""),
+            std::string::npos);
+}
+
+// A param stored in bf16 keeps its fp32 values in its master (ZeRO-1's
+// rows over dp), and only such a param has one.
+TEST(Manifest, TiesMasterWeightsToBf16Params) {
+  const std::string master =
+      R"({"name":"w.master","role":"master","dtype":"f32","param":"w",
+          "global_shape":[8,4],"local_shape":[8,4],
+          "split":[{"dim":0,"axis":"dp","sections":1}]})";
+  Manifest m = parseManifest(manifestWith(
+      R"({"name":"w","role":"param","dtype":"bf16",
+          "global_shape":[8,4],"local_shape":[8,4],"split":[]},)" + master));
+  EXPECT_EQ(m.args[0].master, 1);
+  EXPECT_EQ(m.args[0].elementBytes(), 2u);
+  EXPECT_EQ(m.args[1].paramIndex, 0);
+  EXPECT_TRUE(m.args[1].isOptimizerState());
+  EXPECT_NE(manifestError(manifestWith(
+                R"({"name":"w","role":"param","dtype":"bf16",
+                    "global_shape":[8,4],"local_shape":[8,4],"split":[]})"))
+                .find("parameter \"w\" is bf16 but has no master arg (its "
+                      "fp32 values)"),
+            std::string::npos);
+  EXPECT_NE(manifestError(manifestWith(
+                R"({"name":"w","role":"param","dtype":"f32",
+                    "global_shape":[8,4],"local_shape":[8,4],"split":[]},)" +
+                master))
+                .find("parameter \"w\" is f32 but has a master arg (only a "
+                      "bf16 param has one)"),
             std::string::npos);
 }
 
@@ -409,7 +438,7 @@ TEST(Manifest, RejectsInconsistentShapes) {
   EXPECT_NE(manifestError(manifestWith(
                 R"({"name":"w","role":"param","dtype":"i32",
                     "global_shape":[8],"local_shape":[8],"split":[]})"))
-                .find("params must be f32"),
+                .find("params must be f32 or bf16"),
             std::string::npos);
   EXPECT_NE(manifestError(manifestWith(
                 R"({"name":"w","role":"bogus","dtype":"f32",
@@ -421,8 +450,8 @@ TEST(Manifest, RejectsInconsistentShapes) {
                     "global_shape":[8],"local_shape":[4],
                     "split":[{"dim":0,"axis":"dp","sections":1}]})"))
                 .find("only the tokens' and targets' batch (dim 0), AdamW "
-                      "state (ZeRO-1) and a function's inputs and outputs "
-                      "are split over \"dp\""),
+                      "state and master weights (ZeRO-1) and a function's "
+                      "inputs and outputs are split over \"dp\""),
             std::string::npos);
   EXPECT_NE(manifestError(
                 "{\"format\":\"megatron-step\",\"version\":1,\"tp\":1,"

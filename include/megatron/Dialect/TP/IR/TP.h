@@ -144,6 +144,8 @@ void markPhase(Operation *first, Operation *end, StringRef phase);
 /// names are megatron_rt/contract.h's MGT_ROLE_*).
 enum class ArgumentRole {
   Parameter, Tokens, Targets, Hyperparameters, Logits, AdamM, AdamV, Grad,
+  /// The fp32 rows of a parameter stored in bf16 (tp-shard-master-weights).
+  Master,
   /// A framework function's arguments and results (tp-function-entry).
   Input, Output,
   /// Generation: the new token of each sequence, where each sequence's
