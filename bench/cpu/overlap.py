@@ -8,7 +8,11 @@ layout, the median step time and the median exposed communication per step
 collectives and waits during the step), and the ratios overlapped/blocking.
 
   bench/cpu/overlap.py [--config 124M|cpu] [--layouts 1x2,2x1] [--steps 12]
-      [--json FILE] [--keep DIR]
+      [--zero 0|1] [--json FILE] [--keep DIR]
+
+--zero 1 compiles both with ZeRO-1 (megatron-compile --zero=1): the dp
+gradient reduction is then reduce-scatters in buckets, which the overlapped
+variant starts under the backward pass.
 
 Both variants read the same random tokens from the same initial weights;
 their losses are printed as a check that they compute the same step (they
@@ -46,12 +50,13 @@ def tokens(path, vocab, count):
     tokens_io.write_tokens(path, [rng.randrange(vocab) for _ in range(count)])
 
 
-def measure(work, model, layout, overlap, steps):
+def measure(work, model, layout, overlap, steps, zero):
     d, t = layout
-    step = os.path.join(work, f"{d}x{t}-{'overlap' if overlap else 'blocking'}.so")
+    step = os.path.join(
+        work, f"{d}x{t}-zero{zero}-{'overlap' if overlap else 'blocking'}.so")
     run([os.path.join(BIN, "megatron-compile"), model, f"--dp={d}", f"--tp={t}",
-         "--train", f"--overlap-collectives={'true' if overlap else 'false'}",
-         "-o", step])
+         f"--zero={zero}", "--train",
+         f"--overlap-collectives={'true' if overlap else 'false'}", "-o", step])
     log = step + ".jsonl"
     env = dict(os.environ, OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1",
                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
@@ -71,6 +76,7 @@ def main():
     parser.add_argument("--config", default="124M", choices=sorted(CONFIGS))
     parser.add_argument("--layouts", default="1x2,2x1")
     parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--zero", type=int, default=0, choices=(0, 1))
     parser.add_argument("--json")
     parser.add_argument("--keep")
     args = parser.parse_args()
@@ -81,12 +87,12 @@ def main():
     tokens(os.path.join(work, "tokens.bin"), 512 if args.config == "cpu" else 50257,
            1 << 18)
     results = []
-    print(f"{args.config}: median over steps 2..{args.steps - 1}")
+    print(f"{args.config}, zero={args.zero}: median over steps 2..{args.steps - 1}")
     print(f"{'layout':>6} {'variant':>9} {'step ms':>9} {'exposed comm ms':>16}")
     for text in args.layouts.split(","):
         layout = tuple(int(x) for x in text.split("x"))
-        blocking = measure(work, model, layout, False, args.steps)
-        overlapped = measure(work, model, layout, True, args.steps)
+        blocking = measure(work, model, layout, False, args.steps, args.zero)
+        overlapped = measure(work, model, layout, True, args.steps, args.zero)
         same = blocking["losses"] == overlapped["losses"]
         for name, r in (("blocking", blocking), ("overlap", overlapped)):
             print(f"{text:>6} {name:>9} {r['ms']:9.1f} {r['exposed_comm_ms']:16.2f}")
@@ -100,7 +106,8 @@ def main():
             sys.exit(1)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"config": args.config, "results": results}, f, indent=1)
+            json.dump({"config": args.config, "zero": args.zero,
+                       "results": results}, f, indent=1)
 
 
 if __name__ == "__main__":
