@@ -282,6 +282,16 @@ EXPORT int MPI_Ireduce_scatter_block(const void *in, void *out, int count,
   return copy_elements(out, in, count, type);
 }
 
+/* Non-blocking all-gather (ZeRO-1's started parameter gather), in place at
+ * one rank: nothing to move. */
+EXPORT int MPI_Iallgather(const void *in, int incount, void *intype, void *out,
+                          int outcount, void *outtype, void *comm,
+                          void **request) {
+  (void)incount, (void)intype, (void)comm;
+  *request = ompi_request_empty;
+  return copy_elements(out, in, outcount, outtype);
+}
+
 EXPORT int MPI_Test(void **request, int *flag, void *status) {
   (void)status; /* MPI_STATUS_IGNORE or a status nobody reads at one rank */
   *request = ompi_request_null;

@@ -86,6 +86,8 @@ public:
                                       b, loc, RankedTensorType::get({}, b.getF32Type()),
                                       norm)};
     SmallVector<std::pair<unsigned, BlockArgument>> updates;
+    // ZeRO-1's gathered rows, by their result, written back at the end.
+    SmallVector<std::pair<unsigned, BlockArgument>> gathered;
     for (auto [param, moments] : llvm::zip(params, state)) {
       // Named after the parameter, so its update kernel is too.
       Location updateLoc = megatron::inLayerOf(
@@ -102,17 +104,13 @@ public:
           b, updateLoc, rows, param.grad, moments.first, moments.second, hyper,
           scale, apply, /*decay=*/cast<RankedTensorType>(param.arg.getType()).getRank() == 2);
       Value updated = adamw.getResult(0);
-      // The gathered rows are written back into the parameter, which the
-      // result updates in place.
-      if (param.stateSplitOverDp)
-        updated = bufferization::MaterializeInDestinationOp::create(
-                      b, updateLoc,
-                      AllGatherOp::create(b, updateLoc, param.arg.getType(),
-                                          updated, meshRef,
-                                          b.getStringAttr(kDataAxis),
-                                          b.getI64IntegerAttr(0)),
-                      param.arg)
-                      .getResult();
+      if (param.stateSplitOverDp) {
+        updated = AllGatherOp::create(b, updateLoc, param.arg.getType(),
+                                      updated, meshRef,
+                                      b.getStringAttr(kDataAxis),
+                                      b.getI64IntegerAttr(0));
+        gathered.push_back({results.size(), param.arg});
+      }
       for (auto [value, arg] :
            llvm::zip(std::array<Value, 3>{updated, adamw.getResult(1),
                                           adamw.getResult(2)},
@@ -122,6 +120,15 @@ public:
         results.push_back(value);
       }
     }
+    // The gathered rows are written back into their parameters, which the
+    // results update in place, after every update: a gather then runs
+    // while the later parameters are updated (tp-overlap-collectives). The
+    // writes belong to no one layer's run.
+    for (auto [index, arg] : gathered)
+      results[index] = bufferization::MaterializeInDestinationOp::create(
+                           b, megatron::withoutLayer(results[index].getLoc()),
+                           results[index], arg)
+                           .getResult();
     for (auto [param, output] : llvm::zip(
              exportGrads ? ArrayRef<Parameter>(params) : ArrayRef<Parameter>(),
              gradOutputs)) {

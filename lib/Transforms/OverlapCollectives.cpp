@@ -1,8 +1,8 @@
 //===- OverlapCollectives.cpp - collectives in flight under compute -------===//
 //
-// Each all-reduce (and each fp32 reduce-scatter by rows, ZeRO-1's gradient
-// reduction) becomes a start as early as its inputs allow and a wait as
-// late as its first use allows, without entering another layer's run (the
+// Each all-reduce (and each fp32 reduce-scatter and all-gather by rows,
+// ZeRO-1's gradient reduction and parameter gather) becomes a start as early
+// as its inputs allow and a wait as late as its first use allows, without entering another layer's run (the
 // calls tp-outline-layers makes); the compute between the two runs while the
 // sum is in flight.
 //
@@ -28,15 +28,16 @@ using namespace mlir::tp;
 
 namespace {
 
-/// A collective this pass can split: what it sums, how, over what, and
-/// whether each rank keeps only its rows of the sums (a reduce-scatter).
+/// A collective this pass can split: what it combines, how, over what,
+/// and what it is: an all-reduce, or over rows (dimension 0) a
+/// reduce-scatter or an all-gather.
 struct Reduction {
   Operation *op;
   ValueRange inputs;
   ReductionKind kind;
   FlatSymbolRefAttr mesh;
   StringRef axis;
-  bool scattersRows = false;
+  CollectiveKind collective = CollectiveKind::all_reduce;
 };
 
 std::optional<Reduction> asReduction(Operation *op) {
@@ -53,14 +54,19 @@ std::optional<Reduction> asReduction(Operation *op) {
   if (auto bucket = dyn_cast<ReduceScatterBucketOp>(op))
     return Reduction{op, bucket.getInputs(), ReductionKind::sum,
                      bucket.getMeshAttr(), bucket.getAxis(),
-                     /*scattersRows=*/true};
+                     CollectiveKind::reduce_scatter};
   if (auto scatter = dyn_cast<ReduceScatterOp>(op);
       scatter && scatter.getKind() == ReductionKind::sum &&
       scatter.getDim() == 0 &&
       getElementTypeOrSelf(scatter.getInput().getType()).isF32())
     return Reduction{op, op->getOperands(), ReductionKind::sum,
                      scatter.getMeshAttr(), scatter.getAxis(),
-                     /*scattersRows=*/true};
+                     CollectiveKind::reduce_scatter};
+  // ZeRO-1's updated rows, gathered back into their parameter.
+  if (auto gather = dyn_cast<AllGatherOp>(op); gather && gather.getDim() == 0)
+    return Reduction{op, op->getOperands(), ReductionKind::sum,
+                     gather.getMeshAttr(), gather.getAxis(),
+                     CollectiveKind::all_gather};
   return std::nullopt;
 }
 
@@ -141,6 +147,24 @@ bool isDataParallel(const Reduction &reduction) {
   return reduction.axis == MGT_AXIS_NAME_DP;
 }
 
+/// The start of `reduction`, at `b`'s insertion point.
+Operation *startOf(OpBuilder &b, Location loc, const Reduction &reduction) {
+  StringAttr axis = b.getStringAttr(reduction.axis);
+  switch (reduction.collective) {
+  case CollectiveKind::reduce_scatter:
+    return ReduceScatterStartOp::create(b, loc, reduction.inputs,
+                                        reduction.mesh, axis);
+  case CollectiveKind::all_gather:
+    return AllGatherStartOp::create(b, loc, reduction.inputs, reduction.mesh,
+                                    axis);
+  default:
+    return AllReduceStartOp::create(
+        b, loc, reduction.inputs,
+        ReductionKindAttr::get(b.getContext(), reduction.kind), reduction.mesh,
+        axis);
+  }
+}
+
 void overlap(const Reduction &reduction) {
   if (llvm::any_of(reduction.inputs, isHostScalar))
     return;
@@ -149,26 +173,16 @@ void overlap(const Reduction &reduction) {
       isDataParallel(reduction) ? std::nullopt : getRunKey(op);
   Block::iterator start = earliestStart(reduction, own),
                   wait = latestWait(reduction, own);
-  bool startsBefore =
-      start == Block::iterator(op) || start->isBeforeInBlock(op);
-  if (!startsBefore || !op->isBeforeInBlock(&*wait) ||
+  // The start may lie past the collective itself (at the end of the run
+  // it stood in): what reads its results stands after the wait.
+  if (start == wait || !start->isBeforeInBlock(&*wait) ||
       !hasWorkBetween(start, wait, op))
     return;
   Location loc =
       isDataParallel(reduction) ? withoutLayer(op->getLoc()) : op->getLoc();
   OpBuilder b(op->getContext());
   b.setInsertionPoint(op->getBlock(), start);
-  StringAttr axis = b.getStringAttr(reduction.axis);
-  Operation *started =
-      reduction.scattersRows
-          ? ReduceScatterStartOp::create(b, loc, reduction.inputs,
-                                         reduction.mesh, axis)
-                .getOperation()
-          : AllReduceStartOp::create(
-                b, loc, reduction.inputs,
-                ReductionKindAttr::get(b.getContext(), reduction.kind),
-                reduction.mesh, axis)
-                .getOperation();
+  Operation *started = startOf(b, loc, reduction);
   started->setDiscardableAttrs(op->getDiscardableAttrDictionary());
   b.setInsertionPoint(op->getBlock(), wait);
   auto waited =

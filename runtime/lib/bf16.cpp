@@ -242,6 +242,13 @@ extern "C" int64_t mrt_all_reduce_start_bf16(mrt_context *ctx, int axis,
                                 [staging]() mutable { staging.reset(); });
 }
 
+/// Gathering moves bits: no fp32 copy.
+extern "C" int64_t mrt_all_gather_start_bf16(mrt_context *ctx, int axis,
+                                             mrt_bf16 *buf, int64_t n_per_rank) {
+  return mrt::mpiAllGatherStart(mrt::meshOf(ctx), axis, buf,
+                                n_per_rank * int64_t(sizeof(mrt_bf16)));
+}
+
 extern "C" void mrt_all_gather_bf16(mrt_context *ctx, int axis,
                                     const mrt_bf16 *in, mrt_bf16 *out,
                                     int64_t n_per_rank) {

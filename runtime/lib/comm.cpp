@@ -52,6 +52,12 @@ extern "C" int64_t mrt_reduce_scatter_start_f32(mrt_context *ctx, int axis,
   return mrt::mpiReduceScatterStart(ctx->mesh, axis, buf, n_per_rank);
 }
 
+extern "C" int64_t mrt_all_gather_start_f32(mrt_context *ctx, int axis,
+                                             float *buf, int64_t n_per_rank) {
+  return mrt::mpiAllGatherStart(ctx->mesh, axis, buf,
+                                n_per_rank * int64_t(sizeof(float)));
+}
+
 extern "C" void mrt_collective_wait(mrt_context *ctx, int64_t ticket) {
   mrt::mpiWait(ctx->mesh, ticket);
 }

@@ -361,6 +361,21 @@ int64_t mpiReduceScatterStart(const MpiMesh &mesh, int axis, float *buf,
       {});
 }
 
+int64_t mpiAllGatherStart(const MpiMesh &mesh, int axis, void *buf,
+                          int64_t bytesPerRank) {
+  const char *what = "all_gather_start";
+  int count = checkedCount(&mesh, bytesPerRank, what);
+  int a = checkedAxis(&mesh, axis, what);
+  // Bytes: gathering moves values, whatever their type.
+  return startQueued(
+      mesh, what, "all_gather", a,
+      [buf, count](MPI_Comm comm, MPI_Request *request) {
+        return MPI_Iallgather(MPI_IN_PLACE, 0, MPI_BYTE, buf, count,
+                              MPI_BYTE, comm, request);
+      },
+      {});
+}
+
 void mpiWait(const MpiMesh &mesh, int64_t ticket) {
   if (!mesh.queue->wait(ticket))
     abortJob(mesh.worldRank, "collective_wait: ticket %lld was never started",

@@ -73,6 +73,10 @@ int64_t mpiAllReduceStart(const MpiMesh &mesh, int axis, float *buf, int64_t n,
 /// buf[0, nPerRank).
 int64_t mpiReduceScatterStart(const MpiMesh &mesh, int axis, float *buf,
                               int64_t nPerRank);
+/// comm.h's nonblocking all-gather, in place: buf holds the axis's ranks'
+/// chunks of bytesPerRank bytes in rank order, this rank's filled in.
+int64_t mpiAllGatherStart(const MpiMesh &mesh, int axis, void *buf,
+                          int64_t bytesPerRank);
 void mpiWait(const MpiMesh &mesh, int64_t ticket);
 
 } // namespace mrt

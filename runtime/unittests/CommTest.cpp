@@ -167,6 +167,27 @@ TEST(CommTest, StartedReduceScatterLeavesChunkOfRankFirst) {
     ASSERT_EQ(buf[i], float(size * (size + 1) / 2 * (tpRank() * n + i))) << i;
 }
 
+// A started all-gather, in place: each rank's chunk, at its place in the
+// buffer, reaches every rank; bf16 chunks move as they are.
+TEST(CommTest, StartedAllGatherFillsEveryChunk) {
+  const int64_t n = 19, size = tpSize(), rank = tpRank();
+  std::vector<float> buf(n * size, -1.0f);
+  std::vector<float> mine = rankPattern(rank, n);
+  std::copy(mine.begin(), mine.end(), buf.begin() + rank * n);
+  std::vector<mrt_bf16> halves(3 * size, 0);
+  for (int64_t i = 0; i < 3; ++i)
+    halves[rank * 3 + i] = mrt_bf16(0x3f80 + rank * 3 + i);
+  mrt_all_gather_start_f32(ctx, MRT_AXIS_TP, buf.data(), n);
+  mrt_collective_wait(
+      ctx, mrt_all_gather_start_bf16(ctx, MRT_AXIS_TP, halves.data(), 3));
+  for (int64_t r = 0; r < size; ++r) {
+    EXPECT_EQ(std::vector<float>(buf.begin() + r * n, buf.begin() + (r + 1) * n),
+              rankPattern(r, n));
+    for (int64_t i = 0; i < 3; ++i)
+      EXPECT_EQ(halves[r * 3 + i], mrt_bf16(0x3f80 + r * 3 + i));
+  }
+}
+
 TEST(CommTest, BroadcastCopiesRootBytes) {
   struct Payload {
     int64_t step;

@@ -114,3 +114,25 @@ func.func @zero_gradients(%x: tensor<4x16xf32>, %dy: tensor<4x8xf32>, %w: tensor
   %squares = tp.sum_squares %rows#0, %rows#1, %x_rows {tp.phase = "optimizer"} : tensor<8x8xf32>, tensor<4xf32>, tensor<2x16xf32>
   return %next, %squares : tensor<4x16xf32>, f32
 }
+
+// -----
+
+// ZeRO-1's gathers of updated rows start after their update and are waited
+// for where the rows are written back, after the later updates: the first
+// gather runs under the second update.
+// CHECK-LABEL: func.func @zero_gathers(
+// CHECK: %[[NEW:[a-z_0-9]+]], {{.*}} = tp.adamw
+// CHECK-NEXT: %[[P:.*]] = tp.all_gather_start %[[NEW]] over @m["dp"] {tp.phase = "optimizer"} : tensor<4x8xbf16>
+// CHECK-NEXT: tp.adamw
+// CHECK-NEXT: %[[WHOLE:.*]] = tp.wait %[[P]] {tp.phase = "optimizer"} : tensor<8x8xbf16>
+// CHECK-NEXT: bufferization.materialize_in_destination %[[WHOLE]] in
+tp.mesh @m axes = ["dp" = 2]
+func.func @zero_gathers(%w: tensor<8x8xbf16>, %rows: tensor<4x8xbf16>, %g: tensor<4x8xbf16>, %m: tensor<4x8xbf16>, %v: tensor<4x8xbf16>,
+                        %b: tensor<8xf32>, %bg: tensor<8xf32>, %bm: tensor<8xf32>, %bv: tensor<8xf32>,
+                        %hp: tensor<8xf32>, %scale: f32, %apply: i1) -> (tensor<8x8xbf16>, tensor<8xf32>) {
+  %new:3 = tp.adamw %rows, %g, %m, %v, %hp, %scale if %apply {tp.phase = "optimizer"} : tensor<4x8xbf16>, tensor<8xf32>
+  %whole = tp.all_gather %new#0 over @m["dp"] dim = 0 {tp.phase = "optimizer"} : tensor<4x8xbf16> -> tensor<8x8xbf16>
+  %other:3 = tp.adamw %b, %bg, %bm, %bv, %hp, %scale if %apply {tp.phase = "optimizer"} : tensor<8xf32>, tensor<8xf32>
+  %written = bufferization.materialize_in_destination %whole in %w {tp.phase = "optimizer"} : (tensor<8x8xbf16>, tensor<8x8xbf16>) -> tensor<8x8xbf16>
+  return %written, %other#0 : tensor<8x8xbf16>, tensor<8xf32>
+}

@@ -1,7 +1,8 @@
 // ZeRO-1 (tp-optimizer zero=1): a parameter's AdamW state holds its dp
 // rank's rows. Its gradient is reduce-scattered over dp instead of
 // all-reduced, AdamW updates the rank's rows of the parameter, and the rows
-// are all-gathered back into it. The tied table, split over tp by rows, is
+// are all-gathered and written back into it after every update (so that a
+// gather can run under the later updates). The tied table, split over tp by rows, is
 // split again within them; the layer norm's 5 rows, which dp does not divide,
 // keep whole state. The norm sums each group's squares once over its axes.
 // RUN: megatron-opt %s -megatron-pipeline="tp=2 dp=2" -tp-autodiff -tp-optimizer=zero=1 | FileCheck %s
@@ -24,8 +25,8 @@
 // CHECK: %[[MINE:.*]] = tp.local_slice %[[WTE]] over @mesh["dp"] dim = 0 {tp.phase = "optimizer"} : tensor<8x5xf32> -> tensor<4x5xf32>
 // CHECK: %[[NEW:.*]], %[[NEW_M:.*]], %[[NEW_V:.*]] = tp.adamw %[[MINE]], %[[ROWS_GRAD]], %[[M]], %[[V]]
 // CHECK: %[[GATHERED:.*]] = tp.all_gather %[[NEW]] over @mesh["dp"] dim = 0 {tp.phase = "optimizer"} : tensor<4x5xf32> -> tensor<8x5xf32>
-// CHECK: %[[WRITTEN:.*]] = bufferization.materialize_in_destination %[[GATHERED]] in %[[WTE]]
 // CHECK: tp.adamw %{{.*}}, %[[LN_GRAD]]
+// CHECK: %[[WRITTEN:.*]] = bufferization.materialize_in_destination %[[GATHERED]] in %[[WTE]]
 // CHECK: return %{{.*}}, %{{.*}}, %[[WRITTEN]], %[[NEW_M]], %[[NEW_V]],
 
 // The state of the table halves (2 x 160 bytes to 2 x 80); the layer norm's

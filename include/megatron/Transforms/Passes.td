@@ -450,7 +450,7 @@ def BucketReductions : Pass<"tp-bucket-reductions", "ModuleOp"> {
 }
 
 def OverlapCollectives : Pass<"tp-overlap-collectives", "ModuleOp"> {
-  let summary = "Run all-reduces and reduce-scatters under the compute that does not need them";
+  let summary = "Run all-reduces, reduce-scatters and all-gathers under the compute that does not need them";
   let description = [{
     Runs last on the per-rank program (after tp-mixed-precision, whose
     types it keeps). A blocking all-reduce leaves the rank idle while the
@@ -464,7 +464,9 @@ def OverlapCollectives : Pass<"tp-overlap-collectives", "ModuleOp"> {
     allows; the ops between them run while the sum is in flight. ZeRO-1's
     fp32 reduce-scatters by rows (`tp.reduce_scatter ... dim = 0` and
     `tp.reduce_scatter_bucket`) become a `tp.reduce_scatter_start` and its
-    `tp.wait` the same way.
+    `tp.wait` the same way, and its all-gathers of updated rows
+    (`tp.all_gather ... dim = 0`) a `tp.all_gather_start`, which may start
+    past the gather's own place, at the end of the run it stood in.
 
     Neither half moves into a run of ops of another `#tp.layer` and
     `tp.phase` (tp-outline-layers' calls): a layer's tensor-parallel sums
@@ -601,7 +603,9 @@ def Optimizer : Pass<"tp-optimizer", "ModuleOp"> {
     tp split there, if any) when dp divides it and it has no sections: the
     gradient's all-reduce over dp becomes a reduce-scatter, each rank updates
     its rows of the parameter (`tp.local_slice`) with its rows of the
-    state, and the updated rows are all-gathered over dp. The state
+    state, and the updated rows are all-gathered over dp and written back
+    after every update (so that tp-overlap-collectives can run each gather
+    under the later updates). The state
     arguments are then a 1/dp share; the others stay whole. The norm sums
     the squares of each group of gradients split over the same axes once,
     all-reduced over those axes, so no gradient counts twice.

@@ -20,15 +20,27 @@ int64_t runtimeReduction(ReductionKind kind) {
   return kind == ReductionKind::sum ? MRT_REDUCE_SUM : MRT_REDUCE_MAX;
 }
 
-/// A fresh buffer holding `value`, which a collective then reduces in place.
-CallBuilder::Output copyOf(CallBuilder &c, Value value) {
+/// Copies the tensor `value` into `destination`, a buffer of its shape.
+void copyInto(CallBuilder &c, Value value, Value destination) {
   auto type = cast<RankedTensorType>(value.getType());
   Value source = bufferization::ToBufferOp::create(
       c.b, c.loc, MemRefType::get(type.getShape(), type.getElementType()),
       value, /*read_only=*/true);
-  CallBuilder::Output result = c.output(type);
-  memref::CopyOp::create(c.b, c.loc, source, result.buffer);
+  memref::CopyOp::create(c.b, c.loc, source, destination);
+}
+
+/// A fresh buffer holding `value`, which a collective then reduces in place.
+CallBuilder::Output copyOf(CallBuilder &c, Value value) {
+  CallBuilder::Output result = c.output(value.getType());
+  copyInto(c, value, result.buffer);
   return result;
+}
+
+Value axisRank(CallBuilder &c, Operation *op, int64_t runtime) {
+  SmallVector<Value> rank;
+  c.call("mrt_axis_rank", {CallBuilder::context(op), c.i32(runtime)},
+         c.b.getI64Type(), &rank);
+  return arith::IndexCastOp::create(c.b, c.loc, c.b.getIndexType(), rank[0]);
 }
 
 /// Sums (or maxes) a copy of `value` across the ranks of `axis`.
@@ -93,49 +105,92 @@ struct Started {
   SmallVector<Value> buffers;
 };
 
-/// Starts, on a copy of each of `inputs`, the collective `startKernel`
-/// names, with the arguments `countArgs` gives after the buffer.
-template <typename CountArgs>
-FailureOr<Started> startEach(CallBuilder &c, Operation *op, StringRef axis,
-                             ValueRange inputs, StringRef startKernel,
-                             CountArgs countArgs) {
-  FailureOr<int64_t> runtime = runtimeAxis(op, axis);
-  if (failed(runtime))
-    return failure();
+/// The buffer a started collective works on in place, and the arguments
+/// its runtime call takes after it.
+struct Staged {
+  CallBuilder::Output buffer;
+  SmallVector<Value> counts;
+};
+
+/// Starts, on the buffer `stage` makes of each of `inputs`, the collective
+/// `startKernel` names over `axis` (runtime id `runtime`).
+template <typename Stage>
+Started startEach(CallBuilder &c, Operation *op, int64_t runtime,
+                  ValueRange inputs, StringRef startKernel, Stage stage) {
   Value ctx = CallBuilder::context(op);
   Started started;
   for (auto [index, input] : llvm::enumerate(inputs)) {
-    CallBuilder::Output copy = copyOf(c, input);
-    SmallVector<Value> args = {ctx, c.i32(*runtime), copy.view};
-    llvm::append_range(args, countArgs(index, input));
+    Staged staged = stage(index, input);
+    SmallVector<Value> args = {ctx, c.i32(runtime), staged.buffer.view};
+    llvm::append_range(args, staged.counts);
     SmallVector<Value> ticket;
     c.call(kernel(startKernel, input), args, c.b.getI64Type(), &ticket);
     started.ticket = ticket[0];
-    started.buffers.push_back(copy.buffer);
+    started.buffers.push_back(staged.buffer.buffer);
   }
   return started;
 }
 
-/// Sums (or maxes) of each of `inputs`, started.
+/// Sums (or maxes) of a copy of each of `inputs`, started.
 FailureOr<Started> startAllReduces(CallBuilder &c, Operation *op,
                                    StringRef axis, ValueRange inputs,
                                    int64_t reduction) {
-  return startEach(c, op, axis, inputs, "mrt_all_reduce_start",
-                   [&](size_t, Value input) -> SmallVector<Value> {
-                     return {c.i64(numElements(input)), c.i32(reduction)};
+  FailureOr<int64_t> runtime = runtimeAxis(op, axis);
+  if (failed(runtime))
+    return failure();
+  return startEach(c, op, *runtime, inputs, "mrt_all_reduce_start",
+                   [&](size_t, Value input) -> Staged {
+                     return {copyOf(c, input),
+                             {c.i64(numElements(input)), c.i32(reduction)}};
                    });
 }
 
-/// Sums of each of `inputs` of which this rank keeps its rows, of type
-/// `rows[i]`, started. The runtime leaves them at the start of the buffer.
+/// Sums of a copy of each of `inputs`, of which this rank keeps its rows, of
+/// type `rows[i]`, started. The runtime leaves them at the start of the
+/// buffer.
 FailureOr<Started> startReduceScatters(CallBuilder &c, Operation *op,
                                        StringRef axis, ValueRange inputs,
                                        TypeRange rows) {
-  return startEach(c, op, axis, inputs, "mrt_reduce_scatter_start",
-                   [&](size_t index, Value) -> SmallVector<Value> {
-                     return {c.i64(cast<RankedTensorType>(rows[index])
-                                       .getNumElements())};
-                   });
+  FailureOr<int64_t> runtime = runtimeAxis(op, axis);
+  if (failed(runtime))
+    return failure();
+  return startEach(
+      c, op, *runtime, inputs, "mrt_reduce_scatter_start",
+      [&](size_t index, Value input) -> Staged {
+        return {copyOf(c, input),
+                {c.i64(cast<RankedTensorType>(rows[index]).getNumElements())}};
+      });
+}
+
+/// Gathers of each of `inputs`, this rank's rows of a tensor of type
+/// `wholes[i]`, started: the rows are copied into their place in a buffer
+/// of the whole tensor, which the runtime fills in place.
+FailureOr<Started> startAllGathers(CallBuilder &c, Operation *op,
+                                   StringRef axis, ValueRange inputs,
+                                   TypeRange wholes) {
+  FailureOr<int64_t> runtime = runtimeAxis(op, axis);
+  if (failed(runtime))
+    return failure();
+  Value rank = axisRank(c, op, *runtime);
+  return startEach(
+      c, op, *runtime, inputs, "mrt_all_gather_start",
+      [&](size_t index, Value input) -> Staged {
+        auto rows = cast<RankedTensorType>(input.getType());
+        CallBuilder::Output whole = c.output(wholes[index]);
+        SmallVector<OpFoldResult> offsets(rows.getRank(), c.b.getIndexAttr(0)),
+            sizes, strides(rows.getRank(), c.b.getIndexAttr(1));
+        offsets[0] = arith::MulIOp::create(
+                         c.b, c.loc, rank,
+                         arith::ConstantIndexOp::create(c.b, c.loc,
+                                                        rows.getDimSize(0)))
+                         .getResult();
+        for (int64_t size : rows.getShape())
+          sizes.push_back(c.b.getIndexAttr(size));
+        copyInto(c, input,
+                 memref::SubViewOp::create(c.b, c.loc, whole.buffer, offsets,
+                                           sizes, strides));
+        return {whole, {c.i64(rows.getNumElements())}};
+      });
 }
 
 /// The started collectives' results, of types `results`, read only after
@@ -218,6 +273,21 @@ struct AllReduceStartToRuntime : RuntimePattern<AllReduceStartOp> {
   }
 };
 
+struct AllGatherStartToRuntime : RuntimePattern<AllGatherStartOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(AllGatherStartOp op,
+                                PatternRewriter &rewriter) const override {
+    CallBuilder c(rewriter, op.getLoc());
+    FailureOr<Started> started =
+        startAllGathers(c, op, op.getAxis(), op.getInputs(),
+                        op.getWait()->getResultTypes());
+    if (failed(started))
+      return failure();
+    carryToWait(rewriter, op, *started);
+    return success();
+  }
+};
+
 struct ReduceScatterStartToRuntime : RuntimePattern<ReduceScatterStartOp> {
   using RuntimePattern::RuntimePattern;
   LogicalResult matchAndRewrite(ReduceScatterStartOp op,
@@ -249,13 +319,6 @@ struct WaitToRuntime : RuntimePattern<WaitOp> {
     return success();
   }
 };
-
-Value axisRank(CallBuilder &c, Operation *op, int64_t runtime) {
-  SmallVector<Value> rank;
-  c.call("mrt_axis_rank", {CallBuilder::context(op), c.i32(runtime)},
-         c.b.getI64Type(), &rank);
-  return arith::IndexCastOp::create(c.b, c.loc, c.b.getIndexType(), rank[0]);
-}
 
 struct AxisIndexToRuntime : RuntimePattern<AxisIndexOp> {
   using RuntimePattern::RuntimePattern;
@@ -395,7 +458,8 @@ void megatron::populateCollectiveToRuntimePatterns(
     RewritePatternSet &patterns, const RuntimeTargetInfo &target) {
   patterns.add<FToRuntime, AllReduceToRuntime, AllReduceBucketToRuntime,
                ReduceScatterBucketToRuntime, AllReduceStartToRuntime,
-               ReduceScatterStartToRuntime, WaitToRuntime, AxisIndexToRuntime,
+               ReduceScatterStartToRuntime, AllGatherStartToRuntime,
+               WaitToRuntime, AxisIndexToRuntime,
                LocalSliceToRuntime, AllGatherToRuntime, ReduceScatterToRuntime>(
       patterns.getContext(), target);
 }

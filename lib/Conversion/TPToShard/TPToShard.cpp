@@ -170,6 +170,27 @@ struct StartToReduceScatters : OpConversionPattern<ReduceScatterStartOp> {
   }
 };
 
+/// A started all-gather: each one a shard.all_gather of rows where it
+/// starts, and its wait's results are those.
+struct StartToAllGathers : OpConversionPattern<AllGatherStartOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(AllGatherStartOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Operation *wait = op.getWait();
+    SmallVector<Value> gathered;
+    for (auto [input, type] :
+         llvm::zip_equal(adaptor.getInputs(), wait->getResultTypes()))
+      gathered.push_back(shard::AllGatherOp::create(
+          rewriter, op.getLoc(), type, op.getMeshAttr(),
+          gridAxes(op, op.getMeshAttr(), op.getAxis()), input,
+          rewriter.getIndexAttr(0)));
+    rewriter.replaceOp(wait, gathered);
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
 struct AxisIndexToProcessIndex : OpConversionPattern<AxisIndexOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
@@ -187,8 +208,8 @@ bool isPartitioned(Operation *op) {
   return function && function->hasAttr(TPDialect::kPartitionedAttrName);
 }
 
-/// Only collectives have shard counterparts, and only in a per-rank
-/// program: the tp dialect's transformer ops (matmul, attention, ...) are
+/// Only collectives (a started one with its wait) have shard counterparts,
+/// and only in a per-rank program: the tp dialect's transformer ops (matmul, attention, ...) are
 /// lowered by megatron-compile instead, and a collective of a program at
 /// global shapes (tp-insert-conjugates' output) says where a plan will
 /// communicate, not what a rank runs.
@@ -197,7 +218,7 @@ LogicalResult verifyConvertible(ModuleOp module) {
   module.walk([&](Operation *op) {
     if (!isa<TPDialect>(op->getDialect()) || isa<MeshOp>(op))
       return;
-    if (!isa<CollectiveOpInterface, AxisIndexOp>(op))
+    if (!isa<CollectiveOpInterface, AxisIndexOp, WaitOp>(op))
       op->emitError() << "'" << op->getName()
                       << "' has no shard counterpart: convert-tp-to-shard "
                          "exports the collectives of a partitioned linalg "
@@ -341,6 +362,6 @@ void megatron::populateTPToShardPatterns(RewritePatternSet &patterns) {
                ReduceToAllReduce<AllReduceBucketOp>, StartToAllReduces,
                DimCollectiveToShard<AllGatherOp, shard::AllGatherOp>,
                ReduceScatterToReduceScatter, BucketToReduceScatters,
-               StartToReduceScatters, DimCollectiveToShard<LocalSliceOp, shard::AllSliceOp>,
+               StartToReduceScatters, StartToAllGathers, DimCollectiveToShard<LocalSliceOp, shard::AllSliceOp>,
                AxisIndexToProcessIndex>(patterns.getContext());
 }

@@ -465,6 +465,38 @@ extern "C" int64_t mrt_all_reduce_start_bf16(mrt_context *ctx, int axis,
   return allReduceStart(ctx, axis, buf, n, op, ncclBfloat16);
 }
 
+namespace {
+
+int64_t allGatherStart(mrt_context *ctx, int axis, void *buf,
+                       int64_t nPerRank, ncclDataType_t type,
+                       size_t elementBytes) {
+  const char *what = "all_gather_start";
+  requireDeviceBuffer(ctx, what, buf, type);
+  int64_t rank = ctx->mesh.rank[mrt::checkedAxis(&ctx->mesh, axis, what)];
+  const void *mine = static_cast<const char *>(buf) +
+                     rank * nPerRank * static_cast<int64_t>(elementBytes);
+  return issue(ctx, axis, what, [&](ncclComm_t comm, cudaStream_t stream) {
+    // In place: this rank's chunk already at its offset.
+    return ncclAllGather(mine, buf, static_cast<size_t>(nPerRank), type, comm,
+                         stream);
+  });
+}
+
+} // namespace
+
+extern "C" int64_t mrt_all_gather_start_f32(mrt_context *ctx, int axis,
+                                             float *buf, int64_t n_per_rank) {
+  return allGatherStart(ctx, axis, buf, n_per_rank, ncclFloat32,
+                        sizeof(float));
+}
+
+extern "C" int64_t mrt_all_gather_start_bf16(mrt_context *ctx, int axis,
+                                              mrt_bf16 *buf,
+                                              int64_t n_per_rank) {
+  return allGatherStart(ctx, axis, buf, n_per_rank, ncclBfloat16,
+                        sizeof(mrt_bf16));
+}
+
 extern "C" int64_t mrt_reduce_scatter_start_f32(mrt_context *ctx, int axis,
                                                  float *buf,
                                                  int64_t n_per_rank) {

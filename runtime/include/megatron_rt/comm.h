@@ -95,6 +95,16 @@ MRT_API int64_t mrt_all_reduce_start_bf16(mrt_context *ctx, int axis,
 MRT_API int64_t mrt_reduce_scatter_start_f32(mrt_context *ctx, int axis,
                                              float *buf, int64_t n_per_rank);
 
+/* Nonblocking all-gather, in place (what the compiler's tp.all_gather_start
+ * lowers to): buf[size*n_per_rank] holds the ranks' chunks of the axis in
+ * rank order, this rank's at buf + rank*n_per_rank; the others arrive
+ * behind every collective this rank issued before it. Returns a ticket for
+ * mrt_collective_wait at once. */
+MRT_API int64_t mrt_all_gather_start_f32(mrt_context *ctx, int axis,
+                                         float *buf, int64_t n_per_rank);
+MRT_API int64_t mrt_all_gather_start_bf16(mrt_context *ctx, int axis,
+                                          mrt_bf16 *buf, int64_t n_per_rank);
+
 /* Completes the collective of `ticket` and every one started before it: the
  * CPU runtime returns once they are done, the CUDA runtime orders the
  * compute stream's later work after them. */

@@ -483,6 +483,31 @@ func.func @scatter_started(%dw: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor
 
 // -----
 
+// A started all-gather of bf16 rows: this rank's rows copied into their
+// place (its rank along dp times 2 rows) in a buffer of the whole tensor,
+// which the runtime fills in place; the whole tensor is read after the
+// wait.
+// CHECK-LABEL: func.func private @gather_started(
+// CHECK-SAME: %[[CTX:.*]]: !llvm.ptr,
+// CHECK: %[[RANK:.*]] = call @mrt_axis_rank(%[[CTX]], %[[DP:.*]]) : (!llvm.ptr, i32) -> i64
+// CHECK: %[[R:.*]] = arith.index_cast %[[RANK]] : i64 to index
+// CHECK: %[[BUF:.*]] = memref.alloc() {{.*}}: memref<4x8xbf16>
+// CHECK: %[[ROW:.*]] = arith.muli %[[R]], %c2
+// CHECK: %[[MINE:.*]] = memref.subview %[[BUF]][%[[ROW]], 0] [2, 8] [1, 1]
+// CHECK: memref.copy %{{.*}}, %[[MINE]]
+// CHECK: %[[TICKET:.*]] = call @mrt_all_gather_start_bf16(%[[CTX]], %[[DP]], %{{.*}}, %{{.*}}) : (!llvm.ptr, i32, memref<?xbf16>, i64) -> i64
+// CHECK: call @mrt_collective_wait(%[[CTX]], %[[TICKET]]) : (!llvm.ptr, i64) -> ()
+// CHECK-NEXT: %[[WHOLE:.*]] = bufferization.to_tensor %[[BUF]]
+// CHECK: return %[[WHOLE]]
+tp.mesh @mesh axes = ["dp" = 2]
+func.func @gather_started(%rows: tensor<2x8xbf16>) -> tensor<4x8xbf16> {
+  %p = tp.all_gather_start %rows over @mesh["dp"] : tensor<2x8xbf16>
+  %whole = tp.wait %p : tensor<4x8xbf16>
+  return %whole : tensor<4x8xbf16>
+}
+
+// -----
+
 // A started max over tp (axis 1) in bf16: its ticket travels to the wait,
 // which the weight gradient's GEMM precedes; the sum becomes a tensor only
 // after the wait.

@@ -33,6 +33,28 @@ func.func @collectives(%x: tensor<8x16xf32> {tp.global_shape = array<i64: 8, 64>
 
 // -----
 
+// ZeRO-1's rows over dp, bucketed or started: one shard collective each,
+// where the bucket or the start stands.
+// CHECK-LABEL: func.func @rows(
+// CHECK-SAME: %[[A:.+]]: tensor<8x16xf32>, %[[B:.+]]: tensor<4xf32>)
+// CHECK: %[[RA:.+]] = shard.reduce_scatter %[[A]] on @mesh grid_axes = [0] scatter_axis = 0 : tensor<8x16xf32> -> tensor<4x16xf32>
+// CHECK: %[[RB:.+]] = shard.reduce_scatter %[[B]] on @mesh grid_axes = [0] scatter_axis = 0 : tensor<4xf32> -> tensor<2xf32>
+// CHECK: %[[SA:.+]] = shard.reduce_scatter %[[A]] on @mesh grid_axes = [0] scatter_axis = 0 : tensor<8x16xf32> -> tensor<4x16xf32>
+// CHECK: %[[GA:.+]] = shard.all_gather %[[SA]] on @mesh grid_axes = [0] gather_axis = 0 : tensor<4x16xf32> -> tensor<8x16xf32>
+// CHECK: return %[[RA]], %[[RB]], %[[GA]]
+tp.mesh @mesh axes = ["dp" = 2, "tp" = 4]
+func.func @rows(%a: tensor<8x16xf32>, %b: tensor<4xf32>) -> (tensor<4x16xf32>, tensor<2xf32>, tensor<8x16xf32>)
+    attributes {tp.partitioned} {
+  %r:2 = tp.reduce_scatter_bucket sum %a, %b over @mesh["dp"] : tensor<8x16xf32>, tensor<4xf32> -> tensor<4x16xf32>, tensor<2xf32>
+  %p = tp.reduce_scatter_start sum %a over @mesh["dp"] : tensor<8x16xf32>
+  %mine = tp.wait %p : tensor<4x16xf32>
+  %q = tp.all_gather_start %mine over @mesh["dp"] : tensor<4x16xf32>
+  %whole = tp.wait %q : tensor<8x16xf32>
+  return %r#0, %r#1, %whole : tensor<4x16xf32>, tensor<2xf32>, tensor<8x16xf32>
+}
+
+// -----
+
 // The tp dialect's own ops have no shard counterpart.
 tp.mesh @mesh axes = ["tp" = 2]
 func.func @own_ops(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> tensor<4x16xf32> attributes {tp.partitioned} {

@@ -824,3 +824,52 @@ func.func @residual_layer_norm_scalar(%x: tensor<f32>, %b: tensor<f32>) {
   %sum, %h = tp.residual_layer_norm %x, %x, %b, %b, %b : tensor<f32>, tensor<f32>
   return
 }
+
+// -----
+
+tp.mesh @m axes = ["dp" = 2]
+func.func @gather_start_without_wait(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'tp.all_gather_start' op needs exactly one tp.wait}}
+  %p = tp.all_gather_start %x over @m["dp"] : tensor<4xf32>
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["tp" = 2]
+func.func @gather_start_axis(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'tp.all_gather_start' op mesh @m has no axis "dp"}}
+  %p = tp.all_gather_start %x over @m["dp"] : tensor<4xf32>
+  %r = tp.wait %p : tensor<8xf32>
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["dp" = 2]
+func.func @gather_start_scalar(%x: tensor<f32>) {
+  // expected-error @+1 {{'tp.all_gather_start' op input 0 is 0-d: it has no rows}}
+  %p = tp.all_gather_start %x over @m["dp"] : tensor<f32>
+  %r = tp.wait %p : tensor<f32>
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["dp" = 2]
+func.func @gather_wait_types(%x: tensor<4x3xf32>) {
+  %p = tp.all_gather_start %x over @m["dp"] : tensor<4x3xf32>
+  // expected-error @+1 {{'tp.wait' op result 0 must be 'tensor<8x3xf32>', the 2 ranks' rows of input 0}}
+  %r = tp.wait %p : tensor<4x3xf32>
+  return
+}
+
+// -----
+
+tp.mesh @m axes = ["dp" = 2]
+func.func @gather_wait_count(%x: tensor<4xf32>, %y: tensor<4xf32>) {
+  %p = tp.all_gather_start %x, %y over @m["dp"] : tensor<4xf32>, tensor<4xf32>
+  // expected-error @+1 {{'tp.wait' op has 1 results for 2 inputs}}
+  %r = tp.wait %p : tensor<8xf32>
+  return
+}

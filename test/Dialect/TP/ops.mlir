@@ -68,6 +68,10 @@ func.func @collectives(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   // CHECK: tp.wait %[[RS]] : tensor<1x8xf32>
   %rs_started = tp.reduce_scatter_start sum %m over @m["tp"] : tensor<4x8xf32>
   %rs_rows = tp.wait %rs_started : tensor<1x8xf32>
+  // CHECK: %[[AG:.*]] = tp.all_gather_start %{{.*}} over @m["tp"] : tensor<1x8xf32>
+  // CHECK: tp.wait %[[AG]] : tensor<4x8xf32>
+  %ag_started = tp.all_gather_start %rs_rows over @m["tp"] : tensor<1x8xf32>
+  %ag_whole = tp.wait %ag_started : tensor<4x8xf32>
   // CHECK: #tp.sharding<@m, {{\[\[}}], []], partial = ["tp"]>
   %p = tp.add %rs, %rs {tp.sharding = #tp.sharding<@m, [[], []], partial = ["tp"]>} : tensor<4x8xf32>
   return %p : tensor<4x8xf32>

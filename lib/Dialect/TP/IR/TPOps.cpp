@@ -556,6 +556,37 @@ ReduceScatterStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
                            wait->getResultTypes(), *ranks);
 }
 
+LogicalResult AllGatherStartOp::verify() {
+  return verifyStart(*this, getInputs(), getPending());
+}
+
+/// Its wait gives the whole tensors whose rows its inputs are.
+LogicalResult
+AllGatherStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  FailureOr<int64_t> ranks =
+      verifyMeshAxis(*this, getMeshAttr(), getAxis(), symbolTable);
+  if (failed(ranks))
+    return failure();
+  Operation *wait = getWait();
+  if (wait->getNumResults() != getInputs().size())
+    return wait->emitOpError("has ")
+           << wait->getNumResults() << " results for " << getInputs().size()
+           << " inputs";
+  for (auto [index, input, result] :
+       llvm::enumerate(getInputs().getTypes(), wait->getResultTypes())) {
+    auto rows = cast<RankedTensorType>(input);
+    if (rows.getRank() == 0)
+      return emitOpError("input ") << index << " is 0-d: it has no rows";
+    SmallVector<int64_t> shape(rows.getShape());
+    shape[0] *= *ranks;
+    if (result != rows.clone(shape))
+      return wait->emitOpError("result ")
+             << index << " must be " << rows.clone(shape) << ", the "
+             << *ranks << " ranks' rows of input " << index;
+  }
+  return success();
+}
+
 LogicalResult
 AllGatherOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return verifySplitDim(*this, symbolTable, getType(), getInput().getType());

@@ -1106,9 +1106,10 @@ def TP_WaitOp : TP_Op<"wait"> {
   let summary = "Waits for a started collective and gives its results";
   let description = [{
     Completes the started collective (`tp.all_reduce_start`,
-    `tp.reduce_scatter_start`) that defined `pending`: its results are the
-    start's inputs reduced over the axis (for a reduce-scatter, this rank's
-    rows of them), in the same order. A start has exactly one wait, later in
+    `tp.reduce_scatter_start`, `tp.all_gather_start`) that defined
+    `pending`: its results are the start's inputs reduced over the axis (for
+    a reduce-scatter, this rank's rows of them; for an all-gather, the
+    whole tensors whose rows they are), in the same order. A start has exactly one wait, later in
     the same block.
 
     Example:
@@ -1253,6 +1254,45 @@ def TP_ReduceScatterStartOp : TP_Op<"reduce_scatter_start", [
     }
     ::llvm::SmallVector<::mlir::Value, 1> getCollectiveTensors() {
       return ::llvm::SmallVector<::mlir::Value, 1>(getInputs());
+    }
+  }];
+}
+
+def TP_AllGatherStartOp : TP_Op<"all_gather_start", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    TP_CollectiveOpInterface,
+    TP_StartOpInterface]> {
+  let summary = "Starts gathering tensors by rows across a mesh axis";
+  let description = [{
+    The first half of a nonblocking all-gather: each of `inputs` is this
+    rank's rows (dimension 0) of a tensor, and the one `tp.wait` of the
+    result gives each whole tensor, the ranks' rows of `axis` in rank order.
+    tp-overlap-collectives splits ZeRO-1's all-gather of the updated
+    parameter rows, so that it runs while the rank updates its other
+    parameters.
+
+    Example:
+
+    ```mlir
+    %p = tp.all_gather_start %rows over @m["dp"] : tensor<32x96xbf16>
+    %new:3 = tp.adamw %w2, %g2, %m2, %v2, %hp, %scale if %apply : tensor<96xf32>, tensor<8xf32>
+    %w = tp.wait %p : tensor<64x96xbf16>
+    ```
+  }];
+  let arguments = (ins Variadic<AnyStaticShapeTensor>:$inputs,
+                       FlatSymbolRefAttr:$mesh, StrAttr:$axis);
+  let results = (outs TP_PendingType:$pending);
+  let assemblyFormat = [{
+    $inputs `over` $mesh `[` $axis `]` attr-dict `:` type($inputs)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::tp::CollectiveKind getCollectiveKind() {
+      return ::mlir::tp::CollectiveKind::all_gather;
+    }
+    /// The whole tensors it assembles: its wait's results.
+    ::llvm::SmallVector<::mlir::Value, 1> getCollectiveTensors() {
+      return ::llvm::SmallVector<::mlir::Value, 1>(getWait()->getResults());
     }
   }];
 }
