@@ -43,6 +43,27 @@ Value axisRank(CallBuilder &c, Operation *op, int64_t runtime) {
   return arith::IndexCastOp::create(c.b, c.loc, c.b.getIndexType(), rank[0]);
 }
 
+/// A chunk of a tensor that chunks of `chunk`'s shape tile along `dim`:
+/// chunk number `index` (a rank; null: the first).
+struct ChunkSlice {
+  SmallVector<OpFoldResult> offsets, sizes, strides;
+};
+ChunkSlice chunkAt(CallBuilder &c, RankedTensorType chunk, int64_t dim,
+                   Value index) {
+  ChunkSlice slice;
+  slice.offsets.assign(chunk.getRank(), c.b.getIndexAttr(0));
+  slice.strides.assign(chunk.getRank(), c.b.getIndexAttr(1));
+  for (int64_t size : chunk.getShape())
+    slice.sizes.push_back(c.b.getIndexAttr(size));
+  if (index)
+    slice.offsets[dim] =
+        arith::MulIOp::create(
+            c.b, c.loc, index,
+            arith::ConstantIndexOp::create(c.b, c.loc, chunk.getDimSize(dim)))
+            .getResult();
+  return slice;
+}
+
 /// Sums (or maxes) a copy of `value` across the ranks of `axis`.
 LogicalResult allReduce(PatternRewriter &rewriter, Operation *op, Value value,
                         StringRef axis, int64_t reduction) {
@@ -177,18 +198,11 @@ FailureOr<Started> startAllGathers(CallBuilder &c, Operation *op,
       [&](size_t index, Value input) -> Staged {
         auto rows = cast<RankedTensorType>(input.getType());
         CallBuilder::Output whole = c.output(wholes[index]);
-        SmallVector<OpFoldResult> offsets(rows.getRank(), c.b.getIndexAttr(0)),
-            sizes, strides(rows.getRank(), c.b.getIndexAttr(1));
-        offsets[0] = arith::MulIOp::create(
-                         c.b, c.loc, rank,
-                         arith::ConstantIndexOp::create(c.b, c.loc,
-                                                        rows.getDimSize(0)))
-                         .getResult();
-        for (int64_t size : rows.getShape())
-          sizes.push_back(c.b.getIndexAttr(size));
+        ChunkSlice mine = chunkAt(c, rows, 0, rank);
         copyInto(c, input,
-                 memref::SubViewOp::create(c.b, c.loc, whole.buffer, offsets,
-                                           sizes, strides));
+                 memref::SubViewOp::create(c.b, c.loc, whole.buffer,
+                                           mine.offsets, mine.sizes,
+                                           mine.strides));
         return {whole, {c.i64(rows.getNumElements())}};
       });
 }
@@ -207,39 +221,42 @@ SmallVector<Value> waitFor(CallBuilder &c, Operation *op,
       values.push_back(whole);
       continue;
     }
-    SmallVector<OpFoldResult> offsets(rows.getRank(), c.b.getIndexAttr(0)),
-        sizes, strides(rows.getRank(), c.b.getIndexAttr(1));
-    for (int64_t size : rows.getShape())
-      sizes.push_back(c.b.getIndexAttr(size));
-    values.push_back(tensor::ExtractSliceOp::create(c.b, c.loc, rows, whole,
-                                                    offsets, sizes, strides));
+    ChunkSlice first = chunkAt(c, rows, 0, Value());
+    values.push_back(tensor::ExtractSliceOp::create(
+        c.b, c.loc, rows, whole, first.offsets, first.sizes, first.strides));
   }
   return values;
 }
 
-/// A bucket: its sums started together, waited for once.
-struct AllReduceBucketToRuntime : RuntimePattern<AllReduceBucketOp> {
-  using RuntimePattern::RuntimePattern;
-  LogicalResult matchAndRewrite(AllReduceBucketOp op,
-                                PatternRewriter &rewriter) const override {
-    CallBuilder c(rewriter, op.getLoc());
-    FailureOr<Started> started = startAllReduces(
-        c, op, op.getAxis(), op.getInputs(), MRT_REDUCE_SUM);
-    if (failed(started))
-      return failure();
-    rewriter.replaceOp(op, waitFor(c, op, *started, op.getResultTypes()));
-    return success();
-  }
-};
+/// Each bucket's and start's collectives, started.
+FailureOr<Started> startCollectives(CallBuilder &c, AllReduceBucketOp op) {
+  return startAllReduces(c, op, op.getAxis(), op.getInputs(), MRT_REDUCE_SUM);
+}
+FailureOr<Started> startCollectives(CallBuilder &c, ReduceScatterBucketOp op) {
+  return startReduceScatters(c, op, op.getAxis(), op.getInputs(),
+                             op.getResultTypes());
+}
+FailureOr<Started> startCollectives(CallBuilder &c, AllReduceStartOp op) {
+  return startAllReduces(c, op, op.getAxis(), op.getInputs(),
+                         runtimeReduction(op.getKind()));
+}
+FailureOr<Started> startCollectives(CallBuilder &c, ReduceScatterStartOp op) {
+  return startReduceScatters(c, op, op.getAxis(), op.getInputs(),
+                             op.getWait()->getResultTypes());
+}
+FailureOr<Started> startCollectives(CallBuilder &c, AllGatherStartOp op) {
+  return startAllGathers(c, op, op.getAxis(), op.getInputs(),
+                         op.getWait()->getResultTypes());
+}
 
-/// A bucket of reduce-scatters: started together, waited for once.
-struct ReduceScatterBucketToRuntime : RuntimePattern<ReduceScatterBucketOp> {
-  using RuntimePattern::RuntimePattern;
-  LogicalResult matchAndRewrite(ReduceScatterBucketOp op,
+/// A bucket: its collectives started together, waited for once.
+template <typename BucketOp>
+struct BucketToRuntime : RuntimePattern<BucketOp> {
+  using RuntimePattern<BucketOp>::RuntimePattern;
+  LogicalResult matchAndRewrite(BucketOp op,
                                 PatternRewriter &rewriter) const override {
     CallBuilder c(rewriter, op.getLoc());
-    FailureOr<Started> started = startReduceScatters(
-        c, op, op.getAxis(), op.getInputs(), op.getResultTypes());
+    FailureOr<Started> started = startCollectives(c, op);
     if (failed(started))
       return failure();
     rewriter.replaceOp(op, waitFor(c, op, *started, op.getResultTypes()));
@@ -250,55 +267,19 @@ struct ReduceScatterBucketToRuntime : RuntimePattern<ReduceScatterBucketOp> {
 /// The start's ticket and buffers travel to its wait in a cast to the
 /// pending type, which the wait's lowering takes apart (and which then
 /// dies): the buffers must not become tensors before the wait.
-void carryToWait(PatternRewriter &rewriter, Operation *start,
-                 const Started &started) {
-  SmallVector<Value> carried = {started.ticket};
-  llvm::append_range(carried, started.buffers);
-  rewriter.replaceOpWithNewOp<UnrealizedConversionCastOp>(
-      start, start->getResultTypes(), carried);
-}
-
-struct AllReduceStartToRuntime : RuntimePattern<AllReduceStartOp> {
-  using RuntimePattern::RuntimePattern;
-  LogicalResult matchAndRewrite(AllReduceStartOp op,
+template <typename StartOp>
+struct StartToRuntime : RuntimePattern<StartOp> {
+  using RuntimePattern<StartOp>::RuntimePattern;
+  LogicalResult matchAndRewrite(StartOp op,
                                 PatternRewriter &rewriter) const override {
     CallBuilder c(rewriter, op.getLoc());
-    FailureOr<Started> started =
-        startAllReduces(c, op, op.getAxis(), op.getInputs(),
-                        runtimeReduction(op.getKind()));
+    FailureOr<Started> started = startCollectives(c, op);
     if (failed(started))
       return failure();
-    carryToWait(rewriter, op, *started);
-    return success();
-  }
-};
-
-struct AllGatherStartToRuntime : RuntimePattern<AllGatherStartOp> {
-  using RuntimePattern::RuntimePattern;
-  LogicalResult matchAndRewrite(AllGatherStartOp op,
-                                PatternRewriter &rewriter) const override {
-    CallBuilder c(rewriter, op.getLoc());
-    FailureOr<Started> started =
-        startAllGathers(c, op, op.getAxis(), op.getInputs(),
-                        op.getWait()->getResultTypes());
-    if (failed(started))
-      return failure();
-    carryToWait(rewriter, op, *started);
-    return success();
-  }
-};
-
-struct ReduceScatterStartToRuntime : RuntimePattern<ReduceScatterStartOp> {
-  using RuntimePattern::RuntimePattern;
-  LogicalResult matchAndRewrite(ReduceScatterStartOp op,
-                                PatternRewriter &rewriter) const override {
-    CallBuilder c(rewriter, op.getLoc());
-    FailureOr<Started> started =
-        startReduceScatters(c, op, op.getAxis(), op.getInputs(),
-                            op.getWait()->getResultTypes());
-    if (failed(started))
-      return failure();
-    carryToWait(rewriter, op, *started);
+    SmallVector<Value> carried = {started->ticket};
+    llvm::append_range(carried, started->buffers);
+    rewriter.replaceOpWithNewOp<UnrealizedConversionCastOp>(
+        op, op->getResultTypes(), carried);
     return success();
   }
 };
@@ -342,19 +323,11 @@ struct LocalSliceToRuntime : RuntimePattern<LocalSliceOp> {
     if (failed(runtime))
       return failure();
     CallBuilder c(rewriter, op.getLoc());
-    auto type = op.getType();
-    int64_t dim = op.getDim();
-    Value start = arith::MulIOp::create(
-        rewriter, op.getLoc(), axisRank(c, op, *runtime),
-        arith::ConstantIndexOp::create(rewriter, op.getLoc(),
-                                       type.getDimSize(dim)));
-    SmallVector<OpFoldResult> offsets(type.getRank(), rewriter.getIndexAttr(0)),
-        sizes, strides(type.getRank(), rewriter.getIndexAttr(1));
-    offsets[dim] = start;
-    for (int64_t size : type.getShape())
-      sizes.push_back(rewriter.getIndexAttr(size));
+    ChunkSlice mine =
+        chunkAt(c, op.getType(), op.getDim(), axisRank(c, op, *runtime));
     rewriter.replaceOpWithNewOp<tensor::ExtractSliceOp>(
-        op, type, op.getInput(), offsets, sizes, strides);
+        op, op.getType(), op.getInput(), mine.offsets, mine.sizes,
+        mine.strides);
     return success();
   }
 };
@@ -456,10 +429,12 @@ struct ReduceScatterToRuntime : RuntimePattern<ReduceScatterOp> {
 
 void megatron::populateCollectiveToRuntimePatterns(
     RewritePatternSet &patterns, const RuntimeTargetInfo &target) {
-  patterns.add<FToRuntime, AllReduceToRuntime, AllReduceBucketToRuntime,
-               ReduceScatterBucketToRuntime, AllReduceStartToRuntime,
-               ReduceScatterStartToRuntime, AllGatherStartToRuntime,
-               WaitToRuntime, AxisIndexToRuntime,
+  patterns.add<FToRuntime, AllReduceToRuntime,
+               BucketToRuntime<AllReduceBucketOp>,
+               BucketToRuntime<ReduceScatterBucketOp>,
+               StartToRuntime<AllReduceStartOp>,
+               StartToRuntime<ReduceScatterStartOp>,
+               StartToRuntime<AllGatherStartOp>, WaitToRuntime, AxisIndexToRuntime,
                LocalSliceToRuntime, AllGatherToRuntime, ReduceScatterToRuntime>(
       patterns.getContext(), target);
 }

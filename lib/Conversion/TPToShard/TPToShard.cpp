@@ -83,21 +83,6 @@ struct ReduceToAllReduce : OpConversionPattern<Op> {
   }
 };
 
-/// A started all-reduce: each sum is a shard.all_reduce where it starts,
-/// and its wait's results are those.
-struct StartToAllReduces : OpConversionPattern<AllReduceStartOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult
-  matchAndRewrite(AllReduceStartOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    rewriter.replaceOp(op.getWait(), allReduceEach(rewriter, op,
-                                                   adaptor.getInputs(),
-                                                   op.getKind()));
-    rewriter.eraseOp(op);
-    return success();
-  }
-};
-
 /// all_gather and local_slice: the shard op of the same dimension.
 template <typename Op, typename ShardOp>
 struct DimCollectiveToShard : OpConversionPattern<Op> {
@@ -153,39 +138,43 @@ struct BucketToReduceScatters : OpConversionPattern<ReduceScatterBucketOp> {
   }
 };
 
-/// A started reduce-scatter: each one a shard.reduce_scatter where it
-/// starts, and its wait's results are those.
-struct StartToReduceScatters : OpConversionPattern<ReduceScatterStartOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult
-  matchAndRewrite(ReduceScatterStartOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    Operation *wait = op.getWait();
-    rewriter.replaceOp(wait, reduceScatterEach(rewriter, op,
-                                               adaptor.getInputs(),
-                                               wait->getResultTypes(),
-                                               ReductionKind::sum, /*dim=*/0));
-    rewriter.eraseOp(op);
-    return success();
-  }
-};
+/// Each started collective as shard collectives, one per input, of the
+/// types `results` its wait gives.
+SmallVector<Value> shardCollectives(ConversionPatternRewriter &rewriter,
+                                    AllReduceStartOp op, ValueRange inputs,
+                                    TypeRange) {
+  return allReduceEach(rewriter, op, inputs, op.getKind());
+}
+SmallVector<Value> shardCollectives(ConversionPatternRewriter &rewriter,
+                                    ReduceScatterStartOp op, ValueRange inputs,
+                                    TypeRange results) {
+  return reduceScatterEach(rewriter, op, inputs, results, ReductionKind::sum,
+                           /*dim=*/0);
+}
+SmallVector<Value> shardCollectives(ConversionPatternRewriter &rewriter,
+                                    AllGatherStartOp op, ValueRange inputs,
+                                    TypeRange results) {
+  SmallVector<Value> gathered;
+  for (auto [input, type] : llvm::zip_equal(inputs, results))
+    gathered.push_back(shard::AllGatherOp::create(
+        rewriter, op.getLoc(), type, op.getMeshAttr(),
+        gridAxes(op, op.getMeshAttr(), op.getAxis()), input,
+        rewriter.getIndexAttr(0)));
+  return gathered;
+}
 
-/// A started all-gather: each one a shard.all_gather of rows where it
-/// starts, and its wait's results are those.
-struct StartToAllGathers : OpConversionPattern<AllGatherStartOp> {
-  using OpConversionPattern::OpConversionPattern;
+/// A started collective: shard collectives where it starts, and its wait's
+/// results are theirs (upstream has no nonblocking collectives).
+template <typename StartOp>
+struct StartToShard : OpConversionPattern<StartOp> {
+  using OpConversionPattern<StartOp>::OpConversionPattern;
   LogicalResult
-  matchAndRewrite(AllGatherStartOp op, OpAdaptor adaptor,
+  matchAndRewrite(StartOp op, typename StartOp::Adaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Operation *wait = op.getWait();
-    SmallVector<Value> gathered;
-    for (auto [input, type] :
-         llvm::zip_equal(adaptor.getInputs(), wait->getResultTypes()))
-      gathered.push_back(shard::AllGatherOp::create(
-          rewriter, op.getLoc(), type, op.getMeshAttr(),
-          gridAxes(op, op.getMeshAttr(), op.getAxis()), input,
-          rewriter.getIndexAttr(0)));
-    rewriter.replaceOp(wait, gathered);
+    rewriter.replaceOp(wait, shardCollectives(rewriter, op,
+                                              adaptor.getInputs(),
+                                              wait->getResultTypes()));
     rewriter.eraseOp(op);
     return success();
   }
@@ -359,9 +348,12 @@ struct ConvertTPToShardPass
 
 void megatron::populateTPToShardPatterns(RewritePatternSet &patterns) {
   patterns.add<FToInput, ReduceToAllReduce<GOp>, ReduceToAllReduce<AllReduceOp>,
-               ReduceToAllReduce<AllReduceBucketOp>, StartToAllReduces,
+               ReduceToAllReduce<AllReduceBucketOp>,
+               StartToShard<AllReduceStartOp>,
                DimCollectiveToShard<AllGatherOp, shard::AllGatherOp>,
                ReduceScatterToReduceScatter, BucketToReduceScatters,
-               StartToReduceScatters, StartToAllGathers, DimCollectiveToShard<LocalSliceOp, shard::AllSliceOp>,
+               StartToShard<ReduceScatterStartOp>,
+               StartToShard<AllGatherStartOp>,
+               DimCollectiveToShard<LocalSliceOp, shard::AllSliceOp>,
                AxisIndexToProcessIndex>(patterns.getContext());
 }
