@@ -120,7 +120,8 @@ void storeInBF16(BlockArgument param) {
         dropCopy(copy);
       continue;
     }
-    if (isa<bufferization::MaterializeInDestinationOp>(owner))
+    if (auto write = dyn_cast<bufferization::MaterializeInDestinationOp>(owner);
+        write && write.getDest() == param)
       continue; // the write-back, which the caller makes bf16
     if (!widened) {
       OpBuilder b = OpBuilder::atBlockBegin(param.getOwner());
