@@ -43,6 +43,9 @@ void megatron::addBufferizedRuntimeStages(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(createDeallocAtLastUse());
   pm.addPass(createFinalizeRuntimeCalls());
   pm.addNestedPass<func::FuncOp>(createCopiesToLinalg());
+  // With every free at its buffer's last use, the lifetimes are known: one
+  // allocation per function call instead of one per buffer.
+  pm.addNestedPass<func::FuncOp>(createPlanBuffers());
 }
 
 void megatron::addHostToLLVMStages(OpPassManager &pm) {

@@ -905,6 +905,48 @@ def DeallocAtLastUse : Pass<"megatron-dealloc-at-last-use", "func::FuncOp"> {
   }];
 }
 
+def PlanBuffers : Pass<"megatron-plan-buffers", "func::FuncOp"> {
+  let summary = "Place a function's buffers at fixed offsets of one arena";
+  let description = [{
+    Runs after megatron-dealloc-at-last-use, when each buffer's free follows
+    its last use. Every statically shaped `memref.alloc` of the function's
+    entry block that a `memref.dealloc` in the same block frees lives from
+    the one to the other; the pass packs those lifetimes into one buffer
+    (largest first, each at the lowest 64-byte-aligned offset that no
+    buffer alive at the same time overlaps), allocates it once at the top of
+    the function and frees it before the return, and replaces each buffer by
+    a `memref.view` at its offset.
+
+    The step then calls the allocator once instead of twice per buffer: a
+    48-layer GPT-2 step had about a thousand allocations and as many frees,
+    each a call the code generator lowers and the step runs, and the arena
+    is as large as what is alive at once, not the sum. A buffer that leaves
+    the block, is freed elsewhere or has a dynamic shape keeps its own
+    allocation.
+
+    Example:
+
+    ```mlir
+    // Before: %a is dead before %b is allocated.
+    %a = memref.alloc() : memref<16xf32>
+    func.call @fill(%a) : (memref<16xf32>) -> ()
+    memref.dealloc %a : memref<16xf32>
+    %b = memref.alloc() : memref<16xf32>
+    func.call @fill(%b) : (memref<16xf32>) -> ()
+    memref.dealloc %b : memref<16xf32>
+    // After: both at offset 0 of a 64-byte arena.
+    %arena = memref.alloc() {alignment = 64 : i64} : memref<64xi8>
+    %a = memref.view %arena[%c0][] : memref<64xi8> to memref<16xf32>
+    func.call @fill(%a) : (memref<16xf32>) -> ()
+    %b = memref.view %arena[%c0][] : memref<64xi8> to memref<16xf32>
+    func.call @fill(%b) : (memref<16xf32>) -> ()
+    memref.dealloc %arena : memref<64xi8>
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 def CopiesToLinalg : Pass<"megatron-copies-to-linalg", "func::FuncOp"> {
   let summary = "Buffer copies as linalg.copy, loops like the step's others";
   let description = [{
