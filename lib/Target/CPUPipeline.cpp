@@ -36,14 +36,14 @@ void addHostLoopStages(OpPassManager &pm) {
 } // namespace
 
 void megatron::buildCPULoweringPipeline(OpPassManager &pm, bool outlineLayers) {
-  addBufferizedRuntimeStages(pm, outlineLayers);
+  addBufferizedRuntimeStages(pm, outlineLayers, /*hostMemory=*/true);
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   addHostLoopStages(pm);
 }
 
 void megatron::buildCUDAOnHostLoweringPipeline(OpPassManager &pm,
                                                bool outlineLayers) {
-  addBufferizedRuntimeStages(pm, outlineLayers);
+  addBufferizedRuntimeStages(pm, outlineLayers, /*hostMemory=*/true);
   pm.addPass(createOffloadToGPU());
   pm.addPass(createGPULaunchToHostLoops());
   // Tiling's index arithmetic (affine.apply), lowered in the kernels on GPUs.

@@ -66,7 +66,7 @@ void addKernelStages(OpPassManager &pm, StringRef chip) {
 
 void megatron::buildCUDALoweringPipeline(OpPassManager &pm,
                                          const CUDAPipelineOptions &options) {
-  addBufferizedRuntimeStages(pm, options.outlineLayers);
+  addBufferizedRuntimeStages(pm, options.outlineLayers, /*hostMemory=*/false);
   pm.addPass(createOffloadToGPU());
   addKernelStages(pm, options.chip);
   addHostToLLVMStages(pm);

@@ -2,6 +2,7 @@
 #include "LoweringStages.h"
 
 #include "megatron/Conversion/Passes.h"
+#include "megatron/Target/Passes.h"
 #include "megatron/Transforms/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
@@ -13,22 +14,37 @@
 using namespace mlir;
 
 void megatron::addBufferizedRuntimeStages(OpPassManager &pm,
-                                          bool outlineLayers) {
+                                          bool outlineLayers, bool hostMemory) {
   // Fused before the outlining, which would cut between a layer's closing
   // residual add and the next layer's opening norm.
   pm.addPass(createFuseResidualNorm());
-  if (outlineLayers)
+  // Each distinct layer body compiled once, and called in a loop over the
+  // stacked layers: the step's code does not grow with the depth.
+  if (outlineLayers) {
+    pm.addPass(createStackLayerArguments());
     pm.addPass(createOutlineLayers());
+    pm.addPass(createRollLayers());
+  }
   pm.addPass(createConvertTPToRuntime());
   // What the runtime calls left elementwise becomes as few loops (kernels)
   // as it can.
   pm.addPass(createFuseElementwise());
+  // What a layer writes into a stack's slot (a saved activation, a
+  // gradient) is computed there, not computed elsewhere and copied in.
+  pm.addPass(bufferization::createEmptyTensorEliminationPass());
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
   bufferize.functionBoundaryTypeConversion =
       bufferization::LayoutMapOption::IdentityLayoutMap;
+  // A loop over the layers carries each layer's output, a new buffer, to
+  // the next.
+  bufferize.allowReturnAllocsFromLoops = true;
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
-  // Updated parameters and optimizer state were written in place.
+  // Updated parameters and optimizer state were written in place: by the
+  // callees, whose results are then their operands, and by the loops over
+  // the layers, whose results are then their initial buffers.
+  pm.addPass(bufferization::createDropEquivalentBufferResultsPass());
+  pm.addNestedPass<func::FuncOp>(createLoopResultsInPlace());
   pm.addPass(bufferization::createDropEquivalentBufferResultsPass());
   // An outlined layer's results (its output, the activations it saves)
   // become buffers the caller allocates and the layer writes: deallocation
@@ -42,7 +58,7 @@ void megatron::addBufferizedRuntimeStages(OpPassManager &pm,
   // every buffer until it returns.
   pm.addNestedPass<func::FuncOp>(createDeallocAtLastUse());
   pm.addPass(createFinalizeRuntimeCalls());
-  pm.addNestedPass<func::FuncOp>(createCopiesToLinalg());
+  pm.addNestedPass<func::FuncOp>(createCopiesToLinalg({hostMemory}));
   // With every free at its buffer's last use, the lifetimes are known: one
   // allocation per function call instead of one per buffer.
   pm.addNestedPass<func::FuncOp>(createPlanBuffers());

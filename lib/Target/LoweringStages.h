@@ -9,8 +9,10 @@ namespace mlir::megatron {
 /// tp-fuse-residual-norm, tp-outline-layers (with `outlineLayers`),
 /// convert-tp-to-runtime, elementwise fusion, one-shot bufferization,
 /// deallocation and megatron-finalize-runtime-calls: the step on buffers, runtime
-/// calls on pointers, the rest as linalg ops.
-void addBufferizedRuntimeStages(OpPassManager &pm, bool outlineLayers);
+/// calls on pointers, the rest as linalg ops. `hostMemory`: the buffers are
+/// the host's (the CPU target, and the CUDA one run on the host).
+void addBufferizedRuntimeStages(OpPassManager &pm, bool outlineLayers,
+                                bool hostMemory);
 
 /// The host code's memrefs, math, arithmetic, functions and control flow to
 /// the LLVM dialect, buffers from the runtime's allocator.

@@ -280,6 +280,12 @@ LogicalResult megatron::emitStepLibrary(ModuleOp lowered, StringRef outputPath,
   std::unique_ptr<llvm::TargetMachine> machine = hostTargetMachine(error);
   if (!machine)
     return emitError(loc) << "no host target: " << error;
+  // Each function is compiled on its own: a layer body called from one
+  // loop, inlined into the step, would make LLVM optimise and allocate
+  // registers for the step and its layers as one function.
+  for (llvm::Function &function : *module)
+    if (!function.isDeclaration())
+      function.addFnAttr(llvm::Attribute::NoInline);
   module->setDataLayout(machine->createDataLayout());
   module->setTargetTriple(machine->getTargetTriple());
   if (llvm::Error failure =

@@ -4,6 +4,8 @@
 // points travel on the module from the tp program to the library.
 //
 //===----------------------------------------------------------------------===//
+#include "LayerStacks.h"
+
 #include "megatron/Dialect/TP/IR/ShardingUtils.h"
 #include "megatron/Target/Passes.h"
 #include "megatron/Target/StepLibrary.h"
@@ -131,6 +133,7 @@ FailureOr<std::string> buildStepManifest(ModuleOp module,
                                          ArrayRef<EntryArgument> arguments,
                                          func::FuncOp function,
                                          ArrayRef<StepEntry> entries,
+                                         ArrayRef<SmallVector<int32_t>> stacks,
                                          Target target) {
   int64_t tp = 1, dp = 1;
   for (auto mesh : module.getOps<MeshOp>()) {
@@ -207,6 +210,12 @@ FailureOr<std::string> buildStepManifest(ModuleOp module,
       {MGT_FIELD_ENTRIES, std::move(entryKinds)},
       {MGT_FIELD_FLOPS, std::move(flops)},
       {MGT_FIELD_ARGS, std::move(args)}};
+  if (!stacks.empty()) {
+    llvm::json::Array stackJson;
+    for (ArrayRef<int32_t> stack : stacks)
+      stackJson.push_back(llvm::json::Array(stack));
+    manifest[MGT_FIELD_STACKS] = std::move(stackJson);
+  }
   if (auto names = function->getAttrOfType<StringAttr>(
           TPDialect::kCheckpointNamesAttrName))
     manifest[MGT_FIELD_CHECKPOINT_NAMES] = names.getValue();
@@ -233,6 +242,34 @@ SmallVector<int32_t> manifestIndices(func::FuncOp function,
   for (unsigned i = 0; i < function.getNumArguments(); ++i)
     indices.push_back(position.lookup(EntryArgument{function, i}.name()));
   return indices;
+}
+
+/// Every entry's layer stacks as manifest indices, each once; a located
+/// error if two entries stack an argument with different others.
+FailureOr<SmallVector<SmallVector<int32_t>>>
+manifestStacks(ArrayRef<func::FuncOp> functions, ArrayRef<StepEntry> entries,
+               ArrayRef<EntryArgument> arguments) {
+  SmallVector<SmallVector<int32_t>> stacks;
+  DenseMap<int32_t, unsigned> stackOf;
+  for (auto [function, entry] : llvm::zip(functions, entries))
+    for (ArrayRef<unsigned> members :
+         layerArgumentStacks(func::FuncOp(function))) {
+      SmallVector<int32_t> stack = llvm::map_to_vector(
+          members, [&](unsigned i) { return entry.argIndices[i]; });
+      auto known = stackOf.find(stack.front());
+      if (known != stackOf.end() && stacks[known->second] == stack)
+        continue;
+      for (int32_t member : stack)
+        if (stackOf.count(member))
+          return func::FuncOp(function).emitError("argument ")
+                 << arguments[member].name()
+                 << " is stacked with other layers' arguments than in "
+                    "another entry";
+      for (int32_t member : stack)
+        stackOf[member] = stacks.size();
+      stacks.push_back(std::move(stack));
+    }
+  return stacks;
 }
 
 /// The model FLOPs one call of `function` runs on this rank (a recomputed
@@ -350,12 +387,16 @@ struct StepManifestPass
                          {},
                          entryFlops(function)});
     }
-    FailureOr<std::string> manifest =
-        buildStepManifest(module, *arguments, step, entries, *where);
-    if (failed(manifest))
-      return signalPassFailure();
     for (auto [entry, function] : llvm::zip(entries, *functions))
       entry.argIndices = manifestIndices(function, *arguments);
+    FailureOr<SmallVector<SmallVector<int32_t>>> stacks =
+        manifestStacks(*functions, entries, *arguments);
+    if (failed(stacks))
+      return signalPassFailure();
+    FailureOr<std::string> manifest = buildStepManifest(
+        module, *arguments, step, entries, *stacks, *where);
+    if (failed(manifest))
+      return signalPassFailure();
     Builder b(module.getContext());
     SmallVector<Attribute> entryAttrs;
     for (const StepEntry &entry : entries)
@@ -453,4 +494,25 @@ FailureOr<StepRecord> megatron::readStepRecord(ModuleOp module) {
     step.entries.push_back(std::move(*entry));
   }
   return step;
+}
+
+void megatron::setEntryArguments(ModuleOp module, StringRef function,
+                                 ArrayRef<int32_t> argIndices) {
+  auto record = module->getAttrOfType<DictionaryAttr>(TPDialect::kStepAttrName);
+  auto entries = record.getAs<ArrayAttr>(kEntriesField);
+  Builder b(module.getContext());
+  SmallVector<Attribute> updated;
+  for (Attribute attr : entries) {
+    auto entry = cast<DictionaryAttr>(attr);
+    if (entry.getAs<StringAttr>(kFunctionField).getValue() == function) {
+      NamedAttrList fields(entry);
+      fields.set(kArgumentsField, b.getDenseI32ArrayAttr(argIndices));
+      attr = fields.getDictionary(b.getContext());
+    }
+    updated.push_back(attr);
+  }
+  NamedAttrList fields(record);
+  fields.set(kEntriesField, b.getArrayAttr(updated));
+  module->setAttr(TPDialect::kStepAttrName,
+                  fields.getDictionary(b.getContext()));
 }

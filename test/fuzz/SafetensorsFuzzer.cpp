@@ -20,7 +20,7 @@ namespace {
 
 const mrun::Manifest &model() {
   static const mrun::Manifest manifest = mrun::parseManifest(R"({
-    "format": "megatron-step", "version": 5, "model": "fuzz", "target": "cpu",
+    "format": "megatron-step", "version": 6, "model": "fuzz", "target": "cpu",
     "dp": 1, "tp": 2, "batch": 1, "seq": 2, "valid_vocab": 4,
     "entries": ["forward", "train_step"],
     "args": [

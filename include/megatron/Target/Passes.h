@@ -2,6 +2,7 @@
 #ifndef MEGATRON_TARGET_PASSES_H
 #define MEGATRON_TARGET_PASSES_H
 
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlir::megatron {

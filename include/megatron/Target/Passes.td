@@ -39,6 +39,38 @@ def StepManifest : Pass<"tp-step-manifest", "ModuleOp"> {
   ];
 }
 
+def StackLayerArguments : Pass<"tp-stack-layer-arguments", "ModuleOp"> {
+  let summary = "One argument per family of per-layer arguments";
+  let description = [{
+    Runs on the per-rank program after tp-step-manifest, whose manifest
+    declares the same families as stacks: the host allocates each as one
+    buffer, member after member. Each entry's family (a layer's first
+    parameter in every layer, its moments, its master weights) becomes one
+    argument `tensor<L x ...>`, which the entry reads through the first
+    member's pointer, and each member a `tensor.extract_slice` of it; the
+    results that update members become one result updating the stack
+    (`tensor.insert_slice`s into it). The entry's manifest positions in
+    `tp.step` follow. tp-roll-layers can then index a stack with the
+    loop's induction variable. A module without `tp.step` (no manifest)
+    keeps its arguments.
+
+    Example:
+
+    ```mlir
+    // Before: the same weight of layers 0 and 1.
+    func.func @step(%w0: tensor<4xf32> {tp.layer = #tp.layer<0>, ...},
+                    %w1: tensor<4xf32> {tp.layer = #tp.layer<1>, ...})
+    // After:
+    func.func @step(%w: tensor<2x4xf32> {...}) {
+      %w0 = tensor.extract_slice %w[0, 0] [1, 4] [1, 1]
+          : tensor<2x4xf32> to tensor<4xf32>
+      %w1 = tensor.extract_slice %w[1, 0] [1, 4] [1, 1]
+          : tensor<2x4xf32> to tensor<4xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::tensor::TensorDialect"];
+}
+
 def ApproximateMath : Pass<"megatron-approximate-math"> {
   let summary = "f32 tanh and exp as polynomials, for loops LLVM vectorises";
   let description = [{

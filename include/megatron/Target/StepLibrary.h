@@ -58,6 +58,11 @@ struct StepRecord {
 /// why there is none.
 FailureOr<StepRecord> readStepRecord(ModuleOp module);
 
+/// Records on `module` that the entry wrapping `function` now takes the
+/// manifest arguments `argIndices`, one per argument of the function.
+void setEntryArguments(ModuleOp module, StringRef function,
+                       ArrayRef<int32_t> argIndices);
+
 enum class StepOutput { Object, SharedLibrary };
 
 /// Translates the LLVM-dialect module, adds the entry points of its

@@ -527,6 +527,47 @@ def FuseResidualNorm : Pass<"tp-fuse-residual-norm", "ModuleOp"> {
   let dependentDialects = ["::mlir::tp::TPDialect"];
 }
 
+def RollLayers : Pass<"tp-roll-layers", "ModuleOp"> {
+  let summary = "Loop over the layers: consecutive calls of a layer body as one scf.for";
+  let description = [{
+    Runs after tp-outline-layers and tp-stack-layer-arguments. Outlining
+    leaves one call per layer, and the caller still grows with the depth:
+    every call passes its layer's arguments and allocates the activations
+    it saves. Here consecutive calls of one function whose operands follow
+    the layers (a stack's members at slots `start + i * step`, a value the
+    previous call returned, or one value for all) become one `scf.for`
+    calling a variant of the function that takes whole stacks and the
+    slots: it reads its members from them and writes the results the
+    program keeps for every layer (saved activations, gradients) into
+    stacks the loop carries, and updates in place (parameters, moments)
+    into the stack they came from. The caller then has as many calls as
+    distinct layer bodies, whatever the depth, as XLA's scan over stacked
+    layers. A single call that reads stack members calls such a variant
+    too, so that no member is passed as a view the callee would copy.
+    tp.sum_squares of every member of a stack reads the stack instead.
+
+    Example:
+
+    ```mlir
+    // Before: layers 1 and 2 of the stack %w.
+    %w1 = tensor.extract_slice %w[1, 0] [1, 16] [1, 1] : tensor<3x16xf32> to tensor<16xf32>
+    %w2 = tensor.extract_slice %w[2, 0] [1, 16] [1, 1] : tensor<3x16xf32> to tensor<16xf32>
+    %y1 = call @step_forward_layer0(%x, %w1) : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+    %y2 = call @step_forward_layer0(%y1, %w2) : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+    // After:
+    %y2 = scf.for %i = %c0 to %c2 step %c1 iter_args(%y = %x) -> (tensor<16xf32>) {
+      %slot = arith.addi %i, %c1 : index
+      %next = func.call @step_forward_layer0_rolled0(%y, %w, %slot)
+          : (tensor<16xf32>, tensor<3x16xf32>, index) -> tensor<16xf32>
+      scf.yield %next : tensor<16xf32>
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def OutlineLayers : Pass<"tp-outline-layers", "ModuleOp"> {
   let summary = "Call one function per distinct layer body instead of repeating it";
   let description = [{
@@ -947,6 +988,30 @@ def PlanBuffers : Pass<"megatron-plan-buffers", "func::FuncOp"> {
                            "::mlir::memref::MemRefDialect"];
 }
 
+def LoopResultsInPlace : Pass<"megatron-loop-results-in-place", "func::FuncOp"> {
+  let summary = "A loop result the loop yields unchanged is its initial buffer";
+  let description = [{
+    Runs after bufferization. A loop over the layers (tp-roll-layers)
+    carries each stack it updates in place, and after bufferization yields
+    the very buffer it received: the loop's result is its initial buffer.
+    Reads of the result then read that buffer, so that
+    drop-equivalent-buffer-results sees a step returning its own argument
+    (an update in place) instead of a new buffer it would make an output.
+
+    Example:
+
+    ```mlir
+    // Before:
+    %r = scf.for %i = %c0 to %c4 step %c1 iter_args(%s = %w) -> (memref<4x8xf32>) {
+      func.call @update(%s, %i) : (memref<4x8xf32>, index) -> ()
+      scf.yield %s : memref<4x8xf32>
+    }
+    return %r : memref<4x8xf32>
+    // After: `return %w`, and %r unused.
+    ```
+  }];
+}
+
 def CopiesToLinalg : Pass<"megatron-copies-to-linalg", "func::FuncOp"> {
   let summary = "Buffer copies as linalg.copy, loops like the step's others";
   let description = [{
@@ -954,6 +1019,11 @@ def CopiesToLinalg : Pass<"megatron-copies-to-linalg", "func::FuncOp"> {
     interior) would lower to a call of MLIR's `memrefCopy`, which no runtime
     of ours provides, and on the CUDA target a host memcpy of device memory.
     As `linalg.copy` it becomes a loop on the CPU and a kernel on the GPU.
+    A copy of a view onto the same view (a member a loop over the layers
+    updated in place, written back) copies nothing and is erased. With
+    `host-memory`, a copy between contiguous buffers (a layer's result into
+    its slot of a stack) stays `memref.copy`, which lowers to one `memcpy`
+    instead of a loop LLVM vectorises and unrolls in every layer body.
 
     Example:
 
@@ -965,6 +1035,10 @@ def CopiesToLinalg : Pass<"megatron-copies-to-linalg", "func::FuncOp"> {
     ```
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+  let options = [
+    Option<"hostMemory", "host-memory", "bool", "false",
+           "buffers are in host memory, where memcpy can copy them">,
+  ];
 }
 
 def FuseElementwise : Pass<"megatron-fuse-elementwise"> {

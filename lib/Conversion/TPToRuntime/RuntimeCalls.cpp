@@ -99,7 +99,8 @@ Value CallBuilder::flat(Value buffer) {
   // A 0-d buffer (a scalar a collective sums) is one element long.
   if (type.getRank() == 0)
     buffer = memref::ExpandShapeOp::create(
-        b, loc, MemRefType::get({1}, type.getElementType()), buffer,
+        b, loc,
+        *memref::ExpandShapeOp::computeExpandedType(type, {1}, {}), buffer,
         ArrayRef<ReassociationIndices>{});
   else if (type.getRank() != 1) {
     SmallVector<ReassociationIndices> all(1);
@@ -107,16 +108,29 @@ Value CallBuilder::flat(Value buffer) {
       all[0].push_back(dim);
     buffer = memref::CollapseShapeOp::create(b, loc, buffer, all);
   }
+  // Any offset: FinalizeRuntimeCalls passes the address of the first
+  // element.
   return memref::CastOp::create(
-      b, loc, MemRefType::get({ShapedType::kDynamic}, type.getElementType()),
+      b, loc,
+      MemRefType::get({ShapedType::kDynamic}, type.getElementType(),
+                      StridedLayoutAttr::get(b.getContext(),
+                                             ShapedType::kDynamic, {1})),
       buffer);
+}
+
+MemRefType CallBuilder::contiguousAnywhere(RankedTensorType type) {
+  SmallVector<int64_t> strides(type.getRank(), 1);
+  for (int64_t dim = type.getRank() - 2; dim >= 0; --dim)
+    strides[dim] = strides[dim + 1] * type.getDimSize(dim + 1);
+  return MemRefType::get(
+      type.getShape(), type.getElementType(),
+      StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, strides));
 }
 
 Value CallBuilder::input(Value value) {
   auto type = cast<RankedTensorType>(value.getType());
   Value buffer = bufferization::ToBufferOp::create(
-      b, loc, MemRefType::get(type.getShape(), type.getElementType()), value,
-      /*read_only=*/true);
+      b, loc, contiguousAnywhere(type), value, /*read_only=*/true);
   return flat(buffer);
 }
 
@@ -137,7 +151,7 @@ Value CallBuilder::tensor(const Output &out) {
 CallBuilder::Output CallBuilder::inPlace(Value value) {
   auto type = cast<RankedTensorType>(value.getType());
   Value buffer = bufferization::ToBufferOp::create(
-      b, loc, MemRefType::get(type.getShape(), type.getElementType()), value);
+      b, loc, contiguousAnywhere(type), value);
   return {buffer, flat(buffer)};
 }
 

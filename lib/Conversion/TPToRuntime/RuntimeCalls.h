@@ -62,8 +62,12 @@ public:
   /// Element `index` of a 1-D tensor.
   Value scalar(Value tensor, int64_t index);
 
-  /// A flat `memref<?xT>` view of a contiguous static buffer.
+  /// A flat `memref<?xT, strided<[1], offset: ?>>` view of a contiguous
+  /// static buffer.
   Value flat(Value buffer);
+  /// The row-major buffer type of `type` at any offset: a member of a stack
+  /// of layers, which the runtime reads where it lies.
+  MemRefType contiguousAnywhere(RankedTensorType type);
   /// The buffer behind tensor `value`, read-only, as a flat view.
   Value input(Value value);
 

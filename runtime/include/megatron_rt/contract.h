@@ -59,7 +59,7 @@ enum {
 
 /* ---- Manifest schema ----------------------------------------------------- */
 #define MGT_MANIFEST_FORMAT "megatron-step"
-#define MGT_MANIFEST_VERSION 5
+#define MGT_MANIFEST_VERSION 6
 
 /* Top-level fields. */
 #define MGT_FIELD_FORMAT "format"
@@ -81,6 +81,12 @@ enum {
  * the model's own names). */
 #define MGT_FIELD_CHECKPOINT_NAMES "checkpoint_names"
 #define MGT_FIELD_ARGS "args"
+/* [[arg index, ...], ...]: arguments that hold one tensor per layer, in
+ * layer order, of equal size and memory. The host allocates each stack as
+ * one buffer, member after member with no gap, so that the step can take
+ * the first member's pointer as the whole stack and loop over the layers.
+ * An argument is in at most one stack; absent: no stacks. */
+#define MGT_FIELD_STACKS "stacks"
 
 /* Fields of each argument. */
 #define MGT_FIELD_NAME "name"

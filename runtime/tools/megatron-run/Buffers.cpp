@@ -22,19 +22,40 @@ void *allocZeroed(size_t bytes) {
 } // namespace
 
 Buffers::~Buffers() {
-  for (void *p : host_)
+  for (void *p : ownedHost_)
     std::free(p);
-  for (void *p : device_)
-    if (p)
-      rt_.deviceFree(p);
+  for (void *p : ownedDevice_)
+    rt_.deviceFree(p);
 }
 
 void Buffers::allocate() {
-  for (size_t i = 0; i < m_.args.size(); ++i) {
-    const int64_t n = bytes(static_cast<int>(i));
-    host_.push_back(allocZeroed(n));
-    device_.push_back(m_.args[i].onDevice ? rt_.deviceAlloc(n) : nullptr);
-    step_.push_back(m_.args[i].onDevice ? device_.back() : host_.back());
+  const size_t n = m_.args.size();
+  host_.assign(n, nullptr);
+  device_.assign(n, nullptr);
+  step_.assign(n, nullptr);
+  // A stack is one buffer, its members one after the other.
+  for (const std::vector<int> &stack : m_.stacks)
+    place(stack);
+  for (size_t i = 0; i < n; ++i)
+    if (!host_[i])
+      place({static_cast<int>(i)});
+}
+
+void Buffers::place(const std::vector<int> &members) {
+  const int64_t each = bytes(members.front());
+  const int64_t total = each * static_cast<int64_t>(members.size());
+  char *host = static_cast<char *>(allocZeroed(total));
+  ownedHost_.push_back(host);
+  char *device = nullptr;
+  if (m_.args[members.front()].onDevice) {
+    device = static_cast<char *>(rt_.deviceAlloc(total));
+    ownedDevice_.push_back(device);
+  }
+  for (size_t k = 0; k < members.size(); ++k) {
+    const int arg = members[k];
+    host_[arg] = host + k * each;
+    device_[arg] = device ? device + k * each : nullptr;
+    step_[arg] = device ? device_[arg] : host_[arg];
   }
 }
 

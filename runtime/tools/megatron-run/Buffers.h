@@ -22,9 +22,9 @@ public:
   // buffers may outlive the Mesh.
   ~Buffers();
 
-  // One buffer per manifest arg, zeroed; after the mesh exists, since a CUDA
-  // context picks the GPU that device buffers live on. Throws
-  // std::bad_alloc.
+  // One buffer per manifest arg, zeroed, each stack's members one after the
+  // other in one allocation; after the mesh exists, since a CUDA context
+  // picks the GPU that device buffers live on. Throws std::bad_alloc.
   void allocate();
 
   void upload(int arg);
@@ -41,10 +41,14 @@ public:
 
 private:
   int64_t bytes(int arg) const;
+  // Allocates `members` (args of one size and memory) as one buffer.
+  void place(const std::vector<int> &members);
 
   const RuntimeApi &rt_;
   const Manifest &m_;
   std::vector<void *> host_, device_, step_;
+  // What allocate() allocated, to free.
+  std::vector<void *> ownedHost_, ownedDevice_;
 };
 
 } // namespace mrun

@@ -295,6 +295,43 @@ void checkGenerationArgs(const Manifest &m, int caches) {
     fail("a generation step has no \"" MGT_ROLE_TARGETS "\"");
 }
 
+// "stacks": each a list of distinct arg indices of one byte size and
+// memory, in no other stack.
+std::vector<std::vector<int>> parseStacks(const json &stacks,
+                                          const std::vector<Arg> &args) {
+  if (!stacks.is_array())
+    fail("\"stacks\" must be an array");
+  std::vector<std::vector<int>> parsed;
+  std::vector<int> stackOf(args.size(), -1);
+  for (size_t s = 0; s < stacks.size(); ++s) {
+    const std::string where = "stacks[" + std::to_string(s) + "]";
+    if (!stacks[s].is_array() || stacks[s].size() < 2)
+      fail(where + " must list two or more arg indices");
+    std::vector<int> members;
+    for (const json &index : stacks[s]) {
+      if (!index.is_number_integer() || index.get<int64_t>() < 0 ||
+          index.get<int64_t>() >= static_cast<int64_t>(args.size()))
+        fail(where + ": " + index.dump() + " is not an arg index (0.." +
+             std::to_string(args.size() - 1) + ")");
+      const int arg = index.get<int>();
+      if (stackOf[arg] >= 0)
+        fail(where + ": \"" + args[arg].name + "\" is already in stacks[" +
+             std::to_string(stackOf[arg]) + "]");
+      const Arg &first = args[members.empty() ? arg : members.front()];
+      const Arg &a = args[arg];
+      if (a.localElements() * a.elementBytes() !=
+              first.localElements() * first.elementBytes() ||
+          a.onDevice != first.onDevice)
+        fail(where + ": \"" + a.name + "\" differs from \"" + first.name +
+             "\" in size or memory");
+      stackOf[arg] = static_cast<int>(s);
+      members.push_back(arg);
+    }
+    parsed.push_back(std::move(members));
+  }
+  return parsed;
+}
+
 } // namespace
 
 Manifest parseManifest(const std::string &text) {
@@ -537,6 +574,8 @@ Manifest parseManifest(const std::string &text) {
   }
   if (m.hasEntry(MGT_ENTRY_KIND_TRAIN_STEP) && m.hyperparameters < 0)
     fail("entry train_step, but no arg with role \"hyperparameters\"");
+  if (j.contains(MGT_FIELD_STACKS))
+    m.stacks = parseStacks(j[MGT_FIELD_STACKS], m.args);
   return m;
 }
 

@@ -97,6 +97,10 @@ struct Manifest {
   double flopsOf(const std::string &entry) const;
   // Every param has a "grad" arg (compiled with --export-grads).
   bool hasGrads() const;
+  // Args allocated as one buffer each, members in order with no gap
+  // ("stacks"): the step loops over a stack's layers from its first
+  // member's pointer.
+  std::vector<std::vector<int>> stacks;
 };
 
 // Parses and checks the manifest JSON: format/version, roles, dtypes, shapes
@@ -105,7 +109,8 @@ struct Manifest {
 // split; grads are given for every param or none; with the "train_step"
 // entry every param needs adam_m and adam_v and there must be a
 // "hyperparameters" arg; at most one "logits" arg, shaped as above.
-// "entries" defaults to ["forward"].
+// "entries" defaults to ["forward"]. Each of "stacks" lists two or more
+// distinct args of equal size and memory, none in another stack.
 // Throws std::runtime_error with a message naming the offending arg.
 Manifest parseManifest(const std::string &json);
 

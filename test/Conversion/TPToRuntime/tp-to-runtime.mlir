@@ -5,9 +5,9 @@
 
 // CHECK-LABEL: func.func private @gemm(
 // CHECK-SAME: %[[CTX:.*]]: !llvm.ptr, %[[X:.*]]: tensor<2x3x4xf32>, %[[W:.*]]: tensor<5x4xf32>) -> tensor<2x3x5xf32>
-// CHECK-DAG: %[[XB:.*]] = bufferization.to_buffer %[[X]] read_only : tensor<2x3x4xf32> to memref<2x3x4xf32>
-// CHECK-DAG: %[[XF:.*]] = memref.collapse_shape %[[XB]] {{\[\[}}0, 1, 2]] : memref<2x3x4xf32> into memref<24xf32>
-// CHECK-DAG: %[[XC:.*]] = memref.cast %[[XF]] : memref<24xf32> to memref<?xf32>
+// CHECK-DAG: %[[XB:.*]] = bufferization.to_buffer %[[X]] read_only : tensor<2x3x4xf32> to memref<2x3x4xf32, strided<[12, 4, 1], offset: ?>>
+// CHECK-DAG: %[[XF:.*]] = memref.collapse_shape %[[XB]] {{\[\[}}0, 1, 2]] : memref<2x3x4xf32, strided<[12, 4, 1], offset: ?>> into memref<24xf32, strided<[1], offset: ?>>
+// CHECK-DAG: %[[XC:.*]] = memref.cast %[[XF]] : memref<24xf32, strided<[1], offset: ?>> to memref<?xf32, strided<[1], offset: ?>>
 // CHECK-DAG: %[[OUT:.*]] = memref.alloc() : memref<2x3x5xf32>
 // CHECK-DAG: %[[TRUE:.*]] = arith.constant 1 : i32
 // CHECK-DAG: %[[M:.*]] = arith.constant 6 : i64
@@ -16,7 +16,7 @@
 // CHECK: call @mrt_gemm_f32(%{{.*}}, %[[TRUE]], %[[M]], %[[N]], %[[K]], %{{.*}}, %[[XC]], %[[K]], %{{.*}}, %[[K]], %{{.*}}, %{{.*}}, %[[N]])
 // CHECK: %[[Y:.*]] = bufferization.to_tensor %[[OUT]] restrict writable
 // CHECK: return %[[Y]]
-// CHECK: func.func private @mrt_gemm_f32(i32, i32, i64, i64, i64, f32, memref<?xf32>, i64, memref<?xf32>, i64, f32, memref<?xf32>, i64)
+// CHECK: func.func private @mrt_gemm_f32(i32, i32, i64, i64, i64, f32, memref<?xf32, strided<[1], offset: ?>>, i64, memref<?xf32, strided<[1], offset: ?>>, i64, f32, memref<?xf32, strided<[1], offset: ?>>, i64)
 func.func @gemm(%x: tensor<2x3x4xf32>, %w: tensor<5x4xf32>) -> tensor<2x3x5xf32> {
   %y = tp.matmul %x, %w {transpose_rhs} : tensor<2x3x4xf32>, tensor<5x4xf32> -> tensor<2x3x5xf32>
   return %y : tensor<2x3x5xf32>
@@ -49,7 +49,7 @@ func.func @bias_gelu(%x: tensor<3x4xf32>, %b: tensor<4xf32>) -> tensor<3x4xf32> 
 // CHECK-NOT: tp.f
 // CHECK: %[[COPY:.*]] = memref.alloc() : memref<2x4xf32>
 // CHECK: memref.copy %{{.*}}, %[[COPY]]
-// CHECK: call @mrt_all_reduce_f32(%[[CTX]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (!llvm.ptr, i32, memref<?xf32>, i64, i32) -> ()
+// CHECK: call @mrt_all_reduce_f32(%[[CTX]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (!llvm.ptr, i32, memref<?xf32, strided<[1], offset: ?>>, i64, i32) -> ()
 tp.mesh @m axes = ["tp" = 2]
 func.func @conjugates(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
   %f = tp.f %x over @m["tp"] : tensor<2x4xf32>
@@ -127,7 +127,7 @@ func.func @transpose_lhs_batched(%a: tensor<2x4x3xf32>, %w: tensor<4x5xf32>) -> 
 
 // CHECK-LABEL: func.func private @gather_inner(
 // CHECK: %[[STACKED:.+]] = memref.alloc() : memref<4x4x8xf32>
-// CHECK: call @mrt_all_gather_f32(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}) : (!llvm.ptr, i32, memref<?xf32>, memref<?xf32>, i64) -> ()
+// CHECK: call @mrt_all_gather_f32(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}) : (!llvm.ptr, i32, memref<?xf32, strided<[1], offset: ?>>, memref<?xf32, strided<[1], offset: ?>>, i64) -> ()
 // CHECK: %[[CHUNKS:.+]] = bufferization.to_tensor %[[STACKED]]
 // CHECK: %[[PLACED:.+]] = linalg.transpose ins(%[[CHUNKS]] : tensor<4x4x8xf32>) outs(%{{.+}} : tensor<4x4x8xf32>) permutation = [1, 0, 2]
 // CHECK: %[[G:.+]] = tensor.collapse_shape %[[PLACED]] {{\[\[}}0], [1, 2]] : tensor<4x4x8xf32> into tensor<4x32xf32>
@@ -244,9 +244,9 @@ func.func @residual_norm(%x: tensor<2x3x4xf32>, %h: tensor<2x3x4xf32>, %b: tenso
 // fp32 gradient of a weight.
 
 // CHECK-LABEL: func.func private @bf16_kernels(
-// CHECK: call @mrt_gemm_bf16({{.*}}) : ({{.*}}memref<?xbf16>, i64, memref<?xbf16>, i64, f32, memref<?xbf16>, i64) -> ()
-// CHECK: call @mrt_gemm_bf16_f32({{.*}}) : ({{.*}}memref<?xbf16>, i64, memref<?xbf16>, i64, f32, memref<?xf32>, i64) -> ()
-// CHECK: call @mrt_layernorm_fwd_bf16({{.*}}) : (memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, memref<?xf32>, memref<?xf32>, i64, i64, f32) -> ()
+// CHECK: call @mrt_gemm_bf16({{.*}}) : ({{.*}}memref<?xbf16, strided<[1], offset: ?>>, i64, memref<?xbf16, strided<[1], offset: ?>>, i64, f32, memref<?xbf16, strided<[1], offset: ?>>, i64) -> ()
+// CHECK: call @mrt_gemm_bf16_f32({{.*}}) : ({{.*}}memref<?xbf16, strided<[1], offset: ?>>, i64, memref<?xbf16, strided<[1], offset: ?>>, i64, f32, memref<?xf32, strided<[1], offset: ?>>, i64) -> ()
+// CHECK: call @mrt_layernorm_fwd_bf16({{.*}}) : (memref<?xbf16, strided<[1], offset: ?>>, memref<?xbf16, strided<[1], offset: ?>>, memref<?xbf16, strided<[1], offset: ?>>, memref<?xbf16, strided<[1], offset: ?>>, memref<?xf32, strided<[1], offset: ?>>, memref<?xf32, strided<[1], offset: ?>>, i64, i64, f32) -> ()
 func.func @bf16_kernels(%x: tensor<4x8xbf16>, %w: tensor<8x8xbf16>, %g: tensor<8xbf16>)
     -> (tensor<4x8xbf16>, tensor<8x8xf32>, tensor<4x8xbf16>) {
   %y = tp.matmul %x, %w : tensor<4x8xbf16>, tensor<8x8xbf16> -> tensor<4x8xbf16>
@@ -304,13 +304,13 @@ func.func @f32_gradient_to_bf16(%x: tensor<4x8xf32>) -> tensor<8x8xbf16> {
 // CHECK-LABEL: func.func private @sum_squares(
 // CHECK-SAME: %{{.*}}: !llvm.ptr, %[[A:.*]]: tensor<8x4xf32>, %[[B:.*]]: tensor<8xf32>) -> f32
 // CHECK: %[[SUMS:.*]] = memref.alloc() : memref<2xf64>
-// CHECK: %[[VIEW:.*]] = memref.cast %[[SUMS]] : memref<2xf64> to memref<?xf64>
+// CHECK: %[[VIEW:.*]] = memref.cast %[[SUMS]] : memref<2xf64> to memref<?xf64, strided<[1], offset: ?>>
 // CHECK: %[[ZERO:.*]] = arith.constant 0 : i64
 // CHECK: call @mrt_sum_squares_f32(%{{.*}}, %{{.*}}, %[[VIEW]], %[[ZERO]])
 // CHECK: %[[ONE:.*]] = arith.constant 1 : i64
 // CHECK: call @mrt_sum_squares_f32(%{{.*}}, %{{.*}}, %[[VIEW]], %[[ONE]])
 // CHECK: %[[TWO:.*]] = arith.constant 2 : i64
-// CHECK: %[[TOTAL:.*]] = call @mrt_sum_f64(%[[VIEW]], %[[TWO]]) : (memref<?xf64>, i64) -> f64
+// CHECK: %[[TOTAL:.*]] = call @mrt_sum_f64(%[[VIEW]], %[[TWO]]) : (memref<?xf64, strided<[1], offset: ?>>, i64) -> f64
 // CHECK: %[[F32:.*]] = arith.truncf %[[TOTAL]] : f64 to f32
 // CHECK: return %[[F32]]
 func.func @sum_squares(%a: tensor<8x4xf32>, %b: tensor<8xf32>) -> f32 {
@@ -326,8 +326,8 @@ func.func @sum_squares(%a: tensor<8x4xf32>, %b: tensor<8xf32>) -> f32 {
 // CHECK-LABEL: func.func private @gemm_bias(
 // CHECK-SAME: %{{.*}}: !llvm.ptr, %[[X:.*]]: tensor<2x3x4xbf16>, %[[W:.*]]: tensor<4x5xbf16>, %[[B:.*]]: tensor<5xbf16>)
 // CHECK: %[[BB:.*]] = bufferization.to_buffer %[[B]] read_only
-// CHECK: %[[BV:.*]] = memref.cast %[[BB]] : memref<5xbf16> to memref<?xbf16>
-// CHECK: call @mrt_gemm_bias_bf16(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[BV]], %{{.*}}, %{{.*}}) : (i32, i32, i64, i64, i64, memref<?xbf16>, i64, memref<?xbf16>, i64, memref<?xbf16>, memref<?xbf16>, i64) -> ()
+// CHECK: %[[BV:.*]] = memref.cast %[[BB]] : memref<5xbf16, strided<[1], offset: ?>> to memref<?xbf16, strided<[1], offset: ?>>
+// CHECK: call @mrt_gemm_bias_bf16(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[BV]], %{{.*}}, %{{.*}}) : (i32, i32, i64, i64, i64, memref<?xbf16, strided<[1], offset: ?>>, i64, memref<?xbf16, strided<[1], offset: ?>>, i64, memref<?xbf16, strided<[1], offset: ?>>, memref<?xbf16, strided<[1], offset: ?>>, i64) -> ()
 // CHECK: call @mrt_gemm_bf16(
 // CHECK: linalg.generic
 // CHECK: arith.addf
@@ -350,7 +350,7 @@ func.func @gemm_bias(%x: tensor<2x3x4xbf16>, %w: tensor<4x5xbf16>, %b: tensor<5x
 // CHECK-LABEL: func.func private @gemm_bias_gelu(
 // CHECK: %[[PRE:.*]] = memref.alloc() : memref<6x16xbf16>
 // CHECK: %[[OUT:.*]] = memref.alloc() : memref<6x16xbf16>
-// CHECK: call @mrt_gemm_bias_gelu_bf16({{.*}}) : (i32, i32, i64, i64, i64, memref<?xbf16>, i64, memref<?xbf16>, i64, memref<?xbf16>, memref<?xbf16>, memref<?xbf16>, i64) -> ()
+// CHECK: call @mrt_gemm_bias_gelu_bf16({{.*}}) : (i32, i32, i64, i64, i64, memref<?xbf16, strided<[1], offset: ?>>, i64, memref<?xbf16, strided<[1], offset: ?>>, i64, memref<?xbf16, strided<[1], offset: ?>>, memref<?xbf16, strided<[1], offset: ?>>, memref<?xbf16, strided<[1], offset: ?>>, i64) -> ()
 // CHECK-DAG: %[[G:.*]] = bufferization.to_tensor %[[OUT]]
 // CHECK-DAG: %[[P:.*]] = bufferization.to_tensor %[[PRE]]
 // CHECK: call @mrt_gemm_bias_bf16(
@@ -422,9 +422,9 @@ func.func @bf16_adamw(%p: tensor<8xbf16>, %h: tensor<8xf32>, %s: f32, %ok: i1)
 // CHECK-LABEL: func.func private @bucket(
 // CHECK-SAME: %[[CTX:.*]]: !llvm.ptr,
 // CHECK: memref.copy %{{.*}}, %[[A:.*]] : memref<4x8xf32> to memref<4x8xf32>
-// CHECK: call @mrt_all_reduce_start_f32(%[[CTX]], %[[DP:.*]], %{{.*}}, %{{.*}}, %{{.*}}) : (!llvm.ptr, i32, memref<?xf32>, i64, i32) -> i64
+// CHECK: call @mrt_all_reduce_start_f32(%[[CTX]], %[[DP:.*]], %{{.*}}, %{{.*}}, %{{.*}}) : (!llvm.ptr, i32, memref<?xf32, strided<[1], offset: ?>>, i64, i32) -> i64
 // CHECK: memref.copy %{{.*}}, %[[B:.*]] : memref<8xf32> to memref<8xf32>
-// CHECK: %[[LAST:.*]] = call @mrt_all_reduce_start_f32(%[[CTX]], %[[DP]], %{{.*}}, %{{.*}}, %{{.*}}) : (!llvm.ptr, i32, memref<?xf32>, i64, i32) -> i64
+// CHECK: %[[LAST:.*]] = call @mrt_all_reduce_start_f32(%[[CTX]], %[[DP]], %{{.*}}, %{{.*}}, %{{.*}}) : (!llvm.ptr, i32, memref<?xf32, strided<[1], offset: ?>>, i64, i32) -> i64
 // CHECK-NEXT: call @mrt_collective_wait(%[[CTX]], %[[LAST]]) : (!llvm.ptr, i64) -> ()
 // CHECK-NEXT: bufferization.to_tensor %[[A]]
 // CHECK-NEXT: bufferization.to_tensor %[[B]]
@@ -444,10 +444,10 @@ func.func @bucket(%a: tensor<4x8xf32>, %b: tensor<8xf32>) -> (tensor<4x8xf32>, t
 // CHECK-SAME: %[[CTX:.*]]: !llvm.ptr,
 // CHECK: memref.copy %{{.*}}, %[[A:.*]] : memref<4x8xf32> to memref<4x8xf32>
 // CHECK: %[[A_ROWS:.*]] = arith.constant 16 : i64
-// CHECK: call @mrt_reduce_scatter_start_f32(%[[CTX]], %[[DP:.*]], %{{.*}}, %[[A_ROWS]]) : (!llvm.ptr, i32, memref<?xf32>, i64) -> i64
+// CHECK: call @mrt_reduce_scatter_start_f32(%[[CTX]], %[[DP:.*]], %{{.*}}, %[[A_ROWS]]) : (!llvm.ptr, i32, memref<?xf32, strided<[1], offset: ?>>, i64) -> i64
 // CHECK: memref.copy %{{.*}}, %[[B:.*]] : memref<8xf32> to memref<8xf32>
 // CHECK: %[[B_ROWS:.*]] = arith.constant 4 : i64
-// CHECK: %[[LAST:.*]] = call @mrt_reduce_scatter_start_f32(%[[CTX]], %[[DP]], %{{.*}}, %[[B_ROWS]]) : (!llvm.ptr, i32, memref<?xf32>, i64) -> i64
+// CHECK: %[[LAST:.*]] = call @mrt_reduce_scatter_start_f32(%[[CTX]], %[[DP]], %{{.*}}, %[[B_ROWS]]) : (!llvm.ptr, i32, memref<?xf32, strided<[1], offset: ?>>, i64) -> i64
 // CHECK-NEXT: call @mrt_collective_wait(%[[CTX]], %[[LAST]]) : (!llvm.ptr, i64) -> ()
 // CHECK-NEXT: %[[A_SUM:.*]] = bufferization.to_tensor %[[A]]
 // CHECK-NEXT: %[[A_MINE:.*]] = tensor.extract_slice %[[A_SUM]][0, 0] [2, 8] [1, 1] : tensor<4x8xf32> to tensor<2x8xf32>
@@ -467,7 +467,7 @@ func.func @scatter_bucket(%a: tensor<4x8xf32>, %b: tensor<8xf32>) -> (tensor<2x8
 // CHECK-LABEL: func.func private @scatter_started(
 // CHECK-SAME: %[[CTX:.*]]: !llvm.ptr,
 // CHECK: memref.copy %{{.*}}, %[[BUF:.*]] : memref<4x8xf32> to memref<4x8xf32>
-// CHECK: %[[TICKET:.*]] = call @mrt_reduce_scatter_start_f32(%[[CTX]], %{{.*}}, %{{.*}}, %{{.*}}) : (!llvm.ptr, i32, memref<?xf32>, i64) -> i64
+// CHECK: %[[TICKET:.*]] = call @mrt_reduce_scatter_start_f32(%[[CTX]], %{{.*}}, %{{.*}}, %{{.*}}) : (!llvm.ptr, i32, memref<?xf32, strided<[1], offset: ?>>, i64) -> i64
 // CHECK: call @mrt_gemm_f32
 // CHECK: call @mrt_collective_wait(%[[CTX]], %[[TICKET]]) : (!llvm.ptr, i64) -> ()
 // CHECK-NEXT: %[[SUM:.*]] = bufferization.to_tensor %[[BUF]]
@@ -495,7 +495,7 @@ func.func @scatter_started(%dw: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor
 // CHECK: %[[ROW:.*]] = arith.muli %[[R]], %c2
 // CHECK: %[[MINE:.*]] = memref.subview %[[BUF]][%[[ROW]], 0] [2, 8] [1, 1]
 // CHECK: memref.copy %{{.*}}, %[[MINE]]
-// CHECK: %[[TICKET:.*]] = call @mrt_all_gather_start_bf16(%[[CTX]], %[[DP]], %{{.*}}, %{{.*}}) : (!llvm.ptr, i32, memref<?xbf16>, i64) -> i64
+// CHECK: %[[TICKET:.*]] = call @mrt_all_gather_start_bf16(%[[CTX]], %[[DP]], %{{.*}}, %{{.*}}) : (!llvm.ptr, i32, memref<?xbf16, strided<[1], offset: ?>>, i64) -> i64
 // CHECK: call @mrt_collective_wait(%[[CTX]], %[[TICKET]]) : (!llvm.ptr, i64) -> ()
 // CHECK-NEXT: %[[WHOLE:.*]] = bufferization.to_tensor %[[BUF]]
 // CHECK: return %[[WHOLE]]
@@ -515,7 +515,7 @@ func.func @gather_started(%rows: tensor<2x8xbf16>) -> tensor<4x8xbf16> {
 // CHECK-SAME: %[[CTX:.*]]: !llvm.ptr,
 // CHECK: memref.copy %{{.*}}, %[[BUF:.*]] : memref<4x8xbf16> to memref<4x8xbf16>
 // CHECK: %[[MAX:.*]] = arith.constant 1 : i32
-// CHECK: %[[TICKET:.*]] = call @mrt_all_reduce_start_bf16(%[[CTX]], %{{.*}}, %{{.*}}, %{{.*}}, %[[MAX]]) : (!llvm.ptr, i32, memref<?xbf16>, i64, i32) -> i64
+// CHECK: %[[TICKET:.*]] = call @mrt_all_reduce_start_bf16(%[[CTX]], %{{.*}}, %{{.*}}, %{{.*}}, %[[MAX]]) : (!llvm.ptr, i32, memref<?xbf16, strided<[1], offset: ?>>, i64, i32) -> i64
 // CHECK: call @mrt_gemm_bf16
 // CHECK: call @mrt_collective_wait(%[[CTX]], %[[TICKET]]) : (!llvm.ptr, i64) -> ()
 // CHECK-NEXT: %[[SUM:.*]] = bufferization.to_tensor %[[BUF]]

@@ -351,6 +351,40 @@ TEST(Manifest, TargetAndMemory) {
             std::string::npos);
 }
 
+// Two layers' parameters of one shape (args 0 and 1), a third of another
+// (arg 2), with `stacks` as the manifest's "stacks".
+static std::string manifestWithStacks(const std::string &stacks) {
+  std::string text = manifestWith(
+      R"({"name":"h.0.w","role":"param","dtype":"f32","global_shape":[4],
+          "local_shape":[4],"split":[]},
+         {"name":"h.1.w","role":"param","dtype":"f32","global_shape":[4],
+          "local_shape":[4],"split":[]},
+         {"name":"h.1.b","role":"param","dtype":"f32","global_shape":[3],
+          "local_shape":[3],"split":[]})",
+      1);
+  text.pop_back();
+  return text + ",\"stacks\":" + stacks + "}";
+}
+
+TEST(Manifest, RejectsBadStacks) {
+  EXPECT_NE(manifestError(manifestWithStacks("[[0]]"))
+                .find("stacks[0] must list two or more arg indices"),
+            std::string::npos);
+  EXPECT_NE(manifestError(manifestWithStacks("[[0, 7]]"))
+                .find("stacks[0]: 7 is not an arg index (0..4)"),
+            std::string::npos);
+  EXPECT_NE(manifestError(manifestWithStacks("[[0, 1], [1, 0]]"))
+                .find("stacks[1]: \"h.1.w\" is already in stacks[0]"),
+            std::string::npos);
+  EXPECT_NE(manifestError(manifestWithStacks("[[1, 2]]"))
+                .find("stacks[0]: \"h.1.b\" differs from \"h.1.w\" in size "
+                      "or memory"),
+            std::string::npos);
+  EXPECT_NE(manifestError(manifestWithStacks("{}"))
+                .find("\"stacks\" must be an array"),
+            std::string::npos);
+}
+
 TEST(Manifest, RejectsHyperparametersOnTheDevice) {
   EXPECT_NE(manifestError(manifestWith(
                 R"({"name":"hp","role":"hyperparameters","dtype":"f32",
@@ -378,7 +412,7 @@ TEST(Manifest, RejectsMalformedArgs) {
                 .find("duplicate arg name \"input_ids\""),
             std::string::npos);
   EXPECT_NE(manifestError(
-                R"({"format":"megatron-step","version":5,"dp":1,"tp":1,"batch":2,
+                R"({"format":"megatron-step","version":6,"dp":1,"tp":1,"batch":2,
                     "seq":3,"valid_vocab":10,"args":[]})")
                 .find("needs one arg with role \"tokens\" and one with "
                       "\"targets\""),
@@ -1623,6 +1657,17 @@ std::unique_ptr<Mesh> fakeMeshOf(const RuntimeApi &rt, const Manifest &m) {
   std::unique_ptr<Mesh> mesh = Mesh::create(rt, "s.so", m, 600.0, error);
   EXPECT_TRUE(mesh) << error;
   return mesh;
+}
+
+TEST(Buffers, AllocatesAStackAsOneBuffer) {
+  const Manifest m = parseManifest(manifestWithStacks("[[0, 1]]"));
+  ASSERT_EQ(m.stacks, (std::vector<std::vector<int>>{{0, 1}}));
+  const RuntimeApi rt = fakeRuntime(1, 0);
+  Buffers buffers(rt, m);
+  buffers.allocate();
+  EXPECT_EQ(buffers.host<float>(1), buffers.host<float>(0) + 4);
+  EXPECT_EQ(buffers.stepArgs()[1], static_cast<void *>(buffers.host<float>(1)));
+  EXPECT_EQ(buffers.host<float>(1)[3], 0.0f);
 }
 
 // The tokens chooseNextTokens picks from one row of logits at TP=1 over
