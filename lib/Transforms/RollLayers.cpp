@@ -325,6 +325,9 @@ Value slotAt(OpBuilder &b, Location loc, Value i, Slots slots) {
   auto constant = [&](int64_t value) {
     return arith::ConstantIndexOp::create(b, loc, value);
   };
+  // One call's slot, or a slot every call shares.
+  if (slots.step == 0)
+    return constant(slots.modulo ? slots.start % slots.modulo : slots.start);
   Value slot = i;
   if (slots.step != 1)
     slot = arith::MulIOp::create(b, loc, slot, constant(slots.step));
@@ -536,10 +539,10 @@ void roll(Run &run, func::FuncOp callee, SymbolTable &symbols,
   };
   SmallVector<Value> finals, values;
   if (n == 1) {
-    Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+    // One call's slots are constants: no induction variable.
     auto call = func::CallOp::create(
         b, loc, variant,
-        variantOperands(b, loc, run, kept, zero, stacksOf(inits)));
+        variantOperands(b, loc, run, kept, Value(), stacksOf(inits)));
     unsigned lastValues = call.getNumResults() - inits.size();
     values = call.getResults().take_front(lastValues);
     finals = call.getResults().drop_front(lastValues);
