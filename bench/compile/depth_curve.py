@@ -5,7 +5,8 @@ For GPT-2 at a preset's widths (--preset, 124M by default: C=768, 12
 heads, V=50257; B=4, T=1024 unless given) and each depth in --layers:
 
   outlined: megatron-compile g.mlir --train -o step.so   (the default: each
-            distinct layer body lowered and compiled once, tp-outline-layers)
+            distinct layer body lowered and compiled once, tp-outline-layers,
+            and called in a loop over the stacked layers, tp-roll-layers)
   inlined:  the same with --outline-layers=false (every layer its own code)
   jax:      jax.jit(jax.value_and_grad(loss)).lower(...).compile() of
             utils/gpt2_reference/gpt2_jax.py's loss (a Python loop over the

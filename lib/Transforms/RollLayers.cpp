@@ -65,6 +65,7 @@ struct Run {
   SmallVector<func::CallOp> calls;
   SmallVector<OperandPattern> operands;
   SmallVector<ResultPattern> results;
+  llvm::DenseSet<Operation *> members;
 };
 
 /// `slots` as start + i * step with a step of -1, 0 (one call) or 1.
@@ -125,8 +126,7 @@ classifyOperands(ArrayRef<func::CallOp> calls) {
 /// Whether `use` is call i+1 of the run reading call i's result as the
 /// operand it carries.
 bool isCarriedUse(const Run &run, OpOperand &use) {
-  auto call = dyn_cast<func::CallOp>(use.getOwner());
-  if (!call || !llvm::is_contained(run.calls, call))
+  if (!run.members.contains(use.getOwner()))
     return false;
   const OperandPattern &pattern = run.operands[use.getOperandNumber()];
   return pattern.kind == OperandPattern::Carried &&
@@ -273,28 +273,61 @@ Operation *nextAfter(func::CallOp call) {
 }
 
 /// The longest run of calls of `first`'s callee from `first` on.
+/// Whether `next` passes its operands as `patterns` say call `i` of the
+/// run does (the patterns of two calls or more).
+bool follows(ArrayRef<OperandPattern> patterns, func::CallOp previous,
+             func::CallOp next, int64_t i) {
+  return llvm::all_of(llvm::enumerate(patterns), [&](auto indexed) {
+    auto [j, pattern] = indexed;
+    Value operand = next.getOperand(j);
+    switch (pattern.kind) {
+    case OperandPattern::Same:
+      return operand == pattern.value;
+    case OperandPattern::Carried:
+      return operand == previous.getResult(pattern.result);
+    case OperandPattern::Member: {
+      std::optional<MemberRead> read = matchMemberRead(operand);
+      return read && read->stack == pattern.value &&
+             read->slot == pattern.start + i * pattern.step;
+    }
+    }
+    llvm_unreachable("unknown operand pattern");
+  });
+}
+
+/// The longest run of calls of `first`'s callee from `first` on: two calls
+/// fix the patterns, each further call must follow them.
 Run collectRun(func::CallOp first, const WrittenStacks &rolled) {
-  Run run{{first}, *classifyOperands(first), {}};
+  Run run{{first}, *classifyOperands(first), {}, {}};
   while (auto next = dyn_cast_or_null<func::CallOp>(nextAfter(run.calls.back()))) {
     if (next.getCallee() != first.getCallee())
       break;
-    SmallVector<func::CallOp> longer = run.calls;
-    longer.push_back(next);
-    std::optional<SmallVector<OperandPattern>> patterns =
-        classifyOperands(longer);
-    if (!patterns)
+    if (run.calls.size() == 1) {
+      std::optional<SmallVector<OperandPattern>> patterns =
+          classifyOperands({first, next});
+      if (!patterns)
+        break;
+      run.operands = std::move(*patterns);
+    } else if (!follows(run.operands, run.calls.back(), next,
+                        run.calls.size())) {
       break;
-    run.calls = std::move(longer);
-    run.operands = std::move(*patterns);
+    }
+    run.calls.push_back(next);
   }
+  for (func::CallOp call : run.calls)
+    run.members.insert(call);
   classifyResults(run, rolled);
   return run;
 }
 
 /// A member write into `stack` writes one whole member: moved up to right
 /// after what it writes is computed, so that a run's calls and their
-/// writes are adjacent.
+/// writes are adjacent. Positions are kept by hand: the block's own order
+/// would be recomputed after every move.
 void hoistMemberWrites(Block &block) {
+  DenseMap<Operation *, double> position;
+  for (auto [index, op] : llvm::enumerate(block))
+    position[&op] = index;
   for (auto insert :
        llvm::make_early_inc_range(block.getOps<tensor::InsertSliceOp>())) {
     if (!matchMemberWrite(insert))
@@ -304,15 +337,18 @@ void hoistMemberWrites(Block &block) {
     for (Value value : {insert.getSource(), insert.getDest()}) {
       Operation *def = value.getDefiningOp();
       inBlock &= !def || def->getBlock() == &block;
-      if (def && inBlock && (!after || after->isBeforeInBlock(def)))
+      if (def && inBlock && (!after || position[after] < position[def]))
         after = def;
     }
     if (!inBlock)
       continue;
-    if (after)
-      insert->moveAfter(after);
-    else
-      insert->moveBefore(&block.front());
+    // Between `after` and the op that followed it.
+    Operation *before = after ? after->getNextNode() : &block.front();
+    if (before == insert)
+      continue;
+    double low = after ? position[after] : -1.0;
+    position[insert] = (low + position[before]) / 2;
+    insert->moveBefore(before);
   }
 }
 
@@ -610,27 +646,27 @@ void roll(Run &run, func::FuncOp callee, SymbolTable &symbols,
 /// Every member of one stack, summed alone, is the stack summed.
 void sumWholeStacks(func::FuncOp function) {
   function.walk([](tp::SumSquaresOp sum) {
+    SmallVector<std::optional<MemberRead>> reads =
+        llvm::map_to_vector(sum.getInputs(), matchMemberRead);
     DenseMap<Value, llvm::SmallDenseSet<int64_t>> slots;
-    for (Value input : sum.getInputs())
-      if (auto read = matchMemberRead(input))
+    DenseMap<Value, int64_t> readsOf;
+    for (const std::optional<MemberRead> &read : reads)
+      if (read) {
         slots[read->stack].insert(read->slot);
+        ++readsOf[read->stack];
+      }
+    // Each slot once, and all of them.
+    auto whole = [&](Value stack) {
+      int64_t count = cast<RankedTensorType>(stack.getType()).getDimSize(0);
+      return static_cast<int64_t>(slots[stack].size()) == count &&
+             readsOf[stack] == count;
+    };
     SmallVector<Value> inputs;
     llvm::DenseSet<Value> added;
-    for (Value input : sum.getInputs()) {
-      auto read = matchMemberRead(input);
-      int64_t count =
-          read ? cast<RankedTensorType>(read->stack.getType()).getDimSize(0) : 0;
-      // Each slot once, and all of them.
-      bool whole = read && static_cast<int64_t>(slots[read->stack].size()) == count &&
-                   llvm::count_if(sum.getInputs(), [&](Value other) {
-                     auto o = matchMemberRead(other);
-                     return o && o->stack == read->stack;
-                   }) == count;
-      if (!whole) {
+    for (auto [input, read] : llvm::zip(sum.getInputs(), reads)) {
+      if (!read || !whole(read->stack))
         inputs.push_back(input);
-        continue;
-      }
-      if (added.insert(read->stack).second)
+      else if (added.insert(read->stack).second)
         inputs.push_back(read->stack);
     }
     sum.getInputsMutable().assign(inputs);
