@@ -59,7 +59,6 @@ struct ResultPattern {
   SmallVector<tensor::InsertSliceOp> inserts;
 };
 
-
 /// Consecutive calls of one function, and how they pass and keep values.
 struct Run {
   SmallVector<func::CallOp> calls;
@@ -71,6 +70,8 @@ struct Run {
 /// `slots` as start + i * step with a step of -1, 0 (one call) or 1.
 std::optional<std::pair<int64_t, int64_t>>
 progression(ArrayRef<int64_t> slots) {
+  if (slots.empty())
+    return std::nullopt;
   int64_t step = slots.size() > 1 ? slots[1] - slots[0] : 0;
   if (slots.size() > 1 && step != 1 && step != -1)
     return std::nullopt;
@@ -80,6 +81,9 @@ progression(ArrayRef<int64_t> slots) {
   return std::make_pair(slots[0], step);
 }
 
+/// How `calls` pass operand j: a stack's members (first, so that one call
+/// reading a member reads it from the stack), one value, or the previous
+/// call's result.
 std::optional<OperandPattern> classifyOperand(ArrayRef<func::CallOp> calls,
                                               unsigned j) {
   Value first = func::CallOp(calls[0]).getOperand(j);

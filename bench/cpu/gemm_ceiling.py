@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""The CPU step's GEMM ceiling: what sgemm reaches on the step's own shapes.
+
+train_compare.py rates the training step against numpy/OpenBLAS sgemm on
+2048-square matrices. The 124M step (B=4, T=64: M = B*T = 256 rows) runs
+other shapes: this times each of its GEMMs (forward, input gradient, weight
+gradient, with the step's transposes) on the same threads, and prints each
+rate and their FLOP-weighted mean as shares of the 2048-square rate
+measured in the same run: the share of that rate a step made only of its
+GEMMs, each at sgemm's speed, would reach.
+
+    OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 python3 bench/cpu/gemm_ceiling.py
+        [--width 768] [--rows 256] [--vocab 50257] [--layers 12]
+"""
+import argparse
+import time
+
+import numpy as np
+
+
+def rate(m, n, k, trans_a=False, trans_b=False, seconds=0.5):
+    """Best GFLOP/s of C[m, n] = op(A) op(B) over three timed batches."""
+    rng = np.random.default_rng(0)
+    a = rng.random((k, m) if trans_a else (m, k), dtype=np.float32)
+    b = rng.random((n, k) if trans_b else (k, n), dtype=np.float32)
+    a, b = (a.T if trans_a else a), (b.T if trans_b else b)
+    c = np.empty((m, n), np.float32)
+    np.matmul(a, b, out=c)
+    reps = max(3, int(seconds * 2e11 / (2 * m * n * k)))
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(reps):
+            np.matmul(a, b, out=c)
+        best = min(best, (time.perf_counter() - start) / reps)
+    return 2 * m * n * k / best / 1e9
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--width", type=int, default=768)
+    parser.add_argument("--rows", type=int, default=256)
+    parser.add_argument("--vocab", type=int, default=50257)
+    parser.add_argument("--layers", type=int, default=12)
+    args = parser.parse_args()
+    c, t, v = args.width, args.rows, args.vocab
+    peak = rate(2048, 2048, 2048)
+    # (name, m, n, k, transpose A, transpose B, calls per step)
+    layer, head = args.layers, 1
+    shapes = [
+        ("qkv forward", t, 3 * c, c, False, False, layer),
+        ("attn proj forward", t, c, c, False, False, layer),
+        ("fc forward", t, 4 * c, c, False, False, layer),
+        ("fc proj forward", t, c, 4 * c, False, False, layer),
+        ("lm head forward", t, v, c, False, True, head),
+        ("qkv input grad", t, c, 3 * c, False, True, layer),
+        ("attn proj input grad", t, c, c, False, True, layer),
+        ("fc input grad", t, c, 4 * c, False, True, layer),
+        ("fc proj input grad", t, 4 * c, c, False, True, layer),
+        ("lm head input grad", t, c, v, False, False, head),
+        ("qkv weight grad", c, 3 * c, t, True, False, layer),
+        ("attn proj weight grad", c, c, t, True, False, layer),
+        ("fc weight grad", c, 4 * c, t, True, False, layer),
+        ("fc proj weight grad", 4 * c, c, t, True, False, layer),
+        ("lm head weight grad", v, c, t, True, False, head),
+    ]
+    print(f"sgemm 2048^3: {peak:.1f} GFLOP/s")
+    flops = seconds = 0.0
+    for name, m, n, k, ta, tb, calls in shapes:
+        r = rate(m, n, k, ta, tb)
+        f = 2.0 * m * n * k * calls
+        flops += f
+        seconds += f / (r * 1e9)
+        print(f"{name:22} {m:>6}x{n:<6}x{k:<6} {r:7.1f} GFLOP/s {100 * r / peak:6.1f} %")
+    mean = flops / seconds / 1e9
+    print(f"FLOP-weighted mean: {mean:.1f} GFLOP/s, {100 * mean / peak:.1f} % of sgemm 2048^3")
+
+
+if __name__ == "__main__":
+    main()
