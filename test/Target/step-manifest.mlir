@@ -86,3 +86,22 @@ func.func @step_forward(%x: tensor<4x8xf32> {tp.name = "x"}) -> tensor<f32>
   %c = arith.constant dense<0.0> : tensor<f32>
   return %c : tensor<f32>
 }
+
+// -----
+
+// The stacks are the entries' families of per-layer arguments, one set for
+// the library: two entries ordering a layer's arguments differently would
+// stack them differently.
+// expected-error @+1 {{argument "h.0.a" is stacked with other layers' arguments than in another entry}}
+func.func @step(%a0: tensor<4xf32> {tp.name = "h.0.a", tp.layer = #tp.layer<0>}, %b0: tensor<4xf32> {tp.name = "h.0.b", tp.layer = #tp.layer<0>},
+                %a1: tensor<4xf32> {tp.name = "h.1.a", tp.layer = #tp.layer<1>}, %b1: tensor<4xf32> {tp.name = "h.1.b", tp.layer = #tp.layer<1>}) -> tensor<f32>
+    attributes {tp.entry = "train_step"} {
+  %c = arith.constant dense<0.0> : tensor<f32>
+  return %c : tensor<f32>
+}
+func.func @step_forward(%b0: tensor<4xf32> {tp.name = "h.0.b", tp.layer = #tp.layer<0>}, %a0: tensor<4xf32> {tp.name = "h.0.a", tp.layer = #tp.layer<0>},
+                        %a1: tensor<4xf32> {tp.name = "h.1.a", tp.layer = #tp.layer<1>}, %b1: tensor<4xf32> {tp.name = "h.1.b", tp.layer = #tp.layer<1>}) -> tensor<f32>
+    attributes {tp.entry = "forward"} {
+  %c = arith.constant dense<0.0> : tensor<f32>
+  return %c : tensor<f32>
+}
