@@ -1,4 +1,4 @@
-// RUN: megatron-opt %s -split-input-file -tp-stack-layer-arguments | FileCheck %s
+// RUN: megatron-opt %s -split-input-file -tp-stack-layer-arguments -verify-diagnostics | FileCheck %s
 
 // The same weight of layers 0 and 1 is one argument, its first member's
 // manifest position; each member a slice of it, and the results updating
@@ -47,4 +47,11 @@ module attributes {tp.step = {entries = [{arguments = array<i32: 0, 1>, function
 func.func @no_manifest(%w0: tensor<4xf32> {tp.layer = #tp.layer<0>, tp.name = "h.0.w", tp.role = "param"},
                        %w1: tensor<4xf32> {tp.layer = #tp.layer<1>, tp.name = "h.1.w", tp.role = "param"}) {
   return
+}
+
+// -----
+
+// An entry the record names must be a function of the module.
+// expected-error @+1 {{the step's entry 'gone' is not a function of the module}}
+module attributes {tp.step = {entries = [{arguments = array<i32>, function = "gone", kind = "forward"}], manifest = "{}", target = "cpu"}} {
 }
