@@ -549,17 +549,20 @@ def RollLayers : Pass<"tp-roll-layers", "ModuleOp"> {
     Example:
 
     ```mlir
-    // Before: layers 1 and 2 of the stack %w.
-    %w1 = tensor.extract_slice %w[1, 0] [1, 16] [1, 1] : tensor<3x16xf32> to tensor<16xf32>
-    %w2 = tensor.extract_slice %w[2, 0] [1, 16] [1, 1] : tensor<3x16xf32> to tensor<16xf32>
-    %y1 = call @step_forward_layer0(%x, %w1) : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
-    %y2 = call @step_forward_layer0(%y1, %w2) : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
-    // After:
-    %y2 = scf.for %i = %c0 to %c2 step %c1 iter_args(%y = %x) -> (tensor<16xf32>) {
-      %slot = arith.addi %i, %c1 : index
-      %next = func.call @step_forward_layer0_rolled0(%y, %w, %slot)
-          : (tensor<16xf32>, tensor<3x16xf32>, index) -> tensor<16xf32>
-      scf.yield %next : tensor<16xf32>
+    // Before: layers 0 to 2 of the stack %ws, each reading the last's output.
+    %w0 = tensor.extract_slice %ws[0, 0] [1, 4] [1, 1] : tensor<3x4xf32> to tensor<4xf32>
+    ...
+    %y0 = call @body(%x, %w0) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %y1 = call @body(%y0, %w1) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %y2 = call @body(%y1, %w2) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    // After: the outputs in a stack the loop carries, %x in its slot 0;
+    // @body_loop reads slot %i of it and of %ws, writes slot %i + 1.
+    %first = tensor.insert_slice %x into %empty[0, 0] [1, 4] [1, 1] : tensor<4xf32> into tensor<4x4xf32>
+    %ys = scf.for %i = %c0 to %c3 step %c1 iter_args(%s = %first) -> (tensor<4x4xf32>) {
+      %next = arith.addi %i, %c1 : index
+      %r = func.call @body_loop(%s, %i, %ws, %i, %next)
+          : (tensor<4x4xf32>, index, tensor<3x4xf32>, index, index) -> tensor<4x4xf32>
+      scf.yield %r : tensor<4x4xf32>
     }
     ```
   }];
