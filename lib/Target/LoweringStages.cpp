@@ -57,6 +57,9 @@ void megatron::addBufferizedRuntimeStages(OpPassManager &pm,
   // Which frees at the end of each block: the step's one block would keep
   // every buffer until it returns.
   pm.addNestedPass<func::FuncOp>(createDeallocAtLastUse());
+  // A saved activation or a gradient is computed in its stack's slot, not
+  // beside it and copied in.
+  pm.addPass(createElideCopies());
   pm.addPass(createFinalizeRuntimeCalls());
   pm.addNestedPass<func::FuncOp>(createCopiesToLinalg({hostMemory}));
   // With every free at its buffer's last use, the lifetimes are known: one

@@ -949,6 +949,46 @@ def DeallocAtLastUse : Pass<"megatron-dealloc-at-last-use", "func::FuncOp"> {
   }];
 }
 
+def ElideCopies : Pass<"megatron-elide-copies", "ModuleOp"> {
+  let summary = "Compute a buffer that is only copied into a view in that view";
+  let description = [{
+    Runs after bufferization and megatron-dealloc-at-last-use. A layer
+    rolled into a loop (tp-roll-layers) saves its activations and writes
+    its gradients into slots of stacks, and the runtime calls that compute
+    them write a buffer of their own that bufferization then copies into
+    the slot. For `memref.copy %a, %view` where `%a` is a `memref.alloc`
+    of the copy's block, read and written only before the copy and freed
+    after it, `%a` becomes `%view` (the copy and the free go) when:
+
+    - no op between the allocation and the copy touches `%view`'s buffer,
+      or a value computed from it (a view, a started collective's ticket);
+    - `%view`'s buffer is not an argument another argument of the function
+      may alias: a private function's callers pass views of distinct
+      buffers, an entry's caller (the runtime) distinct buffers;
+    - every use of `%a` takes `%view`'s layout: linalg ops, copies, casts
+      to a compatible type, and collapsed or expanded views of it (rebuilt
+      with the strides of the view);
+    - the ops computing `%view` (a subview and its indices) can move to
+      before the allocation.
+
+    Example:
+
+    ```mlir
+    // Before:
+    %a = memref.alloc() : memref<4x8xf32>
+    linalg.fill ins(%cst : f32) outs(%a : memref<4x8xf32>)
+    %slot = memref.subview %stack[%i, 0, 0] [1, 4, 8] [1, 1, 1]
+        : memref<3x4x8xf32> to memref<4x8xf32, strided<[8, 1], offset: ?>>
+    memref.copy %a, %slot : memref<4x8xf32> to memref<4x8xf32, strided<[8, 1], offset: ?>>
+    memref.dealloc %a : memref<4x8xf32>
+    // After:
+    %slot = memref.subview %stack[%i, 0, 0] [1, 4, 8] [1, 1, 1]
+        : memref<3x4x8xf32> to memref<4x8xf32, strided<[8, 1], offset: ?>>
+    linalg.fill ins(%cst : f32) outs(%slot : memref<4x8xf32, strided<[8, 1], offset: ?>>)
+    ```
+  }];
+}
+
 def PlanBuffers : Pass<"megatron-plan-buffers", "func::FuncOp"> {
   let summary = "Place a function's buffers at fixed offsets of one arena";
   let description = [{
