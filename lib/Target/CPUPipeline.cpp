@@ -37,7 +37,9 @@ void addHostLoopStages(OpPassManager &pm) {
 
 void megatron::buildCPULoweringPipeline(OpPassManager &pm, bool outlineLayers) {
   addBufferizedRuntimeStages(pm, outlineLayers, /*hostMemory=*/true);
-  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
+  // The loops run on the threads the runtime's kernels use.
+  pm.addPass(createParallelHostLoops());
   addHostLoopStages(pm);
 }
 

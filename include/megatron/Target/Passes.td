@@ -93,4 +93,50 @@ def ApproximateMath : Pass<"megatron-approximate-math"> {
                            "vector::VectorDialect"];
 }
 
+def ParallelHostLoops : Pass<"megatron-parallel-host-loops", "ModuleOp"> {
+  let summary = "Run large scf.parallel loops on the runtime's threads";
+  let description = [{
+    CPU target, after linalg becomes loops (convert-linalg-to-parallel-loops).
+    The runtime's kernels and OpenBLAS run on every OpenMP thread; the loops
+    the compiler generates (AdamW's update, a tied embedding's gradient sum,
+    the elementwise chains between kernels) ran on one while the others
+    waited. Each outermost `scf.parallel` whose bounds are constants and
+    whose work (the ops its body runs, nested loops times their trip
+    counts, times its own trip count) reaches `min-ops` becomes:
+
+    - a private function `@<parent>_parallel_loop(%captures: !llvm.ptr,
+      %begin: i64, %end: i64)` that runs the loop over iterations
+      [begin, end) of its first dimension;
+    - where the loop was: the values the loop reads from its parent stored
+      into a struct (allocated once at the top of the parent; a buffer as
+      its LLVM memref descriptor, through an unrealized cast that
+      finalize-memref-to-llvm folds, an index as i64), and a call of
+      `mrt_parallel_for(@fn, %captures, trips)`
+      (megatron_rt/parallel.h), which splits the iterations over the
+      OpenMP threads.
+
+    Smaller loops, loops with results (reductions) and loops whose bounds
+    are not constants stay where they are.
+
+    Example:
+
+    ```mlir
+    // Before:
+    scf.parallel (%i, %j) = (%c0, %c0) to (%c768, %c2304) step (%c1, %c1) {
+      ... memref.load %g[%i, %j] ... memref.store %p2, %p[%i, %j] ...
+    }
+    // After:
+    llvm.store (the descriptors of %g and %p) into %captures
+    %fn = constant @step_parallel_loop : (!llvm.ptr, i64, i64) -> ()
+    call @mrt_parallel_for(%fn, %captures, %c768_i64)
+    ```
+  }];
+  let options = [
+    Option<"minOps", "min-ops", "int64_t", /*default=*/"65536",
+           "the fewest ops a loop must run to be split over threads">,
+  ];
+  let dependentDialects = ["arith::ArithDialect", "func::FuncDialect",
+                           "LLVM::LLVMDialect"];
+}
+
 #endif // MEGATRON_TARGET_PASSES

@@ -30,23 +30,55 @@ struct EmbeddingToRuntime : RuntimePattern<EmbeddingOp> {
   }
 };
 
+/// Adds the rows of `op`'s gradient into `dtable`, a flat view of a buffer
+/// of `op`'s type: the kernel accumulates.
+void callEmbeddingBwd(CallBuilder &c, EmbeddingGradOp op, Value dtable) {
+  auto table = op.getType();
+  Value start = c.vocabStart(op.getOffset());
+  Value dy = c.input(op.getGrad()), ids = c.input(op.getIds());
+  c.call(kernel("mrt_embedding_bwd", op.getGrad()),
+         {dy, ids, start, c.i64(table.getDimSize(0)),
+          c.i64(table.getDimSize(1)), c.i64(numElements(op.getIds())),
+          dtable});
+}
+
 struct EmbeddingGradToRuntime : RuntimePattern<EmbeddingGradOp> {
   using RuntimePattern::RuntimePattern;
   LogicalResult matchAndRewrite(EmbeddingGradOp op,
                                 PatternRewriter &rewriter) const override {
     CallBuilder c(rewriter, op.getLoc());
-    auto table = op.getType();
-    Value start = c.vocabStart(op.getOffset());
-    Value dy = c.input(op.getGrad()), ids = c.input(op.getIds());
-    CallBuilder::Output dtable = c.output(table);
-    // The kernel accumulates: rows no id selects stay zero.
+    CallBuilder::Output dtable = c.output(op.getType());
+    // Rows no id selects stay zero.
     linalg::FillOp::create(rewriter, op.getLoc(), c.f32(0.0f), dtable.buffer);
-    c.call(kernel("mrt_embedding_bwd", op.getGrad()),
-           {dy, ids, start, c.i64(table.getDimSize(0)),
-            c.i64(table.getDimSize(1)), c.i64(numElements(op.getIds())),
-            dtable.view});
+    callEmbeddingBwd(c, op, dtable.view);
     rewriter.replaceOp(op, c.tensor(dtable));
     return success();
+  }
+};
+
+/// `tp.add %g, (tp.embedding_grad ...)`: a tied table's gradient, its LM
+/// head's plus its embedding's. The embedding's rows are added into %g's
+/// buffer where they are, instead of zeroing a table-sized buffer, writing
+/// the few rows the batch selects, and adding the two tables.
+struct AccumulatedEmbeddingGrad : RuntimePattern<AddOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(AddOp add,
+                                PatternRewriter &rewriter) const override {
+    for (auto [grad, other] : {std::pair(add.getLhs(), add.getRhs()),
+                               std::pair(add.getRhs(), add.getLhs())}) {
+      auto embedding = grad.getDefiningOp<EmbeddingGradOp>();
+      if (!embedding || !embedding->hasOneUse() || !other.hasOneUse() ||
+          other.getType() != add.getType() ||
+          embedding.getType() != add.getType())
+        continue;
+      CallBuilder c(rewriter, add.getLoc());
+      CallBuilder::Output sum = c.inPlace(other);
+      callEmbeddingBwd(c, embedding, sum.view);
+      rewriter.replaceOp(add, c.tensor(sum));
+      rewriter.eraseOp(embedding);
+      return success();
+    }
+    return failure();
   }
 };
 
@@ -99,6 +131,11 @@ struct PositionEmbeddingGradToRuntime
 };
 
 } // namespace
+
+void megatron::populateEmbeddingGradAccumulationPatterns(
+    RewritePatternSet &patterns, const RuntimeTargetInfo &target) {
+  patterns.add<AccumulatedEmbeddingGrad>(patterns.getContext(), target);
+}
 
 void megatron::populateEmbeddingToRuntimePatterns(
     RewritePatternSet &patterns, const RuntimeTargetInfo &target) {

@@ -8,7 +8,7 @@
 // the runtime's ABI; elementwise ops become linalg.generic on tensors so
 // that elementwise fusion can merge bias, GELU and residual chains before
 // bufferization. Fusions that replace a chain of ops with one call sweep
-// first (the GEMM epilogues); the residual add and its layer norm arrive
+// first (the GEMM epilogues, a tied table's two gradients); the residual add and its layer norm arrive
 // fused already (tp-fuse-residual-norm), their branch bias taken before
 // the epilogues look for theirs.
 //
@@ -189,6 +189,7 @@ struct ConvertTPToRuntimePass
     target.geluEpilogueRowMultiple = geluEpilogueRowMultiple;
     RewritePatternSet epilogues(context), ops(context);
     populateGemmEpilogueFusionPatterns(epilogues, target);
+    populateEmbeddingGradAccumulationPatterns(epilogues, target);
     populateTPToRuntimePatterns(ops, target);
     sweeps = {FrozenRewritePatternSet(std::move(epilogues)),
               FrozenRewritePatternSet(std::move(ops))};

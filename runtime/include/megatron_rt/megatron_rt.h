@@ -11,6 +11,7 @@
 #include "megatron_rt/gemm.h"
 #include "megatron_rt/layernorm.h"
 #include "megatron_rt/optimizer.h"
+#include "megatron_rt/parallel.h"
 #include "megatron_rt/reduce.h"
 
 #endif /* MEGATRON_RT_MEGATRON_RT_H */

@@ -97,6 +97,41 @@ func.func @embedding(%table: tensor<8x4xf32>, %ids: tensor<2x3xi32>) -> tensor<2
 
 // -----
 
+// A tied table's gradient, the LM head's %g plus the embedding's: the
+// kernel adds the embedding's rows into %g's buffer; no zeroed table, no
+// add of two tables.
+// CHECK-LABEL: func.func private @tied_table_grad(
+// CHECK-SAME:    %{{.*}}: !llvm.ptr, %[[DY:.*]]: tensor<2x3x4xf32>, %[[IDS:.*]]: tensor<2x3xi32>, %[[G:.*]]: tensor<8x4xf32>)
+// CHECK-NOT:     linalg.
+// CHECK:         %[[SUM:.*]] = bufferization.to_buffer %[[G]] : tensor<8x4xf32> to memref<8x4xf32, strided<[4, 1], offset: ?>>
+// CHECK:         %[[FLAT:.*]] = memref.collapse_shape %[[SUM]]
+// CHECK:         %[[VIEW:.*]] = memref.cast %[[FLAT]]
+// CHECK:         call @mrt_embedding_bwd_f32(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[VIEW]])
+// CHECK-NOT:     linalg.
+// CHECK:         %[[R:.*]] = bufferization.to_tensor %[[SUM]]
+// CHECK:         return %[[R]]
+func.func @tied_table_grad(%dy: tensor<2x3x4xf32>, %ids: tensor<2x3xi32>, %g: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  %e = tp.embedding_grad %dy[%ids] : tensor<2x3x4xf32>, tensor<2x3xi32> -> tensor<8x4xf32>
+  %s = tp.add %g, %e : tensor<8x4xf32>
+  return %s : tensor<8x4xf32>
+}
+
+// -----
+
+// %g is read again after the sum: the embedding's gradient gets a zeroed
+// table of its own, and the two are added.
+// CHECK-LABEL: func.func private @table_grad_read_again(
+// CHECK:         linalg.fill
+// CHECK:         call @mrt_embedding_bwd_f32(
+// CHECK:         linalg.generic
+func.func @table_grad_read_again(%dy: tensor<2x3x4xf32>, %ids: tensor<2x3xi32>, %g: tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<8x4xf32>) {
+  %e = tp.embedding_grad %dy[%ids] : tensor<2x3x4xf32>, tensor<2x3xi32> -> tensor<8x4xf32>
+  %s = tp.add %g, %e : tensor<8x4xf32>
+  return %s, %g : tensor<8x4xf32>, tensor<8x4xf32>
+}
+
+// -----
+
 func.func @batched_rhs(%a: tensor<2x3x4xf32>, %b: tensor<2x4x5xf32>) -> tensor<2x3x5xf32> {
   // expected-error @+1 {{'tp.matmul' op with a batched rhs has no runtime lowering; only [K, N] weights}}
   %y = tp.matmul %a, %b : tensor<2x3x4xf32>, tensor<2x4x5xf32> -> tensor<2x3x5xf32>

@@ -36,6 +36,10 @@ struct RuntimeTargetInfo {
 /// and the GELU, in the GEMM's epilogue.
 void populateGemmEpilogueFusionPatterns(RewritePatternSet &patterns,
                                         const RuntimeTargetInfo &target);
+/// A tied table's gradient, the sum of its LM head's and its embedding's:
+/// the embedding's rows added into the LM head's gradient in place.
+void populateEmbeddingGradAccumulationPatterns(
+    RewritePatternSet &patterns, const RuntimeTargetInfo &target);
 
 // One pattern per op, grouped by family.
 
