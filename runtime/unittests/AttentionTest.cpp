@@ -154,10 +154,12 @@ TEST_P(AttentionTest, BackwardAgreesWithFiniteDifferences) {
                               1e-4));
 }
 
-// T = 150 spans three key blocks with a partial last one; T = 5 is less than
-// one block; T = 1 attends only to itself.
+// T = 150 spans three key blocks with a partial last one (and D = 20 two
+// 8x8 transposed blocks and a rest); T = 5 is less than one block; T = 1
+// attends only to itself; T = D = 64, GPT-2's heads, is whole blocks only.
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
                          ::testing::Values(Shape{2, 150, 3, 20},
+                                           Shape{1, 64, 2, 64},
                                            Shape{3, 5, 2, 7},
                                            Shape{1, 1, 2, 3}),
                          [](const auto &info) {
