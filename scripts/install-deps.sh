@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   cmake ninja-build ccache gcc g++ binutils clang-22 libclang-rt-22-dev libomp-22-dev libgtest-dev
-  libopenblas-dev libopenblas-openmp-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev graphviz
+  libdnnl-dev libopenblas-dev libopenblas-openmp-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev graphviz
   libicu-dev xz-utils
   python3 python3-pip
 )

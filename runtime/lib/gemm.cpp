@@ -4,42 +4,27 @@
 
 #include "gelu.h"
 
-#include <cblas.h>
+#include <dnnl.h>
 
 #include <algorithm>
 
-namespace {
-
-// C[1, N] = alpha * A[1, K] op(B) + beta * C: a matrix-vector product
-// (decoding one token), which sgemm runs as a GEMM with one row, slower than
-// sgemv's streaming of B. A's K values are A[k * incA].
-void rowTimesMatrix(int transB, int64_t N, int64_t K, float alpha,
-                    const float *A, int64_t incA, const float *B, int64_t ldb,
-                    float beta, float *C) {
-  // op(B) = B [K, N]: y = B^T x; op(B) = B^T, B [N, K]: y = B x.
-  const bool t = !transB;
-  cblas_sgemv(CblasRowMajor, t ? CblasTrans : CblasNoTrans,
-              mrt::checkedInt(t ? K : N, "gemv rows"),
-              mrt::checkedInt(t ? N : K, "gemv columns"), alpha, B,
-              mrt::checkedInt(ldb, "gemm ldb"), A,
-              mrt::checkedInt(incA, "gemv incA"), beta, C, 1);
-}
-
-} // namespace
-
+// oneDNN's sgemm (row-major, as every caller's buffers are): on the step's
+// shapes, M = B*T rows against weights of 768..50257 columns, it runs
+// 5-20 % faster than OpenBLAS's (docs/PERFORMANCE.md), and with one row it
+// is within a few percent of sgemv, so no shape needs another library.
 extern "C" void mrt_gemm_f32(int transA, int transB, int64_t M, int64_t N,
                              int64_t K, float alpha, const float *A,
                              int64_t lda, const float *B, int64_t ldb,
                              float beta, float *C, int64_t ldc) {
-  if (M == 1)
-    return rowTimesMatrix(transB, N, K, alpha, A, transA ? lda : 1, B, ldb,
-                          beta, C);
-  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
-              transB ? CblasTrans : CblasNoTrans, mrt::checkedInt(M, "gemm M"),
-              mrt::checkedInt(N, "gemm N"), mrt::checkedInt(K, "gemm K"), alpha,
-              A, mrt::checkedInt(lda, "gemm lda"), B,
-              mrt::checkedInt(ldb, "gemm ldb"), beta, C,
-              mrt::checkedInt(ldc, "gemm ldc"));
+  dnnl_status_t status =
+      dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', M, N, K, alpha, A,
+                 lda, B, ldb, beta, C, ldc);
+  if (status != dnnl_success)
+    mrt::fatal("mrt_gemm_f32: oneDNN sgemm of [%lld x %lld] x [%lld x %lld] "
+               "failed with status %d",
+               static_cast<long long>(M), static_cast<long long>(K),
+               static_cast<long long>(K), static_cast<long long>(N),
+               static_cast<int>(status));
 }
 
 // The bias is C's starting value: one pass, as sgemm adds into C anyway.

@@ -128,7 +128,7 @@ TEST_P(GemmBetaZeroTest, IgnoresPreviousContentsOfC) {
   EXPECT_TRUE(allClose(C, expected));
 }
 
-// One row is sgemv's, which must not read C either.
+// One row (a decoding step's matrix-vector product) must not read C either.
 INSTANTIATE_TEST_SUITE_P(Rows, GemmBetaZeroTest, ::testing::Values(5, 1));
 
 } // namespace

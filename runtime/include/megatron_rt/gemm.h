@@ -1,4 +1,4 @@
-/* General matrix multiply (OpenBLAS sgemm). */
+/* General matrix multiply: oneDNN's sgemm on the CPU, cuBLASLt on the GPU. */
 #ifndef MEGATRON_RT_GEMM_H
 #define MEGATRON_RT_GEMM_H
 
