@@ -17,6 +17,14 @@ TEST(SumSquaresTest, MatchesDoubleSum) {
   EXPECT_EQ(sums[0], -1.0);
 }
 
+// Fewer elements than the kernel's running sums: only the tail loop runs.
+TEST(SumSquaresTest, ShorterThanOneBlock) {
+  const float x[5] = {1.0f, -2.0f, 3.0f, 0.5f, -0.25f};
+  double sum = -1.0;
+  mrt_sum_squares_f32(x, 5, &sum, 0);
+  EXPECT_EQ(sum, 14.3125);
+}
+
 TEST(SumSquaresTest, EmptyTensorWritesZero) {
   double sum = -1.0;
   mrt_sum_squares_f32(nullptr, 0, &sum, 0);
