@@ -23,8 +23,7 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 # keeps several ranks from oversubscribing the cores.
 for name, value in [("OMPI_ALLOW_RUN_AS_ROOT", "1"),
                     ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
-                    ("OMP_NUM_THREADS", "1"),
-                    ("OPENBLAS_NUM_THREADS", "1")]:
+                    ("OMP_NUM_THREADS", "1")]:
     config.environment[name] = value
 config.substitutions.append(("%mpirun", "mpirun --oversubscribe -np"))
 

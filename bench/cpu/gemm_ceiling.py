@@ -4,36 +4,67 @@
 train_compare.py rates the training step against numpy/OpenBLAS sgemm on
 2048-square matrices. The 124M step (B=4, T=64: M = B*T = 256 rows) runs
 other shapes: this times each of its GEMMs (forward, input gradient, weight
-gradient, with the step's transposes) on the same threads, and prints each
-rate and their FLOP-weighted mean as shares of the 2048-square rate
-measured in the same run: the share of that rate a step made only of its
-GEMMs, each at sgemm's speed, would reach.
+gradient, with the step's transposes) on the same threads, with numpy's
+OpenBLAS and with oneDNN's sgemm (libdnnl, what the runtime calls), and
+prints each rate and their FLOP-weighted means as shares of numpy's
+2048-square rate measured in the same run: the share of that rate a step
+made only of its GEMMs, each at that library's speed, would reach.
 
     OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 python3 bench/cpu/gemm_ceiling.py
         [--width 768] [--rows 256] [--vocab 50257] [--layers 12]
 """
 import argparse
+import ctypes
 import time
 
 import numpy as np
 
 
-def rate(m, n, k, trans_a=False, trans_b=False, seconds=0.5):
-    """Best GFLOP/s of C[m, n] = op(A) op(B) over three timed batches."""
+def onednn_sgemm():
+    """oneDNN's row-major sgemm, from the library the runtime links."""
+    sgemm = ctypes.CDLL("libdnnl.so.2").dnnl_sgemm
+    i64, f32, ptr = ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
+    sgemm.argtypes = [ctypes.c_char, ctypes.c_char, i64, i64, i64, f32, ptr,
+                      i64, ptr, i64, f32, ptr, i64]
+    sgemm.restype = ctypes.c_int
+    return sgemm
+
+
+def operands(m, n, k, trans_a, trans_b):
+    """Row-major A and B as stored (transposed ones [k, m] and [n, k])."""
     rng = np.random.default_rng(0)
     a = rng.random((k, m) if trans_a else (m, k), dtype=np.float32)
     b = rng.random((n, k) if trans_b else (k, n), dtype=np.float32)
-    a, b = (a.T if trans_a else a), (b.T if trans_b else b)
-    c = np.empty((m, n), np.float32)
-    np.matmul(a, b, out=c)
-    reps = max(3, int(seconds * 2e11 / (2 * m * n * k)))
+    return a, b
+
+
+def best_seconds(call, flops, seconds=0.5):
+    """Best time of one call over three timed batches."""
+    call()
+    reps = max(3, int(seconds * 2e11 / flops))
     best = float("inf")
     for _ in range(3):
         start = time.perf_counter()
         for _ in range(reps):
-            np.matmul(a, b, out=c)
+            call()
         best = min(best, (time.perf_counter() - start) / reps)
-    return 2 * m * n * k / best / 1e9
+    return best
+
+
+def rate(m, n, k, trans_a=False, trans_b=False, sgemm=None):
+    """GFLOP/s of C[m, n] = op(A) op(B): numpy's, or sgemm's when given."""
+    a, b = operands(m, n, k, trans_a, trans_b)
+    c = np.empty((m, n), np.float32)
+    if sgemm is None:
+        at, bt = (a.T if trans_a else a), (b.T if trans_b else b)
+        call = lambda: np.matmul(at, bt, out=c)
+    else:
+        args = (b"T" if trans_a else b"N", b"T" if trans_b else b"N", m, n, k,
+                1.0, a.ctypes.data, a.shape[1], b.ctypes.data, b.shape[1],
+                0.0, c.ctypes.data, n)
+        call = lambda: sgemm(*args)
+    flops = 2 * m * n * k
+    return flops / best_seconds(call, flops) / 1e9
 
 
 def main():
@@ -64,16 +95,26 @@ def main():
         ("fc proj weight grad", 4 * c, c, t, True, False, layer),
         ("lm head weight grad", v, c, t, True, False, head),
     ]
-    print(f"sgemm 2048^3: {peak:.1f} GFLOP/s")
-    flops = seconds = 0.0
+    sgemm = onednn_sgemm()
+    print(f"numpy sgemm 2048^3: {peak:.1f} GFLOP/s; "
+          f"oneDNN {rate(2048, 2048, 2048, sgemm=sgemm):.1f} GFLOP/s")
+    print(f"{'GEMM':22} {'M x N x K':20} {'numpy GFLOP/s':>14} {'%':>6} "
+          f"{'oneDNN GFLOP/s':>15} {'%':>6}")
+    flops, seconds = 0.0, {"numpy": 0.0, "oneDNN": 0.0}
     for name, m, n, k, ta, tb, calls in shapes:
-        r = rate(m, n, k, ta, tb)
+        rates = {"numpy": rate(m, n, k, ta, tb),
+                 "oneDNN": rate(m, n, k, ta, tb, sgemm=sgemm)}
         f = 2.0 * m * n * k * calls
         flops += f
-        seconds += f / (r * 1e9)
-        print(f"{name:22} {m:>6}x{n:<6}x{k:<6} {r:7.1f} GFLOP/s {100 * r / peak:6.1f} %")
-    mean = flops / seconds / 1e9
-    print(f"FLOP-weighted mean: {mean:.1f} GFLOP/s, {100 * mean / peak:.1f} % of sgemm 2048^3")
+        for library, r in rates.items():
+            seconds[library] += f / (r * 1e9)
+        print(f"{name:22} {m:>6}x{n:<6}x{k:<6} "
+              + " ".join(f"{r:14.1f} {100 * r / peak:6.1f}"
+                         for r in rates.values()))
+    for library, s in seconds.items():
+        mean = flops / s / 1e9
+        print(f"FLOP-weighted mean, {library}: {mean:.1f} GFLOP/s, "
+              f"{100 * mean / peak:.1f} % of numpy's sgemm 2048^3")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 //===- ParallelHostLoops.cpp - the step's loops on the runtime's threads --===//
 //
-// On the CPU target the runtime's kernels and OpenBLAS run on every OpenMP
+// On the CPU target the runtime's kernels and GEMMs run on every OpenMP
 // thread, but the loops the compiler generates (AdamW's update, the tied
 // embedding's gradient sum, the elementwise chains between kernels) ran on
 // one: at GPT-2 124M with two threads a tenth of the step, while the other

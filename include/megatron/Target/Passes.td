@@ -97,7 +97,7 @@ def ParallelHostLoops : Pass<"megatron-parallel-host-loops", "ModuleOp"> {
   let summary = "Run large scf.parallel loops on the runtime's threads";
   let description = [{
     CPU target, after linalg becomes loops (convert-linalg-to-parallel-loops).
-    The runtime's kernels and OpenBLAS run on every OpenMP thread; the loops
+    The runtime's kernels and GEMMs run on every OpenMP thread; the loops
     the compiler generates (AdamW's update, a tied embedding's gradient sum,
     the elementwise chains between kernels) ran on one while the others
     waited. Each outermost `scf.parallel` whose bounds are constants and
