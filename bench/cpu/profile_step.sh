@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Where the CPU training step's time goes: perf's per-symbol shares of
-# GPT-2's step (our TP=1 step, seeded weights, two BLAS/OpenMP threads), and
+# GPT-2's step (our TP=1 step, seeded weights, two OpenMP threads), and
 # the page faults of a short and a longer run (equal counts: the step loop
 # allocates nothing new).
 #
@@ -45,7 +45,7 @@ import numpy as np
 import tokens_io
 tokens_io.write_tokens(sys.argv[1], np.random.default_rng(0).integers(0, 50257, int(sys.argv[2])))
 EOF
-export OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2
+export OMP_NUM_THREADS=2
 
 echo "GPT-2 $PRESET, B=$BATCH, T=$SEQ, TP=1, $(date -u +%F)"
 for n in $((STEPS / 3)) $((2 * STEPS / 3)); do
@@ -56,6 +56,12 @@ done
 perf record -q -o "$WORK/perf.data" -D "$DELAY_MS" -F 999 -g -- \
   "$BIN/megatron-run" "$WORK/step.so" --data "$WORK/tokens.bin" --steps "$STEPS" |
   tail -n 1
-echo "shares of the samples (perf report --no-children --sort symbol):"
+# oneDNN's GEMM kernels are generated at run time: perf sees them as JIT
+# code without symbols, so the shares by library come first ("[JIT]" is the
+# GEMMs), then the named symbols.
+echo "shares of the samples by library (perf report --no-children --sort dso):"
+perf report -i "$WORK/perf.data" --no-children --sort dso --stdio 2>/dev/null |
+  grep -E '^ +[0-9.]+%' | head -n 8 | sed 's/\[JIT\] tid [0-9]*/[JIT] (oneDNN GEMMs)/'
+echo "shares of the samples by symbol (perf report --no-children --sort symbol):"
 perf report -i "$WORK/perf.data" --no-children --sort symbol --stdio 2>/dev/null |
-  grep -E '^ +[0-9]' | head -n "$TOP" | sed 's/ *- *- *$//'
+  grep -E '^ +[0-9.]+%' | grep -v '\] 0x0000' | head -n "$TOP" | sed 's/ *- *- *$//'
