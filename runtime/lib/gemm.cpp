@@ -8,10 +8,11 @@
 
 #include <algorithm>
 
-// oneDNN's sgemm (row-major, as every caller's buffers are): on most of the
-// step's shapes, M = B*T rows against weights of 768..50257 columns, it ran
-// up to 22 % faster than OpenBLAS's (docs/PERFORMANCE.md), and with one row
-// it is within a few percent of sgemv, so no shape needs another library.
+// oneDNN's sgemm (row-major, as every caller's buffers are): on the step's
+// shapes, M = B*T rows against weights of 768..50257 columns, it ran 12 %
+// faster than OpenBLAS's, FLOP-weighted (bench/cpu/gemm_ceiling.py), and
+// with one row within a few percent of sgemv, so no shape needs another
+// library.
 extern "C" void mrt_gemm_f32(int transA, int transB, int64_t M, int64_t N,
                              int64_t K, float alpha, const float *A,
                              int64_t lda, const float *B, int64_t ldb,

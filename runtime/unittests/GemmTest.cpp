@@ -131,4 +131,13 @@ TEST_P(GemmBetaZeroTest, IgnoresPreviousContentsOfC) {
 // One row (a decoding step's matrix-vector product) must not read C either.
 INSTANTIATE_TEST_SUITE_P(Rows, GemmBetaZeroTest, ::testing::Values(5, 1));
 
+// A leading dimension shorter than a row is a caller's bug: the process
+// stops with the shapes named, instead of reading past every row.
+TEST(GemmDeathTest, LeadingDimensionShorterThanARowStops) {
+  std::vector<float> A(4 * 3, 1.0f), B(3 * 2, 1.0f), C(4 * 2);
+  EXPECT_DEATH(mrt_gemm_f32(0, 0, 4, 2, 3, 1.0f, A.data(), /*lda=*/2,
+                            B.data(), 2, 0.0f, C.data(), 2),
+               "mrt_gemm_f32: oneDNN sgemm of \\[4 x 3\\] x \\[3 x 2\\] failed");
+}
+
 } // namespace
