@@ -5,7 +5,8 @@ train_compare.py rates the training step against numpy/OpenBLAS sgemm on
 2048-square matrices. The 124M step (B=4, T=64: M = B*T = 256 rows) runs
 other shapes: this times each of its GEMMs (forward, input gradient, weight
 gradient, with the step's transposes) on the same threads, with numpy's
-OpenBLAS and with oneDNN's sgemm (libdnnl, what the runtime calls), and
+OpenBLAS and with oneDNN's sgemm (libdnnl, what the runtime calls on AVX-512
+CPUs), and
 prints each rate and their FLOP-weighted means as shares of numpy's
 2048-square rate measured in the same run: the share of that rate a step
 made only of its GEMMs, each at that library's speed, would reach.

@@ -56,7 +56,8 @@ done
 perf record -q -o "$WORK/perf.data" -D "$DELAY_MS" -F 999 -g -- \
   "$BIN/megatron-run" "$WORK/step.so" --data "$WORK/tokens.bin" --steps "$STEPS" |
   tail -n 1
-# oneDNN's GEMM kernels are generated at run time: perf sees them as JIT
+# oneDNN's GEMM kernels (AVX-512 CPUs; runtime/lib/gemm.cpp) are generated
+# at run time: perf sees them as JIT
 # code without symbols, so the shares by library come first ("[JIT]" is the
 # GEMMs), then the named symbols.
 echo "shares of the samples by library (perf report --no-children --sort dso):"

@@ -13,7 +13,7 @@
 #                   shared library they and the steps need, libmpi.so.40 =
 #                   the single-rank MPI stub), steps/*.so (compiled here),
 #                   steps/mock_step_tp1.so (launcher self-test). Compressed:
-#                   oneDNN alone is 40 MB and the carry limit is 64 MiB.
+#                   oneDNN and OpenBLAS are 76 MB; the carry limit is 64 MiB.
 #   data/           token files (llm.c format): tiny (correctness) and the
 #                   timing model's; mock tokens for the self-test
 #   ref/            tiny_cpu.jsonl: megatron-run --log of GPT-2 tiny, TP=1,
@@ -384,7 +384,7 @@ json.dump({"format": "megatron-gpu-bench-bundle", "version": 1, "files": files,
 EOF
 }
 
-# bin/, lib/ and steps/ go into one xz archive (oneDNN: 40 MB).
+# bin/, lib/ and steps/ go into one xz archive (oneDNN and OpenBLAS: 76 MB).
 pack_payload() {
   say "compressing bin/ lib/ steps/"
   tar -C "$STAGE" -cf - bin lib steps | xz -T0 -6 >"$STAGE/payload.tar.xz"

@@ -4,19 +4,45 @@
 
 #include "gelu.h"
 
+#include <cblas.h>
 #include <dnnl.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
-// oneDNN's sgemm (row-major, as every caller's buffers are): on the step's
-// shapes, M = B*T rows against weights of 768..50257 columns, it ran 12 %
-// faster than OpenBLAS's, FLOP-weighted (bench/cpu/gemm_ceiling.py), and
-// with one row within a few percent of sgemv, so no shape needs another
-// library.
-extern "C" void mrt_gemm_f32(int transA, int transB, int64_t M, int64_t N,
-                             int64_t K, float alpha, const float *A,
-                             int64_t lda, const float *B, int64_t ldb,
-                             float beta, float *C, int64_t ldc) {
+namespace {
+
+// Two BLAS, chosen by the CPU, because neither wins everywhere. On the
+// step's shapes (M = B*T rows against weights of 768..50257 columns)
+// oneDNN's AVX-512 kernels ran 12 % faster than OpenBLAS's, FLOP-weighted
+// (bench/cpu/gemm_ceiling.py), while restricted to AVX2 on the same machine
+// (ONEDNN_MAX_CPU_ISA=AVX2 against OPENBLAS_CORETYPE=Haswell) oneDNN ran the
+// largest ones up to 25 % slower (docs/PERFORMANCE.md).
+enum class GemmLibrary { OneDNN, OpenBLAS };
+
+// MRT_GEMM=onednn|openblas overrides the choice: A/B runs, and the tests of
+// the library the machine would not pick.
+GemmLibrary chooseGemmLibrary() {
+  if (const char *forced = std::getenv("MRT_GEMM")) {
+    if (std::strcmp(forced, "onednn") == 0)
+      return GemmLibrary::OneDNN;
+    if (std::strcmp(forced, "openblas") == 0)
+      return GemmLibrary::OpenBLAS;
+    mrt::fatal("MRT_GEMM=%s: expected onednn or openblas", forced);
+  }
+  return __builtin_cpu_supports("avx512f") ? GemmLibrary::OneDNN
+                                           : GemmLibrary::OpenBLAS;
+}
+
+GemmLibrary gemmLibrary() {
+  static const GemmLibrary library = chooseGemmLibrary();
+  return library;
+}
+
+void oneDNNGemm(int transA, int transB, int64_t M, int64_t N, int64_t K,
+                float alpha, const float *A, int64_t lda, const float *B,
+                int64_t ldb, float beta, float *C, int64_t ldc) {
   dnnl_status_t status =
       dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', M, N, K, alpha, A,
                  lda, B, ldb, beta, C, ldc);
@@ -26,6 +52,47 @@ extern "C" void mrt_gemm_f32(int transA, int transB, int64_t M, int64_t N,
                static_cast<long long>(M), static_cast<long long>(K),
                static_cast<long long>(K), static_cast<long long>(N),
                static_cast<int>(status));
+}
+
+// C[1, N] = alpha * A[1, K] op(B) + beta * C: a matrix-vector product
+// (decoding one token), which OpenBLAS's sgemm runs as a GEMM with one row,
+// slower than sgemv's streaming of B. A's K values are A[k * incA].
+void rowTimesMatrix(int transB, int64_t N, int64_t K, float alpha,
+                    const float *A, int64_t incA, const float *B, int64_t ldb,
+                    float beta, float *C) {
+  // op(B) = B [K, N]: y = B^T x; op(B) = B^T, B [N, K]: y = B x.
+  const bool t = !transB;
+  cblas_sgemv(CblasRowMajor, t ? CblasTrans : CblasNoTrans,
+              mrt::checkedInt(t ? K : N, "gemv rows"),
+              mrt::checkedInt(t ? N : K, "gemv columns"), alpha, B,
+              mrt::checkedInt(ldb, "gemm ldb"), A,
+              mrt::checkedInt(incA, "gemv incA"), beta, C, 1);
+}
+
+void openBLASGemm(int transA, int transB, int64_t M, int64_t N, int64_t K,
+                  float alpha, const float *A, int64_t lda, const float *B,
+                  int64_t ldb, float beta, float *C, int64_t ldc) {
+  if (M == 1)
+    return rowTimesMatrix(transB, N, K, alpha, A, transA ? lda : 1, B, ldb,
+                          beta, C);
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+              transB ? CblasTrans : CblasNoTrans, mrt::checkedInt(M, "gemm M"),
+              mrt::checkedInt(N, "gemm N"), mrt::checkedInt(K, "gemm K"), alpha,
+              A, mrt::checkedInt(lda, "gemm lda"), B,
+              mrt::checkedInt(ldb, "gemm ldb"), beta, C,
+              mrt::checkedInt(ldc, "gemm ldc"));
+}
+
+} // namespace
+
+extern "C" void mrt_gemm_f32(int transA, int transB, int64_t M, int64_t N,
+                             int64_t K, float alpha, const float *A,
+                             int64_t lda, const float *B, int64_t ldb,
+                             float beta, float *C, int64_t ldc) {
+  if (gemmLibrary() == GemmLibrary::OneDNN)
+    return oneDNNGemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                      ldc);
+  openBLASGemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 // The bias is C's starting value: one pass, as sgemm adds into C anyway.

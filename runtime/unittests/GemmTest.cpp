@@ -3,6 +3,7 @@
 
 #include "TestUtil.h"
 
+#include <cstdlib>
 #include <limits>
 #include <string>
 
@@ -131,13 +132,33 @@ TEST_P(GemmBetaZeroTest, IgnoresPreviousContentsOfC) {
 // One row (a decoding step's matrix-vector product) must not read C either.
 INSTANTIATE_TEST_SUITE_P(Rows, GemmBetaZeroTest, ::testing::Values(5, 1));
 
-// A leading dimension shorter than a row is a caller's bug: the process
-// stops with the shapes named, instead of reading past every row.
-TEST(GemmDeathTest, LeadingDimensionShorterThanARowStops) {
+// A leading dimension shorter than a row is a caller's bug: oneDNN refuses
+// it and the process stops with the shapes named, instead of reading past
+// every row. The library is chosen once per process, so the child that dies
+// runs this test alone (threadsafe style) with MRT_GEMM set before its
+// first GEMM.
+TEST(GemmDeathTest, OneDNNRefusalStops) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
   std::vector<float> A(4 * 3, 1.0f), B(3 * 2, 1.0f), C(4 * 2);
-  EXPECT_DEATH(mrt_gemm_f32(0, 0, 4, 2, 3, 1.0f, A.data(), /*lda=*/2,
-                            B.data(), 2, 0.0f, C.data(), 2),
-               "mrt_gemm_f32: oneDNN sgemm of \\[4 x 3\\] x \\[3 x 2\\] failed");
+  EXPECT_DEATH(
+      {
+        setenv("MRT_GEMM", "onednn", 1);
+        mrt_gemm_f32(0, 0, 4, 2, 3, 1.0f, A.data(), /*lda=*/2, B.data(), 2,
+                     0.0f, C.data(), 2);
+      },
+      "mrt_gemm_f32: oneDNN sgemm of \\[4 x 3\\] x \\[3 x 2\\] failed");
+}
+
+TEST(GemmDeathTest, UnknownLibraryStops) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::vector<float> A(2 * 2, 1.0f), B(2 * 2, 1.0f), C(2 * 2);
+  EXPECT_DEATH(
+      {
+        setenv("MRT_GEMM", "mkl", 1);
+        mrt_gemm_f32(0, 0, 2, 2, 2, 1.0f, A.data(), 2, B.data(), 2, 0.0f,
+                     C.data(), 2);
+      },
+      "MRT_GEMM=mkl: expected onednn or openblas");
 }
 
 } // namespace

@@ -48,7 +48,7 @@ static cl::opt<int64_t> microBatches(
 static cl::opt<megatron::Target> target(
     "target", cl::desc("where the step runs"), cl::init(megatron::Target::CPU),
     cl::values(clEnumValN(megatron::Target::CPU, "cpu",
-                          "host loops and oneDNN GEMMs, MPI between ranks"),
+                          "host loops and BLAS GEMMs, MPI between ranks"),
                clEnumValN(megatron::Target::CUDA, "cuda",
                           "NVVM kernels, cuBLASLt, NCCL between ranks"),
                clEnumValN(megatron::Target::CUDAOnHost, "cuda-on-host",

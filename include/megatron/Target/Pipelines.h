@@ -68,7 +68,7 @@ struct CompileOptions : public LayoutOptions<CompileOptions> {
       llvm::cl::init(Target::CPU),
       llvm::cl::values(
           clEnumValN(Target::CPU, "cpu",
-                     "host loops and oneDNN GEMMs, MPI between ranks"),
+                     "host loops and BLAS GEMMs, MPI between ranks"),
           clEnumValN(Target::CUDA, "cuda",
                      "NVVM kernels, cuBLASLt, NCCL between ranks"),
           clEnumValN(Target::CUDAOnHost, "cuda-on-host",

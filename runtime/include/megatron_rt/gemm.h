@@ -1,4 +1,6 @@
-/* General matrix multiply: oneDNN's sgemm on the CPU, cuBLASLt on the GPU. */
+/* General matrix multiply: oneDNN's or OpenBLAS's sgemm on the CPU (by the
+ * CPU's instruction set; MRT_GEMM=onednn|openblas overrides), cuBLASLt on
+ * the GPU. */
 #ifndef MEGATRON_RT_GEMM_H
 #define MEGATRON_RT_GEMM_H
 

@@ -12,7 +12,7 @@ typedef void (*mrt_loop_body)(void *captures, int64_t begin, int64_t end);
 
 /* Runs the n iterations of a loop whose iterations are independent (the
  * megatron-parallel-host-loops pass's output), one contiguous part per
- * OpenMP thread: the threads oneDNN's GEMMs and the runtime's kernels use, so that
+ * OpenMP thread: the threads the GEMMs and the runtime's kernels use, so that
  * no other pool spins beside them. With one thread, body(captures, 0, n). */
 MRT_API void mrt_parallel_for(mrt_loop_body body, void *captures, int64_t n);
 
