@@ -2,14 +2,16 @@
 # Installs what building and testing megatron-mlir needs on Debian 12:
 # LLVM/MLIR 22, the C++ toolchain, oneDNN and OpenBLAS, OpenMPI, GoogleTest,
 # and the Python packages of the reference model used by the tests
-# (xz-utils: the GPU benchmark's bundle, which a lit test builds).
+# (xz-utils: the GPU benchmark's bundle, which a lit test builds;
+# ocl-icd-opencl-dev: libdnnl's CMake package looks for OpenCL, which
+# libdnnl-dev only recommends).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   cmake ninja-build ccache gcc g++ binutils clang-22 libclang-rt-22-dev libomp-22-dev libgtest-dev
-  libdnnl-dev libopenblas-dev libopenblas-openmp-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev graphviz
+  libdnnl-dev ocl-icd-opencl-dev libopenblas-dev libopenblas-openmp-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev graphviz
   libicu-dev xz-utils
   python3 python3-pip
 )

@@ -5,11 +5,13 @@ train_compare.py rates the training step against numpy/OpenBLAS sgemm on
 2048-square matrices. The 124M step (B=4, T=64: M = B*T = 256 rows) runs
 other shapes: this times each of its GEMMs (forward, input gradient, weight
 gradient, with the step's transposes) on the same threads, with numpy's
-OpenBLAS and with oneDNN's sgemm (libdnnl, what the runtime calls on AVX-512
-CPUs), and
-prints each rate and their FLOP-weighted means as shares of numpy's
-2048-square rate measured in the same run: the share of that rate a step
-made only of its GEMMs, each at that library's speed, would reach.
+OpenBLAS and with the two libraries the runtime chooses between by the CPU
+(runtime/lib/gemm.cpp): oneDNN's sgemm and Debian's OpenMP build of
+OpenBLAS. It prints each rate and their FLOP-weighted means as shares of
+numpy's 2048-square rate measured in the same run: the share of that rate a
+step made only of its GEMMs, each at that library's speed, would reach.
+Their instruction sets can be capped to compare them on an AVX2 machine's
+kernels: ONEDNN_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell.
 
     OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 python3 bench/cpu/gemm_ceiling.py
         [--width 768] [--rows 256] [--vocab 50257] [--layers 12]
@@ -21,14 +23,31 @@ import time
 import numpy as np
 
 
-def onednn_sgemm():
-    """oneDNN's row-major sgemm, from the library the runtime links."""
-    sgemm = ctypes.CDLL("libdnnl.so.2").dnnl_sgemm
-    i64, f32, ptr = ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
-    sgemm.argtypes = [ctypes.c_char, ctypes.c_char, i64, i64, i64, f32, ptr,
-                      i64, ptr, i64, f32, ptr, i64]
-    sgemm.restype = ctypes.c_int
-    return sgemm
+OPENBLAS = "/usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0"
+
+
+def runtime_sgemms():
+    """The two row-major sgemms the runtime chooses between (lib/gemm.cpp):
+    oneDNN's and Debian's OpenMP build of OpenBLAS, each called as
+    sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)."""
+    i64, i32, f32, ptr = (ctypes.c_int64, ctypes.c_int, ctypes.c_float,
+                          ctypes.c_void_p)
+    dnnl = ctypes.CDLL("libdnnl.so.2").dnnl_sgemm
+    dnnl.argtypes = [ctypes.c_char, ctypes.c_char, i64, i64, i64, f32, ptr,
+                     i64, ptr, i64, f32, ptr, i64]
+    dnnl.restype = ctypes.c_int
+    cblas = ctypes.CDLL(OPENBLAS).cblas_sgemm
+    cblas.argtypes = [i32, i32, i32, i32, i32, i32, f32, ptr, i32, ptr, i32,
+                      f32, ptr, i32]
+    cblas.restype = None
+    row_major, no_trans, trans = 101, 111, 112
+    return {
+        "OpenBLAS": lambda ta, tb, *rest: cblas(
+            row_major, trans if ta else no_trans, trans if tb else no_trans,
+            *rest),
+        "oneDNN": lambda ta, tb, *rest: dnnl(
+            b"T" if ta else b"N", b"T" if tb else b"N", *rest),
+    }
 
 
 def operands(m, n, k, trans_a, trans_b):
@@ -60,9 +79,8 @@ def rate(m, n, k, trans_a=False, trans_b=False, sgemm=None):
         at, bt = (a.T if trans_a else a), (b.T if trans_b else b)
         call = lambda: np.matmul(at, bt, out=c)
     else:
-        args = (b"T" if trans_a else b"N", b"T" if trans_b else b"N", m, n, k,
-                1.0, a.ctypes.data, a.shape[1], b.ctypes.data, b.shape[1],
-                0.0, c.ctypes.data, n)
+        args = (trans_a, trans_b, m, n, k, 1.0, a.ctypes.data, a.shape[1],
+                b.ctypes.data, b.shape[1], 0.0, c.ctypes.data, n)
         call = lambda: sgemm(*args)
     flops = 2 * m * n * k
     return flops / best_seconds(call, flops) / 1e9
@@ -96,27 +114,30 @@ def main():
         ("fc proj weight grad", 4 * c, c, t, True, False, layer),
         ("lm head weight grad", v, c, t, True, False, head),
     ]
-    sgemm = onednn_sgemm()
+    sgemms = runtime_sgemms()
     print(f"numpy sgemm 2048^3: {peak:.1f} GFLOP/s; "
-          f"oneDNN {rate(2048, 2048, 2048, sgemm=sgemm):.1f} GFLOP/s")
-    print(f"{'GEMM':22} {'M x N x K':20} {'numpy GFLOP/s':>14} {'%':>6} "
-          f"{'oneDNN GFLOP/s':>15} {'%':>6}")
-    flops, seconds = 0.0, {"numpy": 0.0, "oneDNN": 0.0}
+          + "; ".join(f"{library} {rate(2048, 2048, 2048, sgemm=sgemm):.1f}"
+                      for library, sgemm in sgemms.items()))
+    libraries = ["numpy"] + list(sgemms)
+    print(f"{'GEMM':22} {'M x N x K':20} "
+          + " ".join(f"{library + ' GFLOP/s':>16} {'%':>6}"
+                     for library in libraries))
+    flops, seconds = 0.0, dict.fromkeys(libraries, 0.0)
     for name, m, n, k, ta, tb, calls in shapes:
-        rates = {"numpy": rate(m, n, k, ta, tb),
-                 "oneDNN": rate(m, n, k, ta, tb, sgemm=sgemm)}
+        rates = {"numpy": rate(m, n, k, ta, tb)}
+        rates.update((library, rate(m, n, k, ta, tb, sgemm=sgemm))
+                     for library, sgemm in sgemms.items())
         f = 2.0 * m * n * k * calls
         flops += f
         for library, r in rates.items():
             seconds[library] += f / (r * 1e9)
         print(f"{name:22} {m:>6}x{n:<6}x{k:<6} "
-              + " ".join(f"{r:14.1f} {100 * r / peak:6.1f}"
+              + " ".join(f"{r:16.1f} {100 * r / peak:6.1f}"
                          for r in rates.values()))
     for library, s in seconds.items():
         mean = flops / s / 1e9
         print(f"FLOP-weighted mean, {library}: {mean:.1f} GFLOP/s, "
               f"{100 * mean / peak:.1f} % of numpy's sgemm 2048^3")
-
 
 if __name__ == "__main__":
     main()

@@ -15,10 +15,10 @@ namespace {
 
 // Two BLAS, chosen by the CPU, because neither wins everywhere. On the
 // step's shapes (M = B*T rows against weights of 768..50257 columns)
-// oneDNN's AVX-512 kernels ran 12 % faster than OpenBLAS's, FLOP-weighted
-// (bench/cpu/gemm_ceiling.py), while restricted to AVX2 on the same machine
-// (ONEDNN_MAX_CPU_ISA=AVX2 against OPENBLAS_CORETYPE=Haswell) oneDNN ran the
-// largest ones up to 25 % slower (docs/PERFORMANCE.md).
+// oneDNN's AVX-512 kernels ran 9 % faster than OpenBLAS's, FLOP-weighted,
+// while with both capped at AVX2 on the same machine oneDNN ran 5 % slower,
+// the MLP's and the LM head's forward GEMMs 23-30 % slower
+// (bench/cpu/gemm_ceiling.py, docs/PERFORMANCE.md).
 enum class GemmLibrary { OneDNN, OpenBLAS };
 
 // MRT_GEMM=onednn|openblas overrides the choice: A/B runs, and the tests of
