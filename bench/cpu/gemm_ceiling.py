@@ -13,14 +13,34 @@ step made only of its GEMMs, each at that library's speed, would reach.
 Their instruction sets can be capped to compare them on an AVX2 machine's
 kernels: ONEDNN_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell.
 
+Then the step's ceiling on this machine: the two passes over memory every
+fp32 AdamW step makes beside its GEMMs, timed on the step's parameter count
+(the AdamW update, 28 bytes a parameter, adamw_pass.c compiled here with
+-march=native; the gradient norm's sum of squares, the runtime's own
+mrt_sum_squares_f32, 4 bytes), added to the GEMMs' time at the faster
+library's rates. The step's model FLOPs over that time, as a share of
+numpy's 2048-square rate, bound what train_compare.py can report for the
+step: attention, the cross-entropy, the norms and every wait come on top.
+The model FLOPs and parameters are the compiler's (the step's manifest), so
+this needs scripts/build.sh first.
+
     OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 python3 bench/cpu/gemm_ceiling.py
-        [--width 768] [--rows 256] [--vocab 50257] [--layers 12]
+        [--width 768] [--batch 4] [--seq 64] [--vocab 50257] [--layers 12]
 """
 import argparse
 import ctypes
+import json
+import math
+import os
+import subprocess
+import tempfile
 import time
 
 import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.join(ROOT, "build", "bin")
+RUNTIME = os.path.join(ROOT, "build", "lib", "libmegatron_rt.so")
 
 
 OPENBLAS = "/usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0"
@@ -89,11 +109,12 @@ def rate(m, n, k, trans_a=False, trans_b=False, sgemm=None):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--width", type=int, default=768)
-    parser.add_argument("--rows", type=int, default=256)
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--seq", type=int, default=64)
     parser.add_argument("--vocab", type=int, default=50257)
     parser.add_argument("--layers", type=int, default=12)
     args = parser.parse_args()
-    c, t, v = args.width, args.rows, args.vocab
+    c, t, v = args.width, args.batch * args.seq, args.vocab
     peak = rate(2048, 2048, 2048)
     # (name, m, n, k, transpose A, transpose B, calls per step)
     layer, head = args.layers, 1
@@ -138,6 +159,81 @@ def main():
         mean = flops / s / 1e9
         print(f"FLOP-weighted mean, {library}: {mean:.1f} GFLOP/s, "
               f"{100 * mean / peak:.1f} % of numpy's sgemm 2048^3")
+    print_step_ceiling(args, peak, min(seconds[library] for library in sgemms))
+
+
+def step_counts(args):
+    """The training step's model FLOPs and parameter count as the compiler
+    counts them (its manifest; train_compare.py rates steps by the same)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        program = os.path.join(tmp, "gpt2.mlir")
+        subprocess.run([os.path.join(BIN, "gpt2-mlir"), "--preset=124M",
+                        f"--embd={args.width}", f"--layers={args.layers}",
+                        f"--vocab={args.vocab}", f"--batch={args.batch}",
+                        f"--seq={args.seq}", "-o", program], check=True)
+        manifest = json.loads(subprocess.run(
+            [os.path.join(BIN, "megatron-compile"), program, "--train",
+             "--emit=manifest", "-o", "-"],
+            check=True, capture_output=True, text=True).stdout)
+    params = sum(math.prod(arg["local_shape"]) for arg in manifest["args"]
+                 if arg["role"] == "param")
+    return manifest["flops"]["train_step"], params
+
+
+def adamw_pass():
+    """adamw_pass.c, compiled for this CPU into a temporary library."""
+    with tempfile.TemporaryDirectory() as tmp:
+        library = os.path.join(tmp, "adamw_pass.so")
+        subprocess.run(["cc", "-O3", "-march=native", "-fno-math-errno", "-fopenmp", "-shared",
+                        "-fPIC", os.path.join(os.path.dirname(__file__), "adamw_pass.c"),
+                        "-o", library, "-lm"], check=True)
+        function = ctypes.CDLL(library).adamw_pass
+    function.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] + [ctypes.c_float] * 8
+    function.restype = None
+    return function
+
+
+def memory_pass_seconds(params):
+    """Best times of the step's two passes over all parameters: the AdamW
+    update and the gradient norm's sum of squares, on arrays as far larger
+    than the caches as the step's."""
+    p, g, m, v = (np.full(params, value, np.float32) for value in (0.1, 1e-3, 0.0, 0.0))
+    update = adamw_pass()
+    args = [array.ctypes.data for array in (p, g, m, v)] + [
+        params, 3e-4, 0.9, 0.999, 1e-8, 0.0, 1.0, 0.1, 0.001]
+    rt = ctypes.CDLL(RUNTIME)
+    rt.mrt_sum_squares_f32.argtypes = [ctypes.c_void_p, ctypes.c_int64,
+                                       ctypes.c_void_p, ctypes.c_int64]
+    sums = np.zeros(1, np.float64)
+    norm = lambda: rt.mrt_sum_squares_f32(g.ctypes.data, params,  # noqa: E731
+                                          sums.ctypes.data, 0)
+    return best_of_calls(lambda: update(*args)), best_of_calls(norm)
+
+
+def best_of_calls(call, calls=5):
+    """Best time of single calls (after a first untimed one): a pass over
+    gigabytes is long enough to time alone."""
+    call()
+    best = float("inf")
+    for _ in range(calls):
+        start = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def print_step_ceiling(args, peak, gemm_seconds):
+    step_flops, params = step_counts(args)
+    update, norm = memory_pass_seconds(params)
+    ceiling = gemm_seconds + update + norm
+    print(f"the step's memory passes over {params} fp32 parameters: AdamW "
+          f"{update * 1e3:.1f} ms ({28 * params / update / 1e9:.1f} GB/s), "
+          f"gradient norm {norm * 1e3:.1f} ms ({4 * params / norm / 1e9:.1f} GB/s)")
+    rate = step_flops / ceiling / 1e9
+    print(f"step ceiling: {step_flops / 1e9:.1f} model GFLOP in {ceiling * 1e3:.1f} ms "
+          f"(GEMMs {gemm_seconds * 1e3:.1f} at the faster library's rates, and the "
+          f"two passes), {rate:.1f} GFLOP/s, {100 * rate / peak:.1f} % of numpy's "
+          f"sgemm 2048^3")
 
 if __name__ == "__main__":
     main()
