@@ -1,5 +1,7 @@
 #include "Buffers.h"
 
+#include "HostMemory.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -8,14 +10,10 @@ namespace mrun {
 namespace {
 
 void *allocZeroed(size_t bytes) {
-  const size_t align = 64;
-  size_t size = (bytes + align - 1) / align * align;
-  if (size == 0)
-    size = align;
-  void *p = std::aligned_alloc(align, size);
+  void *p = mhost::allocate(bytes);
   if (!p)
     throw std::bad_alloc();
-  std::memset(p, 0, size);
+  std::memset(p, 0, bytes);
   return p;
 }
 
