@@ -187,6 +187,13 @@ struct QueryGroup {
   int64_t row(int64_t r) const { return t0 + std::min(r, count - 1); }
   // Queries see keys up to their own position.
   int64_t lastKey() const { return t0 + count - 1; }
+  // Keys of the block starting at j0 that some row sees: the products stop
+  // at the group's last key, not the block's end (on the diagonal block of
+  // a causal walk most of it), so at T = 64 the four groups of 16 queries
+  // multiply 16, 32, 48 and 64 keys instead of 64 each.
+  int64_t keysSeen(int64_t j0) const {
+    return std::min(kKeyBlock, lastKey() + 1 - j0);
+  }
   // Keys of the block [j0, j0+n) that row r may attend to.
   int64_t visible(int64_t r, int64_t j0, int64_t n) const {
     return r < count ? std::clamp<int64_t>(t0 + r + 1 - j0, 0, n) : 0;
@@ -254,7 +261,7 @@ void forwardGroup(const float *qkv, float *out, float *headLse, const Shape &s,
   std::fill(w.acc.begin(), w.acc.end(), 0.0f);
 
   for (int64_t j0 = 0; j0 <= g.lastKey(); j0 += kKeyBlock) {
-    int64_t n = std::min(kKeyBlock, s.T - j0);
+    int64_t n = g.keysSeen(j0);
     groupMultiply(w.queries.data(), Dpad, w.keysT.data() + j0, s.Tpad(), s.D,
                   roundUp(n, kLanes), w.weights.data(), kKeyBlock, false);
     for (int64_t r = 0; r < kGroupRows; ++r) {
@@ -352,7 +359,7 @@ void backwardGroup(const float *qkv, const float *dout, const float *headLse,
   std::fill(w.dq.begin(), w.dq.end(), 0.0f);
 
   for (int64_t j0 = 0; j0 <= g.lastKey(); j0 += kKeyBlock) {
-    int64_t n = std::min(kKeyBlock, s.T - j0), width = roundUp(n, kLanes);
+    int64_t n = g.keysSeen(j0), width = roundUp(n, kLanes);
     groupMultiply(w.queries.data(), Dpad, w.keysT.data() + j0, s.Tpad(), s.D,
                   width, w.probs.data(), kKeyBlock, false);
     groupMultiply(w.douts.data(), Dpad, w.valuesT.data() + j0, s.Tpad(), s.D,
