@@ -34,9 +34,10 @@ import math
 import os
 import subprocess
 import tempfile
-import time
 
 import numpy as np
+
+from timing import best_seconds
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.join(ROOT, "build", "bin")
@@ -78,17 +79,9 @@ def operands(m, n, k, trans_a, trans_b):
     return a, b
 
 
-def best_seconds(call, flops, seconds=0.5):
-    """Best time of one call over three timed batches."""
-    call()
-    reps = max(3, int(seconds * 2e11 / flops))
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        for _ in range(reps):
-            call()
-        best = min(best, (time.perf_counter() - start) / reps)
-    return best
+def gemm_seconds(call, flops, seconds=0.5):
+    """Best time of one call over three timed batches of about `seconds`."""
+    return best_seconds(call, reps=max(3, int(seconds * 2e11 / flops)), batches=3)
 
 
 def rate(m, n, k, trans_a=False, trans_b=False, sgemm=None):
@@ -103,7 +96,7 @@ def rate(m, n, k, trans_a=False, trans_b=False, sgemm=None):
                 b.ctypes.data, b.shape[1], 0.0, c.ctypes.data, n)
         call = lambda: sgemm(*args)
     flops = 2 * m * n * k
-    return flops / best_seconds(call, flops) / 1e9
+    return flops / gemm_seconds(call, flops) / 1e9
 
 
 def main():
@@ -207,19 +200,8 @@ def memory_pass_seconds(params):
     sums = np.zeros(1, np.float64)
     norm = lambda: rt.mrt_sum_squares_f32(g.ctypes.data, params,  # noqa: E731
                                           sums.ctypes.data, 0)
-    return best_of_calls(lambda: update(*args)), best_of_calls(norm)
-
-
-def best_of_calls(call, calls=5):
-    """Best time of single calls (after a first untimed one): a pass over
-    gigabytes is long enough to time alone."""
-    call()
-    best = float("inf")
-    for _ in range(calls):
-        start = time.perf_counter()
-        call()
-        best = min(best, time.perf_counter() - start)
-    return best
+    # A pass over gigabytes is long enough to time alone.
+    return best_seconds(lambda: update(*args)), best_seconds(norm)
 
 
 def print_step_ceiling(args, peak, gemm_seconds):

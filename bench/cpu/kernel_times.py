@@ -18,9 +18,10 @@ Run scripts/build.sh first."""
 import argparse
 import ctypes
 import os
-import time
 
 import numpy as np
+
+from timing import best_seconds
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUNTIME = os.environ.get("RUNTIME", os.path.join(ROOT, "build", "lib", "libmegatron_rt.so"))
@@ -39,19 +40,8 @@ def runtime():
     return rt
 
 
-def best_ms(call, before=None, batches=5, reps=1):
-    """Best time of `reps` calls over `batches` batches; `before` runs
-    untimed ahead of each batch (the cache flush of the cold kernels)."""
-    call()
-    best = float("inf")
-    for _ in range(batches):
-        if before:
-            before()
-        start = time.perf_counter()
-        for _ in range(reps):
-            call()
-        best = min(best, (time.perf_counter() - start) / reps)
-    return best * 1e3
+def best_ms(call, before=None, reps=1):
+    return best_seconds(call, reps=reps, before=before) * 1e3
 
 
 def normal(shape, rng):
