@@ -2,11 +2,16 @@
 
 #include "fatal.h"
 
+#include <cstdint>
+
 namespace mrt {
 
 void *BufferCache::allocate(size_t bytes, size_t alignment) {
   if (alignment > kAlignment)
     fatal("buffer alignment %zu exceeds %zu", alignment, kAlignment);
+  // Rounding up must not wrap around to a small block.
+  if (bytes > SIZE_MAX - kAlignment)
+    fatal("cannot allocate a buffer of %zu bytes", bytes);
   // A zero-byte buffer still needs an address of its own.
   bytes = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   if (bytes == 0)

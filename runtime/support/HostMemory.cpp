@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <cstdint>
 #include <cstdlib>
 
 namespace mhost {
@@ -16,6 +17,9 @@ size_t roundUp(size_t bytes, size_t multiple) {
 } // namespace
 
 void *allocate(size_t bytes) {
+  // Rounding up must not wrap around to a small block.
+  if (bytes > SIZE_MAX - kHugePageBytes)
+    return nullptr;
   if (bytes < kHugePageBytes)
     return std::aligned_alloc(kAlignment, roundUp(bytes ? bytes : 1, kAlignment));
   size_t size = roundUp(bytes, kHugePageBytes);

@@ -71,3 +71,8 @@ TEST(Allocator, LargeBlocksAreAdvisedAsHugePages) {
   EXPECT_NE(vmFlagsAt(block).find(" hg"), std::string::npos) << vmFlagsAt(block);
   _mlir_memref_to_llvm_free(block);
 }
+
+TEST(AllocatorDeathTest, SizeThatWrapsAroundStops) {
+  EXPECT_DEATH(_mlir_memref_to_llvm_alloc(SIZE_MAX - 10),
+               "cannot allocate a buffer of [0-9]+ bytes");
+}
