@@ -2,6 +2,8 @@
 
 #include "HostMemory.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -9,11 +11,23 @@
 namespace mrun {
 namespace {
 
+// Zeroed by every thread, a huge page at a time: the first touch of a
+// page is what costs (the kernel clears it, and on a VM the host backs it),
+// 0.4-2 GB/s from one thread on the development VM against 0.5-3.9 GB/s
+// from two, and the 124M model's state is 1.5 GB.
 void *allocZeroed(size_t bytes) {
   void *p = mhost::allocate(bytes);
   if (!p)
     throw std::bad_alloc();
-  std::memset(p, 0, bytes);
+  char *bytesAt = static_cast<char *>(p);
+  const int64_t pages = static_cast<int64_t>(
+      (bytes + mhost::kHugePageBytes - 1) / mhost::kHugePageBytes);
+#pragma omp parallel for schedule(static) if (pages > 1)
+  for (int64_t page = 0; page < pages; ++page) {
+    size_t begin = static_cast<size_t>(page) * mhost::kHugePageBytes;
+    std::memset(bytesAt + begin, 0,
+                std::min(mhost::kHugePageBytes, bytes - begin));
+  }
   return p;
 }
 
