@@ -13,9 +13,8 @@ constexpr size_t kHugePageBytes = size_t(2) << 20;
 
 // `bytes` of uninitialised host memory, 64-byte aligned, released with
 // std::free; nullptr when out of memory or for a size too large to round
-// up. A block of kHugePageBytes or more
-// is aligned to and rounded up to whole huge pages and advised as huge-page
-// memory (madvise MADV_HUGEPAGE). Debian's kernels give huge pages only to
+// up. A block of kHugePageBytes or more is aligned to and rounded up to
+// whole huge pages and advised as huge-page memory (madvise MADV_HUGEPAGE). Debian's kernels give huge pages only to
 // memory so advised, and the step's passes over its parameters, gradients
 // and AdamW moments (gigabytes at GPT-2 124M) otherwise walk 4 KiB pages:
 // a TLB miss every 4 KiB of each stream, and half a million page faults to
