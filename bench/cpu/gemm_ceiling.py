@@ -204,16 +204,16 @@ def memory_pass_seconds(params):
     return best_seconds(lambda: update(*args)), best_seconds(norm)
 
 
-def print_step_ceiling(args, peak, gemm_seconds):
+def print_step_ceiling(args, peak, gemm_time):
     step_flops, params = step_counts(args)
     update, norm = memory_pass_seconds(params)
-    ceiling = gemm_seconds + update + norm
+    ceiling = gemm_time + update + norm
     print(f"the step's memory passes over {params} fp32 parameters: AdamW "
           f"{update * 1e3:.1f} ms ({28 * params / update / 1e9:.1f} GB/s), "
           f"gradient norm {norm * 1e3:.1f} ms ({4 * params / norm / 1e9:.1f} GB/s)")
     rate = step_flops / ceiling / 1e9
     print(f"step ceiling: {step_flops / 1e9:.1f} model GFLOP in {ceiling * 1e3:.1f} ms "
-          f"(GEMMs {gemm_seconds * 1e3:.1f} at the faster library's rates, and the "
+          f"(GEMMs {gemm_time * 1e3:.1f} at the faster library's rates, and the "
           f"two passes), {rate:.1f} GFLOP/s, {100 * rate / peak:.1f} % of numpy's "
           f"sgemm 2048^3")
 
