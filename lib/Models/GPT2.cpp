@@ -10,6 +10,7 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <cmath>
+#include <vector>
 
 using namespace mlir;
 using namespace mlir::megatron;
@@ -69,6 +70,24 @@ std::string GPT2Config::validate() const {
   if (seq > ctx)
     return "--seq " + std::to_string(seq) +
            " exceeds the position table (--ctx " + std::to_string(ctx) + ")";
+  // The largest tensors of the step, in bytes of fp32 (sizes, strides and
+  // parameter counts downstream are int64).
+  const std::pair<const char *, std::vector<int64_t>> tensors[] = {
+      {"the token embedding [vocab, embd]", {vocab, embd}},
+      {"the position table [ctx, embd]", {ctx, embd}},
+      {"an MLP weight [embd, 4 embd]", {embd, 4, embd}},
+      {"the logits [batch, seq, vocab]", {batch, seq, vocab}},
+      {"the MLP activations [batch, seq, 4 embd]", {batch, seq, 4, embd}},
+      {"the attention scores [batch, heads, seq, seq]",
+       {batch, heads, seq, seq}},
+      {"the layers' weights [layers, 13 embd, embd]", {layers, 13, embd, embd}},
+  };
+  for (const auto &[what, dims] : tensors) {
+    int64_t bytes = 4;
+    for (int64_t d : dims)
+      if (__builtin_mul_overflow(bytes, d, &bytes))
+        return std::string(what) + " would hold more than 2^63 bytes";
+  }
   return "";
 }
 

@@ -241,10 +241,14 @@ LogicalResult linkSharedObject(StringRef object, StringRef output,
   std::string searchPath = "-L" + runtime->second;
   std::string library = ("-l" + runtime->first).str();
   // -Xlinker passes each word whole: a path may hold the commas -Wl, splits.
+  // --no-as-needed: megatron-run finds the runtime through the library
+  // (mrt_context_create), also where the generated code calls none of it.
   llvm::SmallVector<StringRef> args = {
-      *linker,    "-shared",   "-o",       output,  object,
-      searchPath, library,     "-Xlinker", "--disable-new-dtags",
-      "-Xlinker", "-rpath",    "-Xlinker", rpath,   "-lm"};
+      *linker,    "-shared",   "-o",       output,
+      object,     searchPath,  "-Xlinker", "--no-as-needed",
+      library,    "-Xlinker",  "--as-needed",
+      "-Xlinker", "--disable-new-dtags",   "-Xlinker",
+      "-rpath",   "-Xlinker",  rpath,      "-lm"};
   std::string message;
   if (llvm::sys::ExecuteAndWait(*linker, args, std::nullopt, {}, 0, 0,
                                 &message) != 0)

@@ -61,14 +61,33 @@ std::string escape(StringRef text) {
   return escaped;
 }
 
+/// Why `function` has no forward op of `layer`: the layers it has, or that
+/// none of its ops is located in a #tp.layer.
+std::string missingLayerReason(func::FuncOp function) {
+  int64_t last = -1;
+  function.walk([&](Operation *op) {
+    if (getPhase(op) == "forward")
+      last = std::max(last, getLayer(op->getLoc()).value_or(-1));
+  });
+  if (last >= 0)
+    return " (the layers are 0.." + std::to_string(last) + ")";
+  return ": no op is located in a #tp.layer (the model generator's "
+         "locations, which IR printed without --mlir-print-debuginfo has "
+         "lost)";
+}
+
 class LayerPicture {
 public:
   LayerPicture(func::FuncOp function, int64_t layer, MeshOp mesh)
       : function(function), layer(layer), mesh(mesh),
-        tp(mesh ? mesh.getAxisSize(MGT_AXIS_NAME_TP).value_or(1) : 1) {}
+        tp(mesh ? mesh.getAxisSize(MGT_AXIS_NAME_TP).value_or(1) : 1) {
+    collect();
+  }
+
+  /// Whether the function has forward ops of the layer at all.
+  bool empty() const { return ops.empty(); }
 
   void write(raw_ostream &os) {
-    collect();
     os << "digraph layer {\n  rankdir=TB;\n  node [style=filled, "
           "fontname=\"Helvetica\", fontsize=10];\n"
        << "  label=\"Layer " << layer << " at TP=" << tp
@@ -157,9 +176,18 @@ struct ViewPass : public megatron::impl::ViewBase<ViewPass> {
       module.emitError("cannot write '") << dot << "': " << error.message();
       return signalPassFailure();
     }
-    for (auto function : module.getOps<func::FuncOp>())
-      if (!function.isExternal())
-        LayerPicture(function, layer, mesh).write(out.os());
+    for (auto function : module.getOps<func::FuncOp>()) {
+      if (function.isExternal())
+        continue;
+      LayerPicture picture(function, layer, mesh);
+      if (picture.empty()) {
+        mlir::emitError(function.getLoc())
+            << "no forward op of layer " << static_cast<int64_t>(layer)
+            << " to draw" << missingLayerReason(function);
+        return signalPassFailure();
+      }
+      picture.write(out.os());
+    }
     out.keep();
     markAllAnalysesPreserved();
   }

@@ -6,7 +6,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <new>
+#include <stdexcept>
+#include <string>
 
 namespace mrun {
 namespace {
@@ -15,10 +16,11 @@ namespace {
 // page is what costs (the kernel clears it, and on a VM the host backs it),
 // 0.4-2 GB/s from one thread on the development VM against 0.5-3.9 GB/s
 // from two, and the 124M model's state is 1.5 GB.
-void *allocZeroed(size_t bytes) {
+void *allocZeroed(size_t bytes, const std::string &what) {
   void *p = mhost::allocate(bytes);
   if (!p)
-    throw std::bad_alloc();
+    throw std::runtime_error("cannot allocate " + std::to_string(bytes) +
+                             " bytes of host memory for " + what);
   char *bytesAt = static_cast<char *>(p);
   const int64_t pages = static_cast<int64_t>(
       (bytes + mhost::kHugePageBytes - 1) / mhost::kHugePageBytes);
@@ -55,8 +57,15 @@ void Buffers::allocate() {
 
 void Buffers::place(const std::vector<int> &members) {
   const int64_t each = bytes(members.front());
-  const int64_t total = each * static_cast<int64_t>(members.size());
-  char *host = static_cast<char *>(allocZeroed(total));
+  const std::string what =
+      "\"" + m_.args[members.front()].name + "\"" +
+      (members.size() > 1 ? " and its layers' stack" : "");
+  int64_t total = 0;
+  if (__builtin_mul_overflow(each, static_cast<int64_t>(members.size()),
+                             &total))
+    throw std::runtime_error("the buffer of " + what +
+                             " is too large to count in 64 bits");
+  char *host = static_cast<char *>(allocZeroed(total, what));
   ownedHost_.push_back(host);
   char *device = nullptr;
   if (m_.args[members.front()].onDevice) {

@@ -5,12 +5,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace mrun {
@@ -21,6 +23,34 @@ namespace {
 
 // safetensors limits its header to 100 MB.
 constexpr uint64_t kMaxHeader = 100u << 20;
+
+// A tensor's bytes in the data section.
+struct Span {
+  uint64_t begin, end;
+  std::string name;
+};
+
+// Tensors whose bytes overlap would load one tensor's data as another's:
+// the first such pair, or "".
+std::string overlapOf(std::vector<Span> spans) {
+  std::sort(spans.begin(), spans.end(), [](const Span &a, const Span &b) {
+    return a.begin < b.begin;
+  });
+  const Span *last = nullptr;
+  for (const Span &span : spans) {
+    if (span.begin == span.end)
+      continue; // an empty tensor holds no bytes
+    if (last && span.begin < last->end)
+      return "tensors \"" + last->name + "\" and \"" + span.name +
+             "\" overlap: data_offsets [" + std::to_string(last->begin) +
+             ", " + std::to_string(last->end) + ") and [" +
+             std::to_string(span.begin) + ", " + std::to_string(span.end) +
+             ")";
+    if (!last || span.end > last->end)
+      last = &span;
+  }
+  return "";
+}
 
 size_t dtypeBytes(const std::string &dtype) {
   if (dtype == "F32")
@@ -107,6 +137,7 @@ Checkpoint::Checkpoint(const std::string &path, CheckpointNames names)
     fail("header is " + why);
   const json &header = *parsed;
 
+  std::vector<Span> spans;
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string &fileName = it.key();
     if (fileName == "__metadata__") {
@@ -144,6 +175,7 @@ Checkpoint::Checkpoint(const std::string &path, CheckpointNames names)
            std::to_string(e.end) + ") exceed the " + std::to_string(dataSize_) +
            "-byte data section: the data is shorter than the header says "
            "(truncated file?)");
+    spans.push_back({e.begin, e.end, fileName});
     // The AdamW state megatron-run writes keeps its own names.
     std::optional<std::string> name =
         fileName.rfind("optimizer.", 0) == 0 ? fileName : names(fileName);
@@ -154,7 +186,10 @@ Checkpoint::Checkpoint(const std::string &path, CheckpointNames names)
       fail("tensor \"" + *name + "\" appears twice (\"" + pos->second.fileName +
            "\" and \"" + fileName + "\")");
   }
+  if (const std::string why = overlapOf(std::move(spans)); !why.empty())
+    fail(why);
 }
+
 
 std::string Checkpoint::optimizerName(const std::string &param,
                                       const std::string &role) {
@@ -166,6 +201,12 @@ void Checkpoint::checkAgainst(const Manifest &manifest, bool optimizer) const {
   auto fail = [&](const std::string &msg) { file_.fail(msg); };
   const std::string reader =
       manifest.hasEntry(MGT_ENTRY_KIND_FUNCTION) ? "function" : "model";
+  // Another model's tensors may match these names and shapes by chance.
+  auto format = metadata_.find("format"), model = metadata_.find("model");
+  if (format != metadata_.end() && format->second == kCheckpointFormat &&
+      model != metadata_.end() && model->second != manifest.model)
+    fail("a checkpoint of the model \"" + model->second +
+         "\", but the step library's model is \"" + manifest.model + "\"");
   // What the run reads: a model's parameters (and AdamW state), or a
   // function's inputs.
   std::map<std::string, const Arg *> params;
@@ -249,8 +290,8 @@ void Checkpoint::readSlice(const std::string &name, const TensorSlice &slice,
 
 SafetensorsWriter::SafetensorsWriter(
     const std::string &path, const std::vector<Tensor> &tensors,
-    const std::map<std::string, std::string> &metadata)
-    : path_(path), tmp_(path + ".tmp"), tensors_(tensors) {
+    const std::map<std::string, std::string> &metadata, Values values)
+    : path_(path), tmp_(path + ".tmp"), tensors_(tensors), values_(values) {
   nlohmann::ordered_json header;
   if (!metadata.empty()) {
     nlohmann::ordered_json meta = nlohmann::ordered_json::object();
@@ -286,6 +327,20 @@ SafetensorsWriter::SafetensorsWriter(
   }
 }
 
+void SafetensorsWriter::checkWritable(const std::string &path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw std::runtime_error("cannot write " + path + ": it is a directory");
+  // The writer's own first step: create PATH.tmp (then drop it again).
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw std::runtime_error("cannot write " + tmp + ": " +
+                             std::strerror(errno));
+  ::close(fd);
+  ::unlink(tmp.c_str());
+}
+
 SafetensorsWriter::~SafetensorsWriter() {
   if (fd_ >= 0)
     ::close(fd_);
@@ -302,6 +357,14 @@ void SafetensorsWriter::writeAll(const void *buf, size_t bytes) {
 void SafetensorsWriter::write(const float *data, int64_t count) {
   if (next_ >= tensors_.size() || count != numElements(tensors_[next_].shape))
     throw std::logic_error("SafetensorsWriter: tensor data out of order");
+  if (values_ == Values::Finite)
+    for (int64_t i = 0; i < count; ++i)
+      if (!std::isfinite(data[i]))
+        throw std::runtime_error(
+            "not saving " + path_ + ": tensor \"" + tensors_[next_].name +
+            "\" element " + std::to_string(i) + " is " +
+            (std::isnan(data[i]) ? "NaN" : "infinite") +
+            " (the run diverged; --resume would refuse the checkpoint)");
   ++next_;
   writeAll(data, static_cast<size_t>(count) * sizeof(float));
 }

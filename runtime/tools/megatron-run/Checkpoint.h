@@ -71,6 +71,14 @@ private:
 // rename). The header lists the tensors in the given order (data in that
 // order) and is padded with spaces to a multiple of 8 bytes. Throws
 // std::runtime_error naming the file.
+// The "format" in the metadata of the files megatron-run writes.
+inline constexpr const char *kCheckpointFormat = "megatron-mlir";
+
+// What a writer takes: a checkpoint only finite values (with a NaN it would
+// be a file --resume refuses, written over a good one), a dump whatever the
+// run computed.
+enum class Values { Any, Finite };
+
 class SafetensorsWriter {
 public:
   struct Tensor {
@@ -78,10 +86,15 @@ public:
     std::vector<int64_t> shape;
   };
   SafetensorsWriter(const std::string &path, const std::vector<Tensor> &tensors,
-                    const std::map<std::string, std::string> &metadata);
+                    const std::map<std::string, std::string> &metadata,
+                    Values values);
   ~SafetensorsWriter();
   SafetensorsWriter(const SafetensorsWriter &) = delete;
   SafetensorsWriter &operator=(const SafetensorsWriter &) = delete;
+
+  // Throws, as a writer would, where PATH cannot be written: before a run
+  // whose results would otherwise be lost at its end.
+  static void checkWritable(const std::string &path);
 
   // The data of the next tensor (its element count, row-major).
   void write(const float *data, int64_t count);
@@ -90,6 +103,7 @@ public:
 private:
   std::string path_, tmp_;
   std::vector<Tensor> tensors_;
+  Values values_;
   size_t next_ = 0;
   int fd_ = -1;
   bool committed_ = false;

@@ -49,7 +49,8 @@ bool runFunction(Session &s) {
   s.buffers.uploadAll();
   s.step.function(s.mesh.context(), s.buffers.stepArgs());
   const std::vector<SavedTensor> outputs = outputTensors(s.m);
-  if (!saveGlobal(s.mesh, s.m, s.buffers, s.opt.outputs, outputs, {}))
+  if (!saveGlobal(s.mesh, s.m, s.buffers, s.opt.outputs, outputs, {},
+                  Values::Any))
     return false;
   if (s.mesh.rank0())
     report("wrote " + std::to_string(outputs.size()) + " outputs of " +

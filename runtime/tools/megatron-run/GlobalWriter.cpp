@@ -10,11 +10,13 @@ namespace mrun {
 
 bool GlobalWriter::open(const std::string &path,
                         const std::vector<SafetensorsWriter::Tensor> &tensors,
-                        const std::map<std::string, std::string> &metadata) {
+                        const std::map<std::string, std::string> &metadata,
+                        Values values) {
   const Mesh::UnboundedWait creating(mesh_);
   if (mesh_.rank0()) {
     try {
-      writer_ = std::make_unique<SafetensorsWriter>(path, tensors, metadata);
+      writer_ = std::make_unique<SafetensorsWriter>(path, tensors, metadata,
+                                                    values);
     } catch (const std::exception &e) {
       failure_ = e.what();
     }
@@ -95,12 +97,13 @@ bool GlobalWriter::commit() {
 
 bool saveGlobal(const Mesh &mesh, const Manifest &m, Buffers &buffers,
                 const std::string &path, const std::vector<SavedTensor> &list,
-                const std::map<std::string, std::string> &metadata) {
+                const std::map<std::string, std::string> &metadata,
+                Values values) {
   GlobalWriter out(mesh, m, buffers);
   std::vector<SafetensorsWriter::Tensor> tensors;
   for (const SavedTensor &t : list)
     tensors.push_back({t.name, m.args[t.arg].checkpointShape});
-  if (!out.open(path, tensors, metadata))
+  if (!out.open(path, tensors, metadata, values))
     return false;
   for (const SavedTensor &t : list)
     out.write(t.arg);

@@ -28,7 +28,8 @@ public:
   // rank 0. True on every rank iff it worked.
   bool open(const std::string &path,
             const std::vector<SafetensorsWriter::Tensor> &tensors,
-            const std::map<std::string, std::string> &metadata);
+            const std::map<std::string, std::string> &metadata,
+            Values values);
 
   // Gathers arg `arg` (its local buffers, all-gathered over the axes that
   // split it) and writes it on rank 0, un-sliced with padding dropped, as
@@ -69,7 +70,8 @@ struct SavedTensor {
 // file (collective; true on every rank iff the file was written).
 bool saveGlobal(const Mesh &mesh, const Manifest &m, Buffers &buffers,
                 const std::string &path, const std::vector<SavedTensor> &list,
-                const std::map<std::string, std::string> &metadata);
+                const std::map<std::string, std::string> &metadata,
+                Values values);
 
 } // namespace mrun
 

@@ -109,6 +109,12 @@ std::vector<int64_t> getShape(const json &j, const char *key,
       fail(where + ": \"" + key + "\" must hold non-negative integers");
     shape.push_back(d.get<int64_t>());
   }
+  // Counted in bytes of the widest element type, the size must not wrap.
+  int64_t bytes = 8;
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(bytes, d, &bytes))
+      fail(where + ": \"" + key + "\" " + shapeString(shape) +
+           " is too large to count in 64 bits");
   return shape;
 }
 

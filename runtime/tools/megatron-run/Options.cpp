@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <sstream>
 #include <stdexcept>
 #include <utility>
 
@@ -65,8 +66,8 @@ const char *const kUsage =
     "                     updates done; each written atomically, so a run\n"
     "                     killed at any moment keeps every finished one)\n"
     "  --save-dir DIR     where --save-every writes (an existing directory)\n"
-    "  --keep-last N      with --save-every, keep only the N latest (default\n"
-    "                     0: all)\n"
+    "  --keep-last N      with --save-every, keep only the N latest (default:\n"
+    "                     all)\n"
     "  --resume PATH      continue from a checkpoint (a --save file, or the\n"
     "                     latest in a --save-dir directory): weights, AdamW\n"
     "                     state and step; the data and the schedule continue\n"
@@ -160,6 +161,17 @@ double parseDouble(const std::string &opt, const std::string &value,
         opt + ": expected a number >= " + std::to_string(min) +
         (std::isfinite(below) ? " and < " + std::to_string(below) : "") +
         ", got \"" + value + "\"");
+  return v;
+}
+
+// A value the step receives as a float: a double beyond float's range would
+// reach it as infinity.
+double parseFloat(const std::string &opt, const std::string &value, double min,
+                  double below = INFINITY) {
+  const double v = parseDouble(opt, value, min, below);
+  if (!std::isfinite(static_cast<float>(v)))
+    throw std::invalid_argument(opt + ": " + value +
+                                " is beyond the range of a float");
   return v;
 }
 
@@ -305,10 +317,11 @@ Options parseOptions(const std::vector<std::string> &args) {
     } else if (arg == "--top-k") {
       o.topK = parseInt(arg, takeValue(), 0);
     } else if (arg == "--top-p") {
-      o.topP = parseDouble(arg, takeValue(), 0.0, 1.0 + 1e-12);
-      if (o.topP == 0.0)
+      const std::string value = takeValue();
+      o.topP = parseDouble(arg, value, 0.0);
+      if (o.topP == 0.0 || o.topP > 1.0)
         throw std::invalid_argument("--top-p: expected a number in (0, 1], "
-                                    "got 0");
+                                    "got \"" + value + "\"");
     } else if (arg == "--tokenizer") {
       o.tokenizer = takeValue();
     } else if (arg == "--vocab") {
@@ -333,19 +346,19 @@ Options parseOptions(const std::vector<std::string> &args) {
     } else if (arg == "--log") {
       o.log = fileName(arg, takeValue());
     } else if (arg == "--lr") {
-      o.lr = parseDouble(arg, takeValue(), 0.0);
+      o.lr = parseFloat(arg, takeValue(), 0.0);
     } else if (arg == "--beta1") {
-      o.beta1 = parseDouble(arg, takeValue(), 0.0, 1.0);
+      o.beta1 = parseFloat(arg, takeValue(), 0.0, 1.0);
     } else if (arg == "--beta2") {
-      o.beta2 = parseDouble(arg, takeValue(), 0.0, 1.0);
+      o.beta2 = parseFloat(arg, takeValue(), 0.0, 1.0);
     } else if (arg == "--eps") {
-      o.eps = parseDouble(arg, takeValue(), 0.0);
+      o.eps = parseFloat(arg, takeValue(), 0.0);
     } else if (arg == "--weight-decay") {
-      o.weightDecay = parseDouble(arg, takeValue(), 0.0);
+      o.weightDecay = parseFloat(arg, takeValue(), 0.0);
     } else if (arg == "--grad-clip") {
-      o.gradClip = parseDouble(arg, takeValue(), 0.0);
+      o.gradClip = parseFloat(arg, takeValue(), 0.0);
     } else if (arg == "--min-lr") {
-      o.minLr = parseDouble(arg, takeValue(), 0.0);
+      o.minLr = parseFloat(arg, takeValue(), 0.0);
     } else if (arg == "--lr-schedule") {
       o.lrSchedule = takeValue();
       if (o.lrSchedule != "constant" && o.lrSchedule != "cosine")
@@ -420,6 +433,12 @@ Options parseOptions(const std::vector<std::string> &args) {
   if ((o.saveEvery > 0) != !o.saveDir.empty())
     throw std::invalid_argument("--save-every and --save-dir go together "
                                 "(how often, and where)");
+  if (o.minLr > o.lr) {
+    std::ostringstream why;
+    why << "--min-lr " << o.minLr << " exceeds --lr " << o.lr
+        << " (the cosine schedule decays from --lr to --min-lr)";
+    throw std::invalid_argument(why.str());
+  }
   if (o.keepLast > 0 && o.saveEvery == 0)
     throw std::invalid_argument("--keep-last needs --save-every");
   if (o.peakFlops > 0 && !o.hardware.empty())

@@ -10,8 +10,6 @@
 namespace mrun {
 namespace {
 
-const char *const kFormat = "megatron-mlir";
-
 // The shortest %g form that reads back as v.
 std::string shortestNumber(double v) {
   char buf[64];
@@ -45,7 +43,7 @@ std::vector<SavedTensor> checkpointTensors(const Manifest &m) {
 
 Metadata checkpointMetadata(const Options &opt, const Manifest &m,
                             int64_t updates, int64_t skipped) {
-  return {{"format", kFormat},
+  return {{"format", kCheckpointFormat},
           {"step", std::to_string(updates)},
           {"skipped_updates", std::to_string(skipped)},
           {"model", m.model},
@@ -70,7 +68,7 @@ std::vector<SavedTensor> gradientTensors(const Manifest &m) {
 }
 
 Metadata gradientMetadata(int64_t step) {
-  return {{"format", kFormat},
+  return {{"format", kCheckpointFormat},
           {"content", "gradients (unclipped) of the loss"},
           {"step", std::to_string(step)}};
 }
@@ -85,7 +83,7 @@ std::vector<SafetensorsWriter::Tensor> logitsTensors(const Manifest &m,
 }
 
 Metadata logitsMetadata(const Manifest &m, int64_t steps) {
-  return {{"format", kFormat},
+  return {{"format", kCheckpointFormat},
           {"content", "logits of mgt_forward; logits.<s> is step s (batch s)"},
           {"model", m.model},
           {"steps", std::to_string(steps)}};
@@ -93,7 +91,8 @@ Metadata logitsMetadata(const Manifest &m, int64_t steps) {
 
 bool saveCheckpoint(Session &s) {
   if (!saveGlobal(s.mesh, s.m, s.buffers, s.opt.save, checkpointTensors(s.m),
-                  checkpointMetadata(s.opt, s.m, s.opt.steps, s.skippedUpdates)))
+                  checkpointMetadata(s.opt, s.m, s.opt.steps, s.skippedUpdates),
+                  Values::Finite))
     return false;
   if (s.mesh.rank0())
     report("saved " + s.opt.save + " (step " + std::to_string(s.opt.steps) +
@@ -109,7 +108,8 @@ bool savePeriodicCheckpoint(Session &s, int64_t updates) {
   const Mesh::UnboundedWait saving(s.mesh);
   const std::string path = checkpointInDir(s.opt.saveDir, updates);
   if (!saveGlobal(s.mesh, s.m, s.buffers, path, checkpointTensors(s.m),
-                  checkpointMetadata(s.opt, s.m, updates, s.skippedUpdates)))
+                  checkpointMetadata(s.opt, s.m, updates, s.skippedUpdates),
+                  Values::Finite))
     return false;
   std::string failure;
   if (s.mesh.rank0()) {
@@ -128,7 +128,7 @@ bool savePeriodicCheckpoint(Session &s, int64_t updates) {
 
 bool dumpGradients(Session &s, int64_t step) {
   return saveGlobal(s.mesh, s.m, s.buffers, s.opt.dumpGrads,
-                    gradientTensors(s.m), gradientMetadata(step));
+                    gradientTensors(s.m), gradientMetadata(step), Values::Any);
 }
 
 } // namespace mrun

@@ -97,6 +97,11 @@ int64_t loadState(Session &s) {
   }
   if (s.opt.saveEvery > 0)
     checkSaveDirectory(s.opt.saveDir, s.startStep);
+  // Rank 0 writes the files at the end of the run: refuse now, not then.
+  if (s.mesh.rank0())
+    for (const std::string *file : {&s.opt.save, &s.opt.dumpGrads})
+      if (!file->empty())
+        SafetensorsWriter::checkWritable(*file);
   const int64_t localParams = loadWeights(s, ckpt.get());
   if (s.opt.generate)
     return localParams;

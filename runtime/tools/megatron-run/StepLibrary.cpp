@@ -1,14 +1,55 @@
 #include "StepLibrary.h"
 
+#include <cstring>
 #include <exception>
+#include <fstream>
 
 #include <dlfcn.h>
+#include <elf.h>
 
 namespace mrun {
 namespace {
 
 template <typename Fn> Fn entry(void *lib, const char *name) {
   return reinterpret_cast<Fn>(dlsym(lib, name));
+}
+
+// dlopen maps a truncated library's segments past the end of the file, and
+// the process dies of SIGBUS where it first touches them: the ELF headers
+// are checked against the file's size first. "" when they fit (or the file
+// is no 64-bit ELF file, which dlopen reports itself).
+std::string elfBeyondFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in)
+    return "";
+  const uint64_t size = static_cast<uint64_t>(in.tellg());
+  Elf64_Ehdr header;
+  in.seekg(0);
+  if (!in.read(reinterpret_cast<char *>(&header), sizeof header) ||
+      std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0 ||
+      header.e_ident[EI_CLASS] != ELFCLASS64)
+    return "";
+  auto beyond = [&](uint64_t offset, uint64_t bytes) {
+    return offset > size || bytes > size - offset;
+  };
+  const std::string truncated =
+      " is truncated or corrupt (the file has " + std::to_string(size) +
+      " bytes): ";
+  if (beyond(header.e_phoff, uint64_t(header.e_phnum) * header.e_phentsize) ||
+      beyond(header.e_shoff, uint64_t(header.e_shnum) * header.e_shentsize))
+    return truncated + "its ELF header tables lie past its end";
+  for (unsigned i = 0; i < header.e_phnum; ++i) {
+    Elf64_Phdr segment;
+    in.seekg(static_cast<std::streamoff>(header.e_phoff +
+                                         uint64_t(i) * header.e_phentsize));
+    if (!in.read(reinterpret_cast<char *>(&segment), sizeof segment))
+      return truncated + "its program headers cannot be read";
+    if (segment.p_type == PT_LOAD &&
+        beyond(segment.p_offset, segment.p_filesz))
+      return truncated + "segment " + std::to_string(i) + " ends at byte " +
+             std::to_string(segment.p_offset + segment.p_filesz);
+  }
+  return "";
 }
 
 bool hasDeviceArgs(const Manifest &m) {
@@ -26,6 +67,8 @@ std::string openStepLibrary(const Options &opt, RuntimeApi &rt,
   // A bare name: dlopen would search the library path, not the directory.
   const std::string path =
       name.find('/') == std::string::npos ? "./" + name : name;
+  if (const std::string why = elfBeyondFile(path); !why.empty())
+    return name + why;
   void *lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib)
     return loadFailure(name, dlerror());

@@ -42,7 +42,7 @@ std::unique_ptr<Console> makeConsole(const Session &s, int64_t first,
 std::unique_ptr<GlobalWriter> openLogitsFile(Session &s) {
   auto out = std::make_unique<GlobalWriter>(s.mesh, s.m, s.buffers);
   if (!out->open(s.opt.dumpLogits, logitsTensors(s.m, s.opt.steps),
-                 logitsMetadata(s.m, s.opt.steps)))
+                 logitsMetadata(s.m, s.opt.steps), Values::Any))
     return nullptr;
   return out;
 }

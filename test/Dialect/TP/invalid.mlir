@@ -246,6 +246,14 @@ func.func @name_not_string(%x: tensor<4xf32> {tp.name = 3 : i64}) {
 
 // -----
 
+// Names key the checkpoint and the manifest: two arguments of one name.
+// expected-error @+1 {{'func.func' op arguments #0 and #2 have the same 'tp.name' "w"}}
+func.func @duplicate_name(%a: tensor<4xf32> {tp.name = "w"}, %b: tensor<4xf32> {tp.name = "b"}, %c: tensor<4xf32> {tp.name = "w"}) {
+  return
+}
+
+// -----
+
 tp.mesh @m axes = ["tp" = 2]
 func.func @unknown_tp_attr(%x: tensor<4x8xf32>) {
   // expected-error @+1 {{unknown tp attribute 'tp.shard' on an operation}}

@@ -113,6 +113,22 @@ LogicalResult TPDialect::verifyOperationAttribute(Operation *op,
   return verifyShardingAttr(op, attr, op->getResult(0).getType());
 }
 
+/// Names key checkpoints and the manifest: two arguments of one name would
+/// be one tensor to the runtime.
+static LogicalResult verifyUniqueName(Operation *op, unsigned argIndex,
+                                      StringAttr name) {
+  auto function = dyn_cast<FunctionOpInterface>(op);
+  if (!function)
+    return success();
+  for (unsigned i = 0; i < argIndex; ++i)
+    if (function.getArgAttrOfType<StringAttr>(i, TPDialect::kNameAttrName) ==
+        name)
+      return op->emitOpError()
+             << "arguments #" << i << " and #" << argIndex << " have the same '"
+             << TPDialect::kNameAttrName << "' \"" << name.getValue() << "\"";
+  return success();
+}
+
 /// Function arguments carry a sharding and, for parameters, their name.
 LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op,
                                                   unsigned regionIndex,
@@ -123,6 +139,8 @@ LogicalResult TPDialect::verifyRegionArgAttribute(Operation *op,
       return op->emitOpError() << "'" << attr.getName().getValue()
                                << "' of argument #" << argIndex
                                << " must be a string";
+    if (attr.getName() == kNameAttrName)
+      return verifyUniqueName(op, argIndex, cast<StringAttr>(attr.getValue()));
     return success();
   }
   if (attr.getName() == kRoleAttrName) {

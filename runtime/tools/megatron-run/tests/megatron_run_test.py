@@ -355,6 +355,12 @@ def case_usage():
         ([m, "-x", "--data", t], r"unknown option -x"),
         ([m, "--data", t, "--lr", "x"], r"--lr: expected a number >= 0"),
         ([m, "--data", t, "--beta2", "1"], r"--beta2: expected a number >= 0.* and < 1"),
+        ([m, "--data", t, "--lr", "1e39"],
+         r"--lr: 1e39 is beyond the range of a float"),
+        ([m, "--data", t, "--eps", "1e39"],
+         r"--eps: 1e39 is beyond the range of a float"),
+        ([m, "--data", t, "--lr", "0.1", "--min-lr", "1"],
+         r"--min-lr 1 exceeds --lr 0\.1 \(the cosine schedule decays"),
         ([m, "--data", t, "--lr-schedule", "linear"],
          r"--lr-schedule: expected constant or cosine"),
         ([m, "--data", t, "--val-steps", "0"], r"--val-steps: expected an integer >= 1"),
@@ -391,6 +397,14 @@ def case_load_errors():
     expect_fail([A.megatron_run, A.rt_lib, "--data", t, "--eval-only"],
                 r"does not export mgt_manifest", what="no mgt_manifest",
                 code=1)
+    # A truncated library is refused before dlopen maps past its end (which
+    # killed the process with SIGBUS).
+    trunc = os.path.join(TMP, "trunc.so")
+    with open(A.mock_tp1, "rb") as f, open(trunc, "wb") as g:
+        g.write(f.read(4000))
+    expect_fail([A.megatron_run, trunc, "--data", t, "--eval-only"],
+                r"trunc\.so is truncated or corrupt \(the file has 4000 bytes\)",
+                what="truncated step.so", code=1)
     expect_fail([A.megatron_run, A.no_runtime_step, "--data", t, "--eval-only"],
                 r"no_runtime_step\.so is not linked against a megatron runtime "
                 r"\(no mrt_context_create\)", what="no runtime", code=1)
@@ -530,6 +544,20 @@ def case_checkpoint_errors():
     bad = dict(good, **{"wte.weight": params["wte.weight"]})
     fails(write_st(os.path.join(TMP, "dup.safetensors"), bad),
           r'tensor "wte\.weight" appears twice', "duplicate after prefix strip")
+    p = write_st(os.path.join(TMP, "overlap.safetensors"), good)
+    header = st_header(p)
+    a, b = "transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"
+    header[b]["data_offsets"] = header[a]["data_offsets"]
+    fails(write_st(p, good, raw_header=json.dumps(header).encode()),
+          r'tensors "transformer\.h\.0\.ln_1\.(weight|bias)" and '
+          r'"transformer\.h\.0\.ln_1\.(weight|bias)" overlap: data_offsets',
+          "two tensors on the same bytes")
+    p = write_st(os.path.join(TMP, "llama.safetensors"), good)
+    header = dict(st_header(p), __metadata__={"format": "megatron-mlir",
+                                              "model": "llama"})
+    fails(write_st(p, good, raw_header=json.dumps(header).encode()),
+          r'a checkpoint of the model "llama", but the step library\'s model '
+          r'is "mock"', "another model's checkpoint")
 
 
 def case_data_batches():
@@ -836,11 +864,11 @@ def case_save_atomic():
     out = expect_fail(command(2, ["--data", t, "--steps", "2", "--save", bad]),
                       r"rank 0: cannot write .*x\.safetensors\.tmp: No such file",
                       what="--save into a missing directory", code=1)
-    check(len(train_printed(out)) == 2, "... after training")
+    check(len(train_printed(out)) == 0, "... before training")
     d = os.path.join(TMP, "adir")
     os.mkdir(d)
     expect_fail(command(2, ["--data", t, "--save", d]),
-                r"cannot rename .*adir\.tmp to .*adir: ",
+                r"rank 0: cannot write .*adir: it is a directory",
                 what="--save onto a directory", code=1)
     check(os.path.isdir(d) and not os.path.exists(d + ".tmp"),
           "... leaves no .tmp and the directory alone")
