@@ -12,6 +12,8 @@
 #include "megatron/Transforms/PerformanceModel.h"
 #include "megatron_rt/contract.h"
 
+#include "Manifest.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/JSON.h"
 
@@ -221,6 +223,12 @@ FailureOr<std::string> buildStepManifest(ModuleOp module,
     manifest[MGT_FIELD_CHECKPOINT_NAMES] = names.getValue();
   std::string text;
   llvm::raw_string_ostream(text) << llvm::json::Value(std::move(manifest));
+  // megatron-run's own reader: what it would refuse is refused here, where
+  // the program can still be pointed at.
+  if (std::string error = mrun::manifestError(text); !error.empty())
+    return function.emitError("megatron-run would refuse this step's "
+                              "manifest: ")
+           << error;
   return text;
 }
 

@@ -1,4 +1,5 @@
-// RUN: megatron-opt %s -split-input-file -tp-step-manifest -verify-diagnostics | FileCheck %s
+// RUN: megatron-opt %s -split-input-file -tp-step-manifest -verify-diagnostics -o /dev/null
+// RUN: gpt2-mlir --preset=tiny --layers=1 | megatron-compile - --tp=2 --train --emit=partitioned -o - | megatron-opt --tp-step-manifest | FileCheck %s
 // RUN: not megatron-opt %s -split-input-file -tp-step-manifest=target=tpu -o /dev/null 2>&1 | FileCheck %s --check-prefix=TARGET
 
 // TARGET: error: tp-step-manifest: unknown target 'tpu'; use cpu, cuda or cuda-on-host
@@ -6,9 +7,13 @@
 // The manifest and the entries travel on the module to the library: the
 // forward entry takes the step's arguments at the manifest's positions.
 // CHECK-LABEL: module attributes {tp.step = {
-// CHECK-SAME: entries = [{arguments = array<i32: 0, 1, 2>, function = "step_forward", kind = "forward"}, {arguments = array<i32: 0, 1, 2, 3>, function = "step", kind = "train_step"}]
+// CHECK-SAME: entries = [{arguments = array<i32: 0, 1, {{[0-9, ]+}}, 17>, function = "gpt2_forward", kind = "forward"}, {arguments = array<i32: 0, 1, {{[0-9, ]+}}, 50>, function = "gpt2", kind = "train_step"}]
 // CHECK-SAME: manifest = "{{.*}}\22entries\22:[\22forward\22,\22train_step\22]
 // CHECK-SAME: target = "cpu"}}
+
+// A manifest megatron-run would refuse (here f32 tokens, and a parameter
+// without AdamW state) is refused where it is made, in megatron-run's words.
+// expected-error @+1 {{megatron-run would refuse this step's manifest: invalid manifest: args[0] "x": dtype "f32" (tokens must be i32)}}
 func.func @step(%x: tensor<4x16xf32> {tp.name = "x", tp.role = "tokens"}, %w: tensor<16x8xf32> {tp.name = "w"},
                 %t: tensor<4xi32> {tp.name = "t", tp.role = "targets"}, %h: tensor<8xf32> {tp.name = "hp", tp.role = "hyperparameters"}) -> tensor<f32>
     attributes {tp.entry = "train_step"} {

@@ -268,15 +268,6 @@ std::string manifestWith(const std::string &arg, int tp = 2) {
          "\"global_shape\":[2,3],\"local_shape\":[2,3],\"split\":[]}]}";
 }
 
-std::string manifestError(const std::string &text) {
-  try {
-    parseManifest(text);
-  } catch (const std::runtime_error &e) {
-    return e.what();
-  }
-  return "";
-}
-
 } // namespace
 
 TEST(Manifest, ParsesTheExample) {

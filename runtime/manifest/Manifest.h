@@ -114,6 +114,10 @@ struct Manifest {
 // Throws std::runtime_error with a message naming the offending arg.
 Manifest parseManifest(const std::string &json);
 
+// What parseManifest throws for `json`, or "": for callers built without
+// exceptions (the compiler checks each manifest it writes with it).
+std::string manifestError(const std::string &json);
+
 std::string shapeString(const std::vector<int64_t> &shape);
 
 } // namespace mrun

@@ -340,6 +340,15 @@ std::vector<std::vector<int>> parseStacks(const json &stacks,
 
 } // namespace
 
+std::string manifestError(const std::string &json) {
+  try {
+    parseManifest(json);
+    return "";
+  } catch (const std::exception &e) {
+    return e.what();
+  }
+}
+
 Manifest parseManifest(const std::string &text) {
   std::string why;
   std::optional<json> parsed = parseJsonObject(text, why);
