@@ -77,7 +77,16 @@ private:
       });
     if (isNonDifferentiable(op))
       return success();
-    return op->emitOpError("has no gradient rule (VJPOpInterface)");
+    InFlightDiagnostic diag =
+        op->emitOpError("has no gradient rule (VJPOpInterface)");
+    // The global program's ops (tp.cross_entropy) become ones with rules
+    // when tp-partition splits them.
+    if (!isPartitioned(function))
+      diag.attachNote(function.getLoc())
+          << "@" << function.getName()
+          << " is not partitioned: tp-autodiff differentiates the per-rank "
+             "program tp-partition makes";
+    return diag;
   }
 
   /// Everything between the forward ops and the return is the backward

@@ -60,6 +60,7 @@ func.func @residual(%x: tensor<4x8xf32> {tp.name = "x"}, %bias: tensor<8xf32> {t
 
 // -----
 
+// expected-note @+1 {{@no_rule is not partitioned: tp-autodiff differentiates the per-rank program tp-partition makes}}
 func.func @no_rule(%x: tensor<4x8xf32> {tp.name = "x"}, %t: tensor<4xi32>) -> tensor<f32> {
   // expected-error @+1 {{'tp.reshard' op has no gradient rule (VJPOpInterface)}}
   %s = tp.reshard %x : tensor<4x8xf32>

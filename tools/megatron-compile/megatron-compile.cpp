@@ -229,6 +229,11 @@ static LogicalResult writeStage(ModuleOp module) {
 static LogicalResult compile(MLIRContext &context) {
   if (emit == Emit::PTX && target != megatron::Target::CUDA)
     return toolError("--emit=ptx needs --target=cuda");
+  // A chip named for another target would be ignored without a word.
+  if (arch.getNumOccurrences() && target != megatron::Target::CUDA)
+    return toolError("--arch is for --target=cuda: the " +
+                     megatron::stringifyTarget(target) +
+                     " target compiles no GPU code");
   megatron::CompileOptions options;
   setCompileOptions(options);
   PassManager pm(&context);

@@ -69,7 +69,7 @@ std::string resumeFile(const std::string &path) {
   if (steps.empty())
     throw std::runtime_error("checkpoint directory " + path +
                              " holds no checkpoint (step-<k>" + kSuffix +
-                             ") to resume from");
+                             ", k of 8 digits or more) to resume from");
   return checkpointInDir(path, steps.back());
 }
 

@@ -370,20 +370,20 @@ LogicalResult tp::verifyProgramDialects(ModuleOp module, StringRef pass,
   return result;
 }
 
+bool tp::isPartitioned(FunctionOpInterface function) {
+  return function->hasAttr(TPDialect::kPartitionedAttrName) ||
+         llvm::any_of(llvm::seq(function.getNumArguments()), [&](unsigned i) {
+           return function.getArgAttr(i, TPDialect::kGlobalShapeAttrName);
+         });
+}
+
 LogicalResult tp::verifyGlobalProgram(ModuleOp module, StringRef pass,
                                       ProgramDialects accepted) {
   if (failed(verifyProgramDialects(module, pass, accepted)))
     return failure();
   LogicalResult result = success();
   module.walk([&](FunctionOpInterface function) {
-    // tp.global_shape is tp-partition's too: a per-rank program written
-    // before the marker, or with the marker dropped, is recognised alike.
-    bool partitioned =
-        function->hasAttr(TPDialect::kPartitionedAttrName) ||
-        llvm::any_of(llvm::seq(function.getNumArguments()), [&](unsigned i) {
-          return function.getArgAttr(i, TPDialect::kGlobalShapeAttrName);
-        });
-    if (!partitioned)
+    if (!isPartitioned(function))
       return;
     // At the function's location, without printing the whole function.
     mlir::emitError(function.getLoc()) << "'@" << function.getName()

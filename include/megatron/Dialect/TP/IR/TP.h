@@ -108,6 +108,11 @@ int64_t getRingPasses(CollectiveKind kind);
 /// program, whose micro-batches may run as a loop).
 enum class ProgramDialects { TP, TPAndLinalg, PerRank };
 
+/// Whether tp-partition made `function` per-rank: its tp.partitioned marker,
+/// or (a per-rank program written before the marker, or with the marker
+/// dropped) an argument with a tp.global_shape.
+bool isPartitioned(FunctionOpInterface function);
+
 /// Fails, with an error at each function tp-partition already made per-rank
 /// and at the first op of each kind from outside the `accepted` dialects,
 /// unless `module` is a global program: the passes that plan and partition
