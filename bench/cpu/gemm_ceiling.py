@@ -9,7 +9,9 @@ OpenBLAS and with the two libraries the runtime chooses between by the CPU
 (runtime/lib/gemm.cpp): oneDNN's sgemm and Debian's OpenMP build of
 OpenBLAS. It prints each rate and their FLOP-weighted means as shares of
 numpy's 2048-square rate measured in the same run: the share of that rate a
-step made only of its GEMMs, each at that library's speed, would reach.
+step made only of its GEMMs, each at that library's speed, would reach. It
+also rates them against the machine's FMA peak (fma_peak.c, compiled here):
+what a GEMM kernel better than the libraries' could still gain.
 Their instruction sets can be capped to compare them on an AVX2 machine's
 kernels: ONEDNN_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell.
 
@@ -148,10 +150,14 @@ def main():
         print(f"{name:22} {m:>6}x{n:<6}x{k:<6} "
               + " ".join(f"{r:16.1f} {100 * r / peak:6.1f}"
                          for r in rates.values()))
+    fma = fma_peak_rate()
     for library, s in seconds.items():
         mean = flops / s / 1e9
         print(f"FLOP-weighted mean, {library}: {mean:.1f} GFLOP/s, "
-              f"{100 * mean / peak:.1f} % of numpy's sgemm 2048^3")
+              f"{100 * mean / peak:.1f} % of numpy's sgemm 2048^3, "
+              f"{100 * mean / fma:.1f} % of the FMA peak")
+    print(f"FMA peak (independent vector multiply-adds on every thread): "
+          f"{fma:.1f} GFLOP/s; numpy's sgemm 2048^3 at {100 * peak / fma:.1f} % of it")
     print_step_ceiling(args, peak, min(seconds[library] for library in sgemms))
 
 
@@ -173,17 +179,33 @@ def step_counts(args):
     return manifest["flops"]["train_step"], params
 
 
-def adamw_pass():
-    """adamw_pass.c, compiled for this CPU into a temporary library."""
+def compiled_here(name):
+    """The function `name` of bench/cpu/`name`.c, compiled for this CPU into
+    a temporary library."""
     with tempfile.TemporaryDirectory() as tmp:
-        library = os.path.join(tmp, "adamw_pass.so")
+        library = os.path.join(tmp, name + ".so")
         subprocess.run(["cc", "-O3", "-march=native", "-fno-math-errno", "-fopenmp", "-shared",
-                        "-fPIC", os.path.join(os.path.dirname(__file__), "adamw_pass.c"),
+                        "-fPIC", os.path.join(os.path.dirname(__file__), name + ".c"),
                         "-o", library, "-lm"], check=True)
-        function = ctypes.CDLL(library).adamw_pass
+        return getattr(ctypes.CDLL(library), name)
+
+
+def adamw_pass():
+    function = compiled_here("adamw_pass")
     function.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] + [ctypes.c_float] * 8
     function.restype = None
     return function
+
+
+def fma_peak_rate():
+    """GFLOP/s of fma_peak.c's independent multiply-add chains on every
+    OpenMP thread: the rate no GEMM kernel can pass."""
+    function = compiled_here("fma_peak")
+    function.argtypes = [ctypes.c_int64]
+    function.restype = ctypes.c_double
+    iterations = 20_000_000
+    flops = function(iterations)
+    return flops / best_seconds(lambda: function(iterations)) / 1e9
 
 
 def memory_pass_seconds(params):
