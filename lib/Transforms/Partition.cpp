@@ -78,6 +78,25 @@ private:
   PartitionContext context;
 };
 
+/// Each op's rule partitions it from its operands' and results' shardings;
+/// a result without one (tp-propagate not run) would keep its global shape
+/// beside local operands.
+LogicalResult
+verifyEveryResultSharded(func::FuncOp function,
+                         const DenseMap<Value, ShardingAttr> &shardings) {
+  WalkResult walk = function.walk([&](ShardingRuleOpInterface op) {
+    for (Value result : op->getResults())
+      if (isa<RankedTensorType>(result.getType()) && !shardings.count(result)) {
+        op->emitOpError("has a result without a sharding: tp-partition "
+                        "needs one on every value (tp-propagate completes "
+                        "them)");
+        return WalkResult::interrupt();
+      }
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
 struct PartitionPass : public megatron::impl::PartitionBase<PartitionPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -108,6 +127,8 @@ struct PartitionPass : public megatron::impl::PartitionBase<PartitionPass> {
       });
       if (!mesh)
         continue;
+      if (failed(verifyEveryResultSharded(function, shardings)))
+        return signalPassFailure();
       if (failed(Partitioner(mesh, std::move(shardings)).partition(function)))
         return signalPassFailure();
     }
