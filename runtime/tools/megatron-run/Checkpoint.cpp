@@ -190,7 +190,6 @@ Checkpoint::Checkpoint(const std::string &path, CheckpointNames names)
     fail(why);
 }
 
-
 std::string Checkpoint::optimizerName(const std::string &param,
                                       const std::string &role) {
   return "optimizer." + param +
