@@ -11,11 +11,26 @@
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/FileSystem.h"
 
 using namespace mlir;
 
 bool megatron::isSupportedCUDAChip(StringRef chip) {
   return chip == "sm_80" || chip == "sm_90";
+}
+
+std::optional<std::string>
+megatron::cudaOptionsProblem(const CUDAPipelineOptions &options) {
+  if (!isSupportedCUDAChip(options.chip))
+    return "unsupported arch '" + options.chip.getValue() +
+           "'; use sm_80 or sm_90";
+  if (options.binaryFormat != "fatbin" && options.binaryFormat != "isa")
+    return "unknown binary-format '" + options.binaryFormat.getValue() +
+           "'; use fatbin or isa";
+  if (!options.toolkit.empty() &&
+      !llvm::sys::fs::is_directory(options.toolkit.getValue()))
+    return "toolkit '" + options.toolkit.getValue() + "' is not a directory";
+  return std::nullopt;
 }
 
 namespace {

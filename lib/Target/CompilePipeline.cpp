@@ -44,6 +44,13 @@ std::optional<std::string> generationConflict(const CompileOptions &options) {
   return std::nullopt;
 }
 
+/// The CUDA lowering's options of a compile for target=cuda.
+void setCUDAOptions(const CompileOptions &options, CUDAPipelineOptions &cuda) {
+  cuda.chip = options.arch;
+  cuda.binaryFormat = options.binaryFormat;
+  cuda.outlineLayers = options.outlineLayers;
+}
+
 /// Why `options` cannot be compiled, or nothing.
 std::optional<std::string> conflict(const CompileOptions &options) {
   if (!options.entry.empty())
@@ -72,9 +79,12 @@ std::optional<std::string> conflict(const CompileOptions &options) {
   if (options.exportLogits && (options.dp > 1 || options.microBatches > 1))
     return "export-logits needs dp=1 and micro-batches=1: megatron-run "
            "gathers the logits of one batch over tp only";
-  if (options.target == Target::CUDA && !isSupportedCUDAChip(options.arch))
-    return "unsupported arch '" + options.arch.getValue() +
-           "'; use sm_80 or sm_90";
+  if (options.target == Target::CUDA) {
+    CUDAPipelineOptions cuda;
+    setCUDAOptions(options, cuda);
+    if (std::optional<std::string> why = cudaOptionsProblem(cuda))
+      return why;
+  }
   if (options.precision != "auto" && options.precision != "fp32" &&
       options.precision != "bf16")
     return "unknown precision '" + options.precision.getValue() +
@@ -132,9 +142,7 @@ void addLoweringStages(OpPassManager &pm, const CompileOptions &options) {
     return buildCUDAOnHostLoweringPipeline(pm, options.outlineLayers);
   case Target::CUDA: {
     CUDAPipelineOptions cuda;
-    cuda.chip = options.arch;
-    cuda.binaryFormat = options.binaryFormat;
-    cuda.outlineLayers = options.outlineLayers;
+    setCUDAOptions(options, cuda);
     return buildCUDALoweringPipeline(pm, cuda);
   }
   }
@@ -179,10 +187,22 @@ void megatron::registerTargetPipelines() {
       "megatron-lower-cpu",
       "Lower a partitioned tp program to the LLVM dialect for the CPU target",
       [](OpPassManager &pm) { buildCPULoweringPipeline(pm); });
-  PassPipelineRegistration<CUDAPipelineOptions>(
+  registerPassPipeline(
       "megatron-lower-cuda",
       "Lower a partitioned tp program to CUDA kernels and LLVM host code",
-      buildCUDALoweringPipeline);
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> reportError) {
+        CUDAPipelineOptions options;
+        if (failed(options.parseFromString(text)))
+          return failure();
+        if (std::optional<std::string> why = cudaOptionsProblem(options))
+          return reportError(*why);
+        buildCUDALoweringPipeline(pm, options);
+        return success();
+      },
+      [](function_ref<void(const detail::PassOptions &)> describe) {
+        describe(CUDAPipelineOptions());
+      });
   PassPipelineRegistration<>(
       "megatron-lower-cuda-on-host",
       "The CUDA target's kernels as host loops against the CPU runtime",

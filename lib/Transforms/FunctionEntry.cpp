@@ -1,4 +1,5 @@
 //===- FunctionEntry.cpp - a framework's function as the step's entry -----===//
+#include "megatron/Dialect/TP/IR/ShardingUtils.h"
 #include "megatron/Dialect/TP/IR/WrittenArguments.h"
 #include "megatron/Transforms/Passes.h"
 #include "megatron_rt/contract.h"
@@ -27,6 +28,15 @@ LogicalResult verifyExchangeable(func::FuncOp function) {
       return function.emitError("argument #")
              << index << " of '@" << function.getName() << "' is " << type
              << ": a function entry exchanges f32 tensors of static shape";
+  // megatron-run gives every rank its slice of an input's whole value: a
+  // pending sum over ranks would add it once per rank.
+  for (BlockArgument arg : function.getArguments())
+    if (ShardingAttr sharding = getSharding(arg);
+        sharding && !sharding.getPartialAxes().empty())
+      return function.emitError("argument #")
+             << arg.getArgNumber() << " of '@" << function.getName()
+             << "' is a partial sum over " << sharding.getPartialAxes()
+             << ": a function entry's inputs hold their whole value";
   for (auto [index, type] : llvm::enumerate(function.getResultTypes()))
     if (!isExchangeable(type))
       return function.emitError("result #")

@@ -152,8 +152,13 @@ private:
     int64_t vocab = type.getDimSize(0);
     if (vocab % tp == 0)
       return success();
-    int64_t multiple = kVocabPadMultiple * tp;
-    int64_t padded = (vocab + multiple - 1) / multiple * multiple;
+    int64_t multiple = 0, padded = 0;
+    if (__builtin_mul_overflow(kVocabPadMultiple, tp, &multiple) ||
+        __builtin_add_overflow(vocab, multiple - 1, &padded))
+      return embedding.emitError("cannot pad the vocabulary of ")
+             << vocab << " rows to a multiple of " << kVocabPadMultiple
+             << " x tp=" << tp << ": the size overflows 64 bits";
+    padded = padded / multiple * multiple;
     for (Operation *user : table.getUsers()) {
       if (isa<EmbeddingOp>(user))
         continue;
@@ -235,11 +240,18 @@ private:
       if (role != ArgumentRole::Tokens && role != ArgumentRole::Targets)
         continue;
       int64_t rows = cast<ShapedType>(arg.getType()).getDimSize(0);
-      if (rows % (dp * microBatches) != 0)
-        return emitError(arg.getLoc())
-               << "the batch of " << rows << " rows (" << stringifyArgumentRole(role)
-               << ") cannot be split into dp=" << dp << " x micro-batches="
-               << microBatches << " = " << dp * microBatches << " equal parts";
+      int64_t parts = 0;
+      bool overflows = __builtin_mul_overflow(dp, microBatches, &parts);
+      if (overflows || rows % parts != 0) {
+        InFlightDiagnostic diag =
+            emitError(arg.getLoc())
+            << "the batch of " << rows << " rows ("
+            << stringifyArgumentRole(role) << ") cannot be split into dp="
+            << dp << " x micro-batches=" << microBatches;
+        if (overflows)
+          return diag << " parts: their product overflows 64 bits";
+        return diag << " = " << parts << " equal parts";
+      }
       annotateParameter(arg, split(arg, 0, 1, axes));
     }
     return success();

@@ -8,6 +8,8 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::megatron;
 using namespace mlir::tp;
@@ -170,7 +172,19 @@ FailureOr<Hardware> megatron::lookupHardware(StringRef nameOrPath,
             "link_bytes_per_second, latency_seconds and activation_bytes";
     return failure();
   }
-  hardware.activationBytes = static_cast<int64_t>(bytes);
+  // Counts: whole, and small enough that byte counts stay in range.
+  auto count = [&](StringRef key, double value, int64_t &out) {
+    if (value == std::floor(value) && value <= 1024) {
+      out = static_cast<int64_t>(value);
+      return true;
+    }
+    error = "'" + nameOrPath.str() + "': " + key.str() +
+            " must be a whole number from 1 to 1024, got " +
+            std::to_string(value);
+    return false;
+  };
+  if (!count("activation_bytes", bytes, hardware.activationBytes))
+    return failure();
   // A cluster of nodes: all three fields, or none (one node).
   double gpus = 0;
   bool cluster = number("gpus_per_node", gpus);
@@ -181,7 +195,8 @@ FailureOr<Hardware> megatron::lookupHardware(StringRef nameOrPath,
             "node_bytes_per_second and node_latency_seconds, all three or none";
     return failure();
   }
-  hardware.gpusPerNode = static_cast<int64_t>(gpus);
+  if (cluster && !count("gpus_per_node", gpus, hardware.gpusPerNode))
+    return failure();
   std::optional<StringRef> name = object->getString("name");
   hardware.name = name ? name->str() : nameOrPath.str();
   return hardware;

@@ -54,6 +54,16 @@ func.func @main(%ids: tensor<4xi32>) -> tensor<4xi32> {
 
 // -----
 
+// An input is its whole value on every rank, never a pending sum (which
+// would count it once per rank).
+tp.mesh @mesh axes = ["tp" = 2]
+// expected-error @+1 {{argument #0 of '@main' is a partial sum over tp: a function entry's inputs hold their whole value}}
+func.func @main(%x: tensor<4xf32> {tp.sharding = #tp.sharding<@mesh, [[]], partial = ["tp"]>}) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
 // expected-error @+1 {{result #0 of '@main' is 'f32': a function entry exchanges f32 tensors of static shape}}
 func.func @main(%x: tensor<4xf32>) -> f32 {
   %s = arith.constant 1.0 : f32

@@ -1,6 +1,8 @@
 // RUN: megatron-opt %s -split-input-file -tp-megatron-annotate=tp=2 -verify-diagnostics | FileCheck %s
 // RUN: not megatron-opt %s -split-input-file -tp-megatron-annotate=tp=0 2>&1 | FileCheck %s --check-prefix=TP0
 // TP0: error: tp, dp and micro-batches must be positive, got tp=0, dp=1 and micro-batches=1
+// RUN: gpt2-mlir --preset=tiny --layers=1 | not megatron-opt -tp-megatron-annotate=tp=4611686018427387904 2>&1 | FileCheck %s --check-prefix=HUGE
+// HUGE: error: {{.*}}cannot pad the vocabulary of 512 rows to a multiple of 128 x tp=4611686018427387904: the size overflows 64 bits
 
 // One GPT-2 block: QKV and MLP-up split by columns (QKV per q/k/v section),
 // their consumers' GEMMs by rows, the embedding by vocabulary rows, the rest

@@ -10,6 +10,8 @@
 // RUN: FileCheck %s --check-prefix=EXPLAIN < %t.json
 // RUN: not megatron-opt %s -split-input-file -megatron-pipeline="dp=2 micro-batches=3" 2>&1 | FileCheck %s --check-prefix=INDIVISIBLE
 // INDIVISIBLE: error: the batch of 8 rows (tokens) cannot be split into dp=2 x micro-batches=3 = 6 equal parts
+// RUN: not megatron-opt %s -split-input-file -megatron-pipeline="dp=4294967296 micro-batches=4294967296" 2>&1 | FileCheck %s --check-prefix=OVERFLOW
+// OVERFLOW: error: {{.*}}the batch of 8 rows (tokens) cannot be split into dp=4294967296 x micro-batches=4294967296 parts: their product overflows 64 bits
 
 // A step costs what it did in one batch: the loop's ops count once per
 // micro-batch, and the dp traffic (the table's gradient, the loss) is the same.

@@ -15,6 +15,9 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
 
+#include <optional>
+#include <string>
+
 namespace mlir::megatron {
 
 /// convert-tp-to-runtime through bufferization, deallocation and the
@@ -59,6 +62,12 @@ void buildCUDAOnHostLoweringPipeline(OpPassManager &pm,
 
 /// The architectures buildCUDALoweringPipeline compiles for.
 bool isSupportedCUDAChip(StringRef chip);
+
+/// Why buildCUDALoweringPipeline cannot compile with `options` (an unknown
+/// chip or binary format, a toolkit directory that is not there), or
+/// nothing: checked before the pipeline runs, since NVVM's own checks crash
+/// on an empty chip and gpu-module-to-binary's errors do not fail the pass.
+std::optional<std::string> cudaOptionsProblem(const CUDAPipelineOptions &options);
 
 /// Everything megatron-compile does between parsing a global tp program and
 /// writing its step library; megatron-compile's flags, one for one.

@@ -314,7 +314,14 @@ Options parseOptions(const std::vector<std::string> &args) {
     } else if (arg == "--max-new") {
       o.maxNew = parseInt(arg, takeValue(), 1);
     } else if (arg == "--temperature") {
-      o.temperature = parseDouble(arg, takeValue(), 0.0);
+      const std::string value = takeValue();
+      o.temperature = parseDouble(arg, value, 0.0);
+      // Sampling divides the logits by it in float.
+      if (o.temperature > 0 &&
+          !std::isfinite(static_cast<float>(1.0 / o.temperature)))
+        throw std::invalid_argument("--temperature: " + value +
+                                    " is too small to divide by; 0 samples "
+                                    "greedily");
     } else if (arg == "--top-k") {
       o.topK = parseInt(arg, takeValue(), 0);
     } else if (arg == "--top-p") {

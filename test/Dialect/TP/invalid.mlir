@@ -287,6 +287,16 @@ func.func @sections_divide(%x: tensor<4x9xf32> {tp.sharding = #tp.sharding<@m, [
 
 // -----
 
+tp.mesh @m axes = ["tp" = 2]
+
+// 2 shards of 2^63-1 sections wrap to -2, which divides 6: refused all the same.
+// expected-error @+1 {{dimension 1 of size 6 cannot be split into 2 shards of each of 9223372036854775807 sections}}
+func.func @sections_overflow(%x: tensor<4x6xf32> {tp.sharding = #tp.sharding<@m, [[], ["tp"]], sections = [1, 9223372036854775807]>}) {
+  return
+}
+
+// -----
+
 func.func @bad_phase(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   // expected-error @+1 {{'tp.phase' must be "recompute", "backward" or "optimizer"}}
   %0 = tp.gelu %x {tp.phase = "sideways"} : tensor<4x8xf32>

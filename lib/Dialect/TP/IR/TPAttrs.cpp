@@ -168,15 +168,19 @@ LogicalResult tp::verifyShardingForType(Operation *anchor,
                                    << " has no axis \"" << axis << "\"";
   for (int64_t dim = 0, e = tensor.getRank(); dim < e; ++dim) {
     int64_t shards = 1;
+    // A count past 64 bits splits no dimension (and must not wrap into one
+    // that divides it).
+    bool tooMany = false;
     for (StringRef axis : sharding.getDimAxes(dim)) {
       std::optional<int64_t> size = meshOp.getAxisSize(axis);
       if (!size)
         return anchor->emitOpError() << "mesh " << sharding.getMesh()
                                      << " has no axis \"" << axis << "\"";
-      shards *= *size;
+      tooMany |= __builtin_mul_overflow(shards, *size, &shards);
     }
-    int64_t sections = sharding.getDimSections(dim);
-    if (tensor.getDimSize(dim) % (shards * sections) != 0)
+    int64_t sections = sharding.getDimSections(dim), parts = 0;
+    tooMany |= __builtin_mul_overflow(shards, sections, &parts);
+    if (tooMany || tensor.getDimSize(dim) % parts != 0)
       return anchor->emitOpError()
              << "dimension " << dim << " of size " << tensor.getDimSize(dim)
              << " cannot be split into " << shards << " shards"

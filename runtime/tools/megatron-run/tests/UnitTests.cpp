@@ -1215,6 +1215,10 @@ TEST(Options, Generation) {
   EXPECT_EQ(optionsError({"g.so", "--generate", "--prompt", "a", "--top-p",
                           "0"}),
             "--top-p: expected a number in (0, 1], got \"0\"");
+  EXPECT_EQ(optionsError({"g.so", "--generate", "--prompt", "a",
+                          "--temperature", "1e-39"}),
+            "--temperature: 1e-39 is too small to divide by; 0 samples "
+            "greedily");
   EXPECT_EQ(optionsError({"g.so", "--generate", "--prompt", "a", "--top-p",
                           "1.5"}),
             "--top-p: expected a number in (0, 1], got \"1.5\"");
