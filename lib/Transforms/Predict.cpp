@@ -31,6 +31,11 @@ struct PredictPass : public megatron::impl::PredictBase<PredictPass> {
             << "'; the axes are " MGT_AXIS_NAME_TP " and " MGT_AXIS_NAME_DP;
         return signalPassFailure();
       }
+    if (tpSizes.empty()) {
+      getOperation().emitError(
+          "tp-predict: no tp sizes to predict; give them as tp=1,2,...");
+      return signalPassFailure();
+    }
     std::string error;
     FailureOr<Hardware> found = lookupHardware(hardware, error);
     if (failed(found)) {

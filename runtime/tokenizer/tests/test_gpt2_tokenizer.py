@@ -341,6 +341,18 @@ def test_errors(tmp_path, args, status, message):
     assert not (tmp_path / "x.bin").exists()
 
 
+def test_output_onto_its_input_is_refused(tmp_path):
+    """-o naming the input (by any path) would replace the text."""
+    text = tmp_path / "a.txt"
+    text.write_bytes(b"some text")
+    p = subprocess.run([tool(), "a.txt", "-o", "./a.txt"], cwd=tmp_path,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=60)
+    assert p.returncode == 2, p.stderr.decode()
+    assert "-o ./a.txt is the input file" in p.stderr.decode()
+    assert text.read_bytes() == b"some text"
+
+
 def test_decode_refuses_an_id_outside_the_vocabulary(tmp_path):
     tokens = tmp_path / "t.bin"
     tokens.write_bytes(struct.pack("<3i", 20240520, 1, 2) + bytes(1012) +

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
+
 namespace {
 
 const char *const kUsage =
@@ -64,6 +66,13 @@ bool takeValue(const std::vector<std::string> &args, size_t &i,
   return false;
 }
 
+// Whether two paths name one existing file (a link or another spelling).
+bool sameFile(const std::string &a, const std::string &b) {
+  struct stat sa, sb;
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 &&
+         sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 Options parseOptions(const std::vector<std::string> &args) {
   Options opt;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -93,6 +102,10 @@ Options parseOptions(const std::vector<std::string> &args) {
     throw UsageError("no input file (INPUT.txt, or --decode TOKENS.bin)");
   } else if (opt.output.empty()) {
     throw UsageError("no output file (-o OUT.bin)");
+  } else if (sameFile(opt.input, opt.output)) {
+    throw UsageError("-o " + opt.output +
+                     " is the input file: writing the tokens would replace "
+                     "the text");
   }
   try {
     mtok::checkTokenizerChoice(opt.tokenizer, opt.vocab, opt.merges);
