@@ -176,17 +176,26 @@ struct ViewPass : public megatron::impl::ViewBase<ViewPass> {
       module.emitError("cannot write '") << dot << "': " << error.message();
       return signalPassFailure();
     }
+    // Each function that runs the layer's forward ops draws it (a step and
+    // its forward entry both do; an outlined layer body may not).
+    func::FuncOp withoutLayer;
+    bool drawn = false;
     for (auto function : module.getOps<func::FuncOp>()) {
       if (function.isExternal())
         continue;
       LayerPicture picture(function, layer, mesh);
       if (picture.empty()) {
-        mlir::emitError(function.getLoc())
-            << "no forward op of layer " << static_cast<int64_t>(layer)
-            << " to draw" << missingLayerReason(function);
-        return signalPassFailure();
+        withoutLayer = withoutLayer ? withoutLayer : function;
+        continue;
       }
       picture.write(out.os());
+      drawn = true;
+    }
+    if (!drawn && withoutLayer) {
+      mlir::emitError(withoutLayer.getLoc())
+          << "no forward op of layer " << static_cast<int64_t>(layer)
+          << " to draw" << missingLayerReason(withoutLayer);
+      return signalPassFailure();
     }
     out.keep();
     markAllAnalysesPreserved();
