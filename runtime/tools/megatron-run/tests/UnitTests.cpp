@@ -1717,6 +1717,41 @@ TEST(Buffers, AllocatesAStackAsOneBuffer) {
   EXPECT_EQ(buffers.host<float>(1)[3], 0.0f);
 }
 
+// A manifest shape whose bytes do not fit 64 bits is refused while parsing;
+// one that fits but no memory holds fails naming the argument.
+TEST(Buffers, HugeShapesAreNamedNotWrapped) {
+  EXPECT_NE(
+      manifestError(manifestWith(
+                        R"({"name":"w","role":"param","dtype":"f32",
+                            "global_shape":[4611686018427387904, 4],
+                            "local_shape":[4611686018427387904, 4],"split":[]})",
+                        1))
+          .find("is too large to count in 64 bits"),
+      std::string::npos);
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  GTEST_SKIP() << "ASan aborts on a 2^60-byte request instead of failing it";
+#endif
+#endif
+  const Manifest m = parseManifest(manifestWith(
+      R"({"name":"w","role":"param","dtype":"f32",
+          "global_shape":[288230376151711744],
+          "local_shape":[288230376151711744],"split":[]})",
+      1));
+  const RuntimeApi rt = fakeRuntime(1, 0);
+  Buffers buffers(rt, m);
+  try {
+    buffers.allocate();
+    ADD_FAILURE() << "2^60 bytes were allocated";
+  } catch (const std::runtime_error &e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "cannot allocate 1152921504606846976 bytes of host memory "
+                  "for \"w\""),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // The tokens chooseNextTokens picks from one row of logits at TP=1 over
 // `steps` steps (each step draws other noise).
 std::set<int32_t> tokensChosen(const std::vector<float> &row, int64_t valid,
