@@ -15,7 +15,7 @@ export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:allow_user_poisoning=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ctest --test-dir build-sanitize --output-on-failure -j "$(nproc)"
 "$(llvm-config-22 --bindir)/lit" -q build-sanitize/test/Dialect \
-  build-sanitize/test/Transforms build-sanitize/test/Conversion \
+  build-sanitize/test/Analysis build-sanitize/test/Lowering build-sanitize/test/Conversion \
   build-sanitize/test/Models build-sanitize/test/Target \
   build-sanitize/test/Integration build-sanitize/test/Upstream
 # A short fuzzing smoke; scripts/fuzz.sh RUNS runs a longer one.

@@ -3,8 +3,8 @@
 
 usage: check_diagnostics.py REPO_ROOT [--verbose]
 
-Scans the C++ sources under lib/Dialect, lib/Transforms and lib/Conversion
-for diagnostics (emitError / emitOpError / emitWarning / emitRemark) and the
+Scans the C++ sources under lib/Dialect, lib/Analysis, lib/Lowering and
+lib/Conversion for diagnostics (emitError / emitOpError / emitWarning / emitRemark) and the
 tests under test/ (.mlir and .test files) for the messages they check:
 
   * `expected-error`, `expected-warning` and `expected-remark` lines
@@ -44,7 +44,7 @@ import re
 import sys
 from collections import defaultdict
 
-SOURCE_DIRS = ("lib/Dialect", "lib/Transforms", "lib/Conversion")
+SOURCE_DIRS = ("lib/Dialect", "lib/Analysis", "lib/Lowering", "lib/Conversion")
 SOURCE_EXTS = (".cpp", ".h")
 TEST_EXTS = (".mlir", ".test")
 EMITTERS = {"emitError", "emitOpError", "emitWarning", "emitRemark"}
@@ -54,7 +54,7 @@ EMITTERS = {"emitError", "emitOpError", "emitWarning", "emitRemark"}
 # assertion. An entry that matches no diagnostic, or one a test now covers,
 # is an error, so that it goes when its diagnostic does.
 ALLOWLIST = {
-    ("lib/Transforms/MixedPrecision.cpp", "has no precision rule"):
+    ("lib/Dialect/TP/Transforms/MixedPrecision.cpp", "has no precision rule"):
         "every tp op on float tensors declares PrecisionOpInterface "
         "(TPOps.td); the error stops an op added without a rule from "
         "silently computing in fp32",

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """docs/dialect/Pipelines.md from `megatron-opt --help`: the pipelines are
 registered in C++ (lib/Target/CompilePipeline.cpp,
-lib/Transforms/Pipeline.cpp), not tablegen, so their documentation is
+lib/Dialect/TP/Transforms/Pipeline.cpp), not tablegen, so their documentation is
 generated from the registry that megatron-opt prints.
 
   megatron-opt --help | pipeline_doc.py > docs/dialect/Pipelines.md

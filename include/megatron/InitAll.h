@@ -8,12 +8,14 @@
 #ifndef MEGATRON_INITALL_H
 #define MEGATRON_INITALL_H
 
+#include "megatron/Analysis/Passes.h"
 #include "megatron/Conversion/Passes.h"
 #include "megatron/Dialect/TP/Extensions/ShardingRuleExtensions.h"
 #include "megatron/Dialect/TP/IR/TP.h"
+#include "megatron/Dialect/TP/Transforms/Passes.h"
+#include "megatron/Lowering/Passes.h"
 #include "megatron/Target/Passes.h"
 #include "megatron/Target/Pipelines.h"
-#include "megatron/Transforms/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
@@ -42,6 +44,8 @@ inline void registerAllDialects(DialectRegistry &registry) {
 /// (parsePassPipeline, mlirParsePassPipeline, megatron-opt).
 inline void registerAllPasses() {
   registerPassesAndPipelines();
+  registerMegatronAnalysisPasses();
+  registerMegatronLoweringPasses();
   registerMegatronConversionPasses();
   registerMegatronTargetPasses();
   registerTargetPipelines();

@@ -2,6 +2,7 @@
 #include "LoweringStages.h"
 
 #include "megatron/Conversion/Passes.h"
+#include "megatron/Lowering/Passes.h"
 #include "megatron/Target/Passes.h"
 #include "megatron/Target/Pipelines.h"
 

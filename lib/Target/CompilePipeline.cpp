@@ -5,9 +5,11 @@
 // API), so that every host runs the same stages.
 //
 //===----------------------------------------------------------------------===//
+#include "megatron/Analysis/Passes.h"
+#include "megatron/Dialect/TP/Transforms/Passes.h"
+#include "megatron/Lowering/Passes.h"
 #include "megatron/Target/Passes.h"
 #include "megatron/Target/Pipelines.h"
-#include "megatron/Transforms/Passes.h"
 
 #include "mlir/Pass/PassRegistry.h"
 

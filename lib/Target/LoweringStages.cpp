@@ -1,9 +1,11 @@
 //===- LoweringStages.cpp - the stages both targets share -----------------===//
 #include "LoweringStages.h"
 
+#include "megatron/Analysis/Passes.h"
 #include "megatron/Conversion/Passes.h"
+#include "megatron/Dialect/TP/Transforms/Passes.h"
+#include "megatron/Lowering/Passes.h"
 #include "megatron/Target/Passes.h"
-#include "megatron/Transforms/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

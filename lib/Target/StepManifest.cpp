@@ -4,12 +4,13 @@
 // points travel on the module from the tp program to the library.
 //
 //===----------------------------------------------------------------------===//
-#include "LayerStacks.h"
+#include "megatron/Dialect/TP/Utils/Utils.h"
+#include "megatron/Lowering/LayerStacks.h"
 
+#include "megatron/Analysis/PerformanceModel.h"
 #include "megatron/Dialect/TP/IR/ShardingUtils.h"
 #include "megatron/Target/Passes.h"
 #include "megatron/Target/StepLibrary.h"
-#include "megatron/Transforms/PerformanceModel.h"
 #include "megatron_rt/contract.h"
 
 #include "Manifest.h"

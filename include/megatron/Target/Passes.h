@@ -1,4 +1,4 @@
-//===- Passes.h - megatron-mlir target passes -------------------*- C++ -*-===//
+//===- Passes.h - the step library -----------------------------*- C++ -*-===//
 #ifndef MEGATRON_TARGET_PASSES_H
 #define MEGATRON_TARGET_PASSES_H
 

@@ -9,8 +9,8 @@
 #ifndef MEGATRON_TARGET_PIPELINES_H
 #define MEGATRON_TARGET_PIPELINES_H
 
+#include "megatron/Dialect/TP/Transforms/Passes.h"
 #include "megatron/Target/StepLibrary.h"
-#include "megatron/Transforms/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"

@@ -1,5 +1,6 @@
 //===- GemmPatterns.cpp - GEMMs to runtime calls --------------------------===//
 #include "RuntimeCalls.h"
+#include "megatron/Dialect/TP/Utils/Utils.h"
 
 using namespace mlir;
 using namespace mlir::megatron;

@@ -16,6 +16,7 @@
 #include "megatron/Conversion/Passes.h"
 #include "megatron/Conversion/TPToRuntime/TPToRuntime.h"
 #include "megatron/Dialect/TP/IR/TP.h"
+#include "megatron/Dialect/TP/Utils/Utils.h"
 
 #include "mlir/Rewrite/FrozenRewritePatternSet.h"
 #include "mlir/Rewrite/PatternApplicator.h"

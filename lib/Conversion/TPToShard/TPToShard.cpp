@@ -16,6 +16,7 @@
 #include "megatron/Conversion/TPToShard/TPToShard.h"
 #include "megatron/Dialect/TP/IR/ShardInterop.h"
 #include "megatron/Dialect/TP/IR/ShardingUtils.h"
+#include "megatron/Dialect/TP/Utils/Utils.h"
 
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"

@@ -7,7 +7,7 @@
  * generated code passes to collectives, the slots of the hyperparameters
  * argument and the constants of the activations the compiler inlines and the
  * runtime's kernels compute. The compiler (lib/Target, lib/Conversion,
- * lib/Transforms) and the runtime (megatron-run, the kernels) both include
+ * lib/Dialect/TP/Transforms) and the runtime (megatron-run, the kernels) both include
  * this header, so nothing is copied by hand; it depends on nothing, so a
  * host written in any language can read it.
  *

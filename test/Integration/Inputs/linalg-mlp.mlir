@@ -1,5 +1,5 @@
 // A framework's linalg MLP with its first weight split by columns (the
-// first module of test/Transforms/linalg-partition.mlir): the linalg chain of
+// first module of test/Dialect/TP/Transforms/linalg-partition.mlir): the linalg chain of
 // stage_matrix.py.
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0)>

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "megatron/Dialect/TP/Extensions/ShardingRuleExtensions.h"
 #include "megatron/Dialect/TP/IR/ShardingUtils.h"
+#include "megatron/Dialect/TP/Utils/Utils.h"
 
 #include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"

@@ -146,60 +146,6 @@ bool ShardingAttr::isReplicated() const {
   });
 }
 
-LogicalResult tp::verifyShardingForType(Operation *anchor,
-                                        ShardingAttr sharding, Type type,
-                                        SymbolTableCollection &symbolTable) {
-  auto meshOp = symbolTable.lookupNearestSymbolFrom<MeshOp>(
-      anchor, sharding.getMesh());
-  if (!meshOp)
-    return anchor->emitOpError()
-           << "sharding refers to unknown mesh " << sharding.getMesh();
-  auto tensor = dyn_cast<RankedTensorType>(type);
-  if (!tensor || !tensor.hasStaticShape())
-    return anchor->emitOpError()
-           << "sharding needs a statically shaped tensor, got " << type;
-  if (sharding.getDims().size() != static_cast<size_t>(tensor.getRank()))
-    return anchor->emitOpError()
-           << "sharding has " << sharding.getDims().size()
-           << " dimension entries for a tensor of rank " << tensor.getRank();
-  for (StringRef axis : sharding.getPartialAxes())
-    if (!meshOp.getAxisSize(axis))
-      return anchor->emitOpError() << "mesh " << sharding.getMesh()
-                                   << " has no axis \"" << axis << "\"";
-  for (int64_t dim = 0, e = tensor.getRank(); dim < e; ++dim) {
-    int64_t shards = 1;
-    // A count past 64 bits splits no dimension (and must not wrap into one
-    // that divides it).
-    bool tooMany = false;
-    for (StringRef axis : sharding.getDimAxes(dim)) {
-      std::optional<int64_t> size = meshOp.getAxisSize(axis);
-      if (!size)
-        return anchor->emitOpError() << "mesh " << sharding.getMesh()
-                                     << " has no axis \"" << axis << "\"";
-      tooMany |= __builtin_mul_overflow(shards, *size, &shards);
-    }
-    int64_t sections = sharding.getDimSections(dim), parts = 0;
-    tooMany |= __builtin_mul_overflow(shards, sections, &parts);
-    if (tooMany || tensor.getDimSize(dim) % parts != 0)
-      return anchor->emitOpError()
-             << "dimension " << dim << " of size " << tensor.getDimSize(dim)
-             << " cannot be split into " << shards << " shards"
-             << (sections > 1 ? " of each of " + std::to_string(sections) +
-                                    " sections"
-                              : std::string());
-  }
-  return success();
-}
-
-SmallVector<int64_t> tp::getLocalShape(ArrayRef<int64_t> globalShape,
-                                       ShardingAttr sharding, MeshOp mesh) {
-  SmallVector<int64_t> local(globalShape);
-  for (auto [dim, size] : llvm::enumerate(local))
-    for (StringRef axis : sharding.getDimAxes(dim))
-      size /= *mesh.getAxisSize(axis);
-  return local;
-}
-
 /// `<normal, 2.000000e-02>` or `<constant, 1.000000e+00>`.
 Attribute InitAttr::parse(AsmParser &parser, Type) {
   StringRef keyword;

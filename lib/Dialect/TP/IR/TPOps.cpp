@@ -418,6 +418,60 @@ mlir::tp::verifyMeshAxis(Operation *op, FlatSymbolRefAttr mesh, StringRef axis,
   return *size;
 }
 
+LogicalResult tp::verifyShardingForType(Operation *anchor,
+                                        ShardingAttr sharding, Type type,
+                                        SymbolTableCollection &symbolTable) {
+  auto meshOp = symbolTable.lookupNearestSymbolFrom<MeshOp>(
+      anchor, sharding.getMesh());
+  if (!meshOp)
+    return anchor->emitOpError()
+           << "sharding refers to unknown mesh " << sharding.getMesh();
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape())
+    return anchor->emitOpError()
+           << "sharding needs a statically shaped tensor, got " << type;
+  if (sharding.getDims().size() != static_cast<size_t>(tensor.getRank()))
+    return anchor->emitOpError()
+           << "sharding has " << sharding.getDims().size()
+           << " dimension entries for a tensor of rank " << tensor.getRank();
+  for (StringRef axis : sharding.getPartialAxes())
+    if (!meshOp.getAxisSize(axis))
+      return anchor->emitOpError() << "mesh " << sharding.getMesh()
+                                   << " has no axis \"" << axis << "\"";
+  for (int64_t dim = 0, e = tensor.getRank(); dim < e; ++dim) {
+    int64_t shards = 1;
+    // A count past 64 bits splits no dimension (and must not wrap into one
+    // that divides it).
+    bool tooMany = false;
+    for (StringRef axis : sharding.getDimAxes(dim)) {
+      std::optional<int64_t> size = meshOp.getAxisSize(axis);
+      if (!size)
+        return anchor->emitOpError() << "mesh " << sharding.getMesh()
+                                     << " has no axis \"" << axis << "\"";
+      tooMany |= __builtin_mul_overflow(shards, *size, &shards);
+    }
+    int64_t sections = sharding.getDimSections(dim), parts = 0;
+    tooMany |= __builtin_mul_overflow(shards, sections, &parts);
+    if (tooMany || tensor.getDimSize(dim) % parts != 0)
+      return anchor->emitOpError()
+             << "dimension " << dim << " of size " << tensor.getDimSize(dim)
+             << " cannot be split into " << shards << " shards"
+             << (sections > 1 ? " of each of " + std::to_string(sections) +
+                                    " sections"
+                              : std::string());
+  }
+  return success();
+}
+
+SmallVector<int64_t> tp::getLocalShape(ArrayRef<int64_t> globalShape,
+                                       ShardingAttr sharding, MeshOp mesh) {
+  SmallVector<int64_t> local(globalShape);
+  for (auto [dim, size] : llvm::enumerate(local))
+    for (StringRef axis : sharding.getDimAxes(dim))
+      size /= *mesh.getAxisSize(axis);
+  return local;
+}
+
 /// all_gather grows `dim` by the size of its mesh axis; reduce_scatter and
 /// local_slice shrink it. `wide` is the larger of the two types.
 template <typename CollectiveOp>
@@ -601,8 +655,6 @@ LogicalResult
 LocalSliceOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return verifySplitDim(*this, symbolTable, getInput().getType(), getType());
 }
-
-#include "megatron/Dialect/TP/IR/TPInterfaces.cpp.inc"
 
 #define GET_OP_CLASSES
 #include "megatron/Dialect/TP/IR/TPOps.cpp.inc"

@@ -13,8 +13,7 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
-#include "megatron/Dialect/TP/IR/PrecisionRule.h"
-#include "megatron/Dialect/TP/IR/ShardingRule.h"
+#include "megatron/Dialect/TP/Interfaces/TPInterfaces.h"
 #include "megatron/Dialect/TP/IR/TPOpsDialect.h.inc"
 #include "megatron/Dialect/TP/IR/TPEnums.h.inc"
 
@@ -24,7 +23,6 @@
 #include "megatron/Dialect/TP/IR/TPOpsTypes.h.inc"
 
 namespace mlir::tp {
-class PartitionContext;
 
 /// Resolves the mesh `mesh` an op at `op` names and its axis `axis`,
 /// reporting either missing at `op`; returns the axis size.
@@ -43,7 +41,6 @@ public:
   }
 };
 } // namespace mlir::tp
-#include "megatron/Dialect/TP/IR/TPInterfaces.h.inc"
 
 #define GET_OP_CLASSES
 #include "megatron/Dialect/TP/IR/TPOps.h.inc"
@@ -79,71 +76,6 @@ CrossEntropyPieces buildCrossEntropyPieces(OpBuilder &b, CrossEntropyOp loss,
                                            Value offset, FlatSymbolRefAttr mesh,
                                            std::optional<StringRef> axis,
                                            IntegerAttr meanOver = {});
-
-/// The bytes a ranked tensor of `type` holds (its elements, each rounded up
-/// to whole bytes).
-int64_t getNumBytes(Type type);
-
-/// A constant float tensor of `type` holding zeros: a gradient nothing
-/// reaches, an accumulator before its first term.
-Value buildZeros(OpBuilder &b, Location loc, Type type);
-
-/// A parameter of `function`: a float tensor argument whose role is
-/// "param" (stated, or by default).
-bool isParameter(FunctionOpInterface function, unsigned index);
-
-/// A function kept as the forward entry of a training step's library
-/// (tp.entry = "forward"): the passes that build the training step leave it.
-bool isForwardEntry(FunctionOpInterface function);
-/// Whether `function` is generation's prefill or decode entry.
-bool isGenerationEntry(FunctionOpInterface function);
-
-/// Ring passes a collective of `kind` makes over its tensor: 2 for an
-/// all-reduce (a reduce-scatter, then an all-gather), 1 for an all-gather
-/// or a reduce-scatter, 0 for what moves nothing between ranks.
-int64_t getRingPasses(CollectiveKind kind);
-
-/// The dialects a pass takes: the tp dialect (the planner's input), linalg
-/// too (what is partitioned from its shardings), or scf as well (a per-rank
-/// program, whose micro-batches may run as a loop).
-enum class ProgramDialects { TP, TPAndLinalg, PerRank };
-
-/// Whether tp-partition made `function` per-rank: its tp.partitioned marker,
-/// or (a per-rank program written before the marker, or with the marker
-/// dropped) an argument with a tp.global_shape.
-bool isPartitioned(FunctionOpInterface function);
-
-/// Fails, with an error at each function tp-partition already made per-rank
-/// and at the first op of each kind from outside the `accepted` dialects,
-/// unless `module` is a global program: the passes that plan and partition
-/// (`pass` names the one asking) take the global program, their output fed
-/// back is recognised rather than misread, and a program in another dialect
-/// is refused rather than passed through replicated.
-LogicalResult verifyGlobalProgram(ModuleOp module, StringRef pass,
-                                  ProgramDialects accepted = ProgramDialects::TP);
-
-/// Fails, with an error at the first op of each kind from outside the
-/// `accepted` dialects: the passes that build, report on or lower a per-rank
-/// program refuse one in another dialect (their own lowered output fed
-/// back) rather than pass it through unchanged or report nothing.
-LogicalResult
-verifyProgramDialects(ModuleOp module, StringRef pass,
-                      ProgramDialects accepted = ProgramDialects::PerRank);
-
-/// Whether `value` is available before `op` in `op`'s block: an argument
-/// of that block, or the result of an op before it there. A fusion at `op`
-/// may then read it.
-bool isDefinedBefore(Value value, Operation *op);
-
-/// The training-step phase `op` belongs to: "forward", "recompute" (a
-/// layer's forward run again before its backward, tp-recompute-layers),
-/// "backward" or "optimizer" (tp.phase).
-StringRef getPhase(Operation *op);
-/// Whether `op` is a copy tp-recompute-layers made of a forward op: work the
-/// step runs again, not the model's.
-bool isRecomputed(Operation *op);
-/// Marks the ops from `first` up to (not including) `end` with `phase`.
-void markPhase(Operation *first, Operation *end, StringRef phase);
 
 /// What the runtime feeds a step argument, as its `tp.role` states (the
 /// names are megatron_rt/contract.h's MGT_ROLE_*).

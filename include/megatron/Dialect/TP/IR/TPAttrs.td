@@ -6,23 +6,10 @@ include "megatron/Dialect/TP/IR/TPBase.td"
 include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/EnumAttr.td"
 
-def TP_ReductionKind : I32EnumAttr<"ReductionKind", "collective reduction",
-    [I32EnumAttrCase<"sum", 0>, I32EnumAttrCase<"max", 1>]> {
-  let cppNamespace = "::mlir::tp";
-}
-
 // The value is the section's index in a fused [q|k|v] tensor.
 def TP_CacheSection : I32EnumAttr<"CacheSection", "a KV cache's section",
     [I32EnumAttrCase<"key", 1>, I32EnumAttrCase<"value", 2>]> {
   let cppNamespace = "::mlir::tp";
-}
-
-def TP_CollectiveKind : I32EnumAttr<"CollectiveKind", "what a collective does",
-    [I32EnumAttrCase<"identity", 0>, I32EnumAttrCase<"all_reduce", 1>,
-     I32EnumAttrCase<"all_gather", 2>, I32EnumAttrCase<"reduce_scatter", 3>,
-     I32EnumAttrCase<"local_slice", 4>]> {
-  let cppNamespace = "::mlir::tp";
-  let genSpecializedAttr = 0;
 }
 
 def TP_ShardingAttr : AttrDef<TP_Dialect, "Sharding"> {

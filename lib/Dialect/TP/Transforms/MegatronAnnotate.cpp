@@ -1,0 +1,349 @@
+//===- MegatronAnnotate.cpp - Megatron-LM's sharding of a transformer -----===//
+#include "megatron/Dialect/TP/IR/ShardingUtils.h"
+#include "megatron/Dialect/TP/Transforms/Passes.h"
+#include "megatron/Dialect/TP/Utils/Utils.h"
+#include "megatron_rt/contract.h"
+
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "tp-megatron-annotate"
+
+namespace mlir::megatron {
+#define GEN_PASS_DEF_MEGATRONANNOTATE
+#include "megatron/Dialect/TP/Transforms/Passes.h.inc"
+} // namespace mlir::megatron
+
+using namespace mlir;
+using namespace mlir::tp;
+
+namespace {
+
+constexpr StringLiteral kMeshName = "mesh";
+constexpr StringLiteral kAxis = MGT_AXIS_NAME_TP;
+constexpr StringLiteral kDataAxis = MGT_AXIS_NAME_DP;
+constexpr StringLiteral kMicroBatchAxis = megatron::kMicroBatchAxisName;
+/// A mesh axis that splits the batch, and the option that sizes it.
+struct BatchAxis {
+  StringRef name, option;
+  int64_t size;
+};
+/// The axes that split the batch, outermost first; only those of size > 1
+/// are created.
+std::array<BatchAxis, 2> batchAxes(int64_t dp, int64_t microBatches) {
+  return {BatchAxis{kDataAxis, "dp", dp},
+          BatchAxis{kMicroBatchAxis, "micro-batches", microBatches}};
+}
+/// Megatron pads the vocabulary to a multiple of this times the TP size.
+constexpr int64_t kVocabPadMultiple = 128;
+
+/// The GEMM `x * W (+ b)` that produced `value`, looking through its bias.
+struct Linear {
+  MatmulOp matmul;
+  BiasAddOp bias;
+};
+std::optional<Linear> producingLinear(Value value) {
+  Linear linear;
+  if ((linear.bias = value.getDefiningOp<BiasAddOp>()))
+    value = linear.bias.getInput();
+  if (!(linear.matmul = value.getDefiningOp<MatmulOp>()))
+    return std::nullopt;
+  return linear;
+}
+
+class Annotator {
+public:
+  Annotator(func::FuncOp function, int64_t tp, int64_t dp,
+            int64_t microBatches)
+      : function(function), tp(tp), dp(dp), microBatches(microBatches),
+        b(function.getContext()),
+        meshRef(FlatSymbolRefAttr::get(function.getContext(), kMeshName)) {}
+
+  LogicalResult annotate() {
+    WalkResult result = function.walk([&](Operation *op) {
+      if (auto region = dyn_cast<MegatronRegionOpInterface>(op))
+        return WalkResult(annotateRegion(region));
+      if (auto embedding = dyn_cast<EmbeddingOp>(op))
+        return WalkResult(annotateEmbedding(embedding));
+      return WalkResult::advance();
+    });
+    if (result.wasInterrupted())
+      return failure();
+    if (failed(splitBatches()))
+      return failure();
+    replicateTheRest();
+    return verifyDivisibility();
+  }
+
+private:
+  /// Split = {dim -> sections} over `axes`; the other dims stay whole.
+  ShardingAttr split(Value value, int64_t dim, int64_t sections = 1,
+                     ArrayRef<StringRef> axes = {kAxis}) {
+    auto type = cast<RankedTensorType>(value.getType());
+    SmallVector<Attribute> dims(type.getRank(), b.getArrayAttr({}));
+    dims[dim] = b.getStrArrayAttr(axes);
+    SmallVector<int64_t> counts(type.getRank(), 1);
+    counts[dim] = sections;
+    return ShardingAttr::get(b.getContext(), meshRef, b.getArrayAttr(dims),
+                             ArrayAttr(),
+                             sections == 1 ? ArrayRef<int64_t>()
+                                           : ArrayRef<int64_t>(counts));
+  }
+
+  /// Annotates a parameter unless the user already did.
+  void annotateParameter(Value value, ShardingAttr sharding) {
+    if (!isa<BlockArgument>(value) || getSharding(value))
+      return;
+    setSharding(value, sharding);
+    LLVM_DEBUG(llvm::dbgs() << "annotated " << value << " as " << sharding
+                            << "\n");
+    annotated.push_back({value, sharding});
+  }
+
+  void splitColumns(Linear linear, int64_t sections) {
+    Value weight = linear.matmul.getRhs();
+    int64_t columnDim = linear.matmul.getTransposeRhs() ? 0 : 1;
+    annotateParameter(weight, split(weight, columnDim, sections));
+    if (linear.bias)
+      annotateParameter(linear.bias.getBias(),
+                        split(linear.bias.getBias(), 0, sections));
+  }
+
+  /// The GEMM consuming `value` (the block's second GEMM) is split by rows.
+  void splitRowsOfConsumers(Value value) {
+    for (Operation *user : value.getUsers())
+      if (auto matmul = dyn_cast<MatmulOp>(user))
+        if (matmul.getLhs() == value)
+          annotateParameter(matmul.getRhs(),
+                            split(matmul.getRhs(),
+                                  matmul.getTransposeRhs() ? 1 : 0));
+  }
+
+  /// The GEMMs into the region by columns, the GEMMs out of it by rows.
+  LogicalResult annotateRegion(MegatronRegionOpInterface region) {
+    if (failed(region.verifyTensorParallelSize(tp)))
+      return failure();
+    for (Value input : region->getOperands())
+      if (isa<FloatType>(getElementTypeOrSelf(input.getType())))
+        if (std::optional<Linear> in = producingLinear(input))
+          splitColumns(*in, region.getColumnSections());
+    for (Value result : region->getResults())
+      splitRowsOfConsumers(result);
+    return success();
+  }
+
+  LogicalResult annotateEmbedding(EmbeddingOp embedding) {
+    Value table = embedding.getTable();
+    if (!isa<BlockArgument>(table) || getSharding(table))
+      return success();
+    if (failed(padVocabulary(embedding)))
+      return failure();
+    annotateParameter(table, split(table, 0));
+    return success();
+  }
+
+  /// A vocabulary that tp does not divide grows to a multiple of 128 * tp;
+  /// the tied LM head's logits grow with it, and the loss keeps its
+  /// valid_vocab so padded logits never reach it.
+  LogicalResult padVocabulary(EmbeddingOp embedding) {
+    auto table = cast<BlockArgument>(embedding.getTable());
+    auto type = cast<RankedTensorType>(table.getType());
+    int64_t vocab = type.getDimSize(0);
+    if (vocab % tp == 0)
+      return success();
+    int64_t multiple = 0, padded = 0;
+    if (__builtin_mul_overflow(kVocabPadMultiple, tp, &multiple) ||
+        __builtin_add_overflow(vocab, multiple - 1, &padded))
+      return embedding.emitError("cannot pad the vocabulary of ")
+             << vocab << " rows to a multiple of " << kVocabPadMultiple
+             << " x tp=" << tp << ": the size overflows 64 bits";
+    padded = padded / multiple * multiple;
+    for (Operation *user : table.getUsers()) {
+      if (isa<EmbeddingOp>(user))
+        continue;
+      auto head = dyn_cast<MatmulOp>(user);
+      if (!head || head.getRhs() != table || !head.getTransposeRhs() ||
+          !llvm::all_of(head->getUsers(), [&](Operation *op) {
+            return isa<CrossEntropyOp>(op) || logitsOutput(op);
+          }))
+        return user->emitError("cannot pad the vocabulary from ")
+               << vocab << " to " << padded
+               << " rows: the table is used other than by the embedding and "
+                  "a tied LM head feeding the loss or the logits output";
+    }
+    setUnpadded(table);
+    table.setType(type.clone({padded, type.getDimSize(1)}));
+    for (Operation *user : table.getUsers())
+      if (auto head = dyn_cast<MatmulOp>(user)) {
+        head.getResult().setType(withVocab(head.getType(), padded));
+        for (Operation *write : head->getUsers())
+          if (BlockArgument output = logitsOutput(write))
+            padLogitsOutput(cast<bufferization::MaterializeInDestinationOp>(write),
+                            output, padded);
+      }
+    function.setType(b.getFunctionType(function.front().getArgumentTypes(),
+                                       function.getResultTypes()));
+    return success();
+  }
+
+  static RankedTensorType withVocab(RankedTensorType logits, int64_t vocab) {
+    SmallVector<int64_t> shape(logits.getShape());
+    shape.back() = vocab;
+    return logits.clone(shape);
+  }
+
+  /// The argument `op` writes the logits into (a generation step's output),
+  /// or null.
+  BlockArgument logitsOutput(Operation *op) {
+    auto write = dyn_cast<bufferization::MaterializeInDestinationOp>(op);
+    auto output =
+        write ? dyn_cast<BlockArgument>(write.getDest()) : BlockArgument();
+    if (!output || output.getOwner()->getParentOp() != function ||
+        getArgumentKind(function, output.getArgNumber()).role !=
+            ArgumentRole::Logits)
+      return {};
+    return output;
+  }
+
+  void setUnpadded(BlockArgument arg) {
+    function.setArgAttr(
+        arg.getArgNumber(), TPDialect::kUnpaddedShapeAttrName,
+        b.getDenseI64ArrayAttr(cast<ShapedType>(arg.getType()).getShape()));
+  }
+
+  /// The logits output grows with the head; the launcher reads its
+  /// unpadded shape.
+  void padLogitsOutput(bufferization::MaterializeInDestinationOp write,
+                       BlockArgument output, int64_t padded) {
+    setUnpadded(output);
+    output.setType(withVocab(cast<RankedTensorType>(output.getType()), padded));
+    write.getResult().setType(cast<TensorType>(output.getType()));
+    auto ret = cast<func::ReturnOp>(function.front().getTerminator());
+    function.setType(b.getFunctionType(function.front().getArgumentTypes(),
+                                       ret.getOperandTypes()));
+  }
+
+  /// Data parallelism: each dp rank takes its rows of the global batch, the
+  /// leading dimension of the tokens and the targets, and each micro-batch
+  /// its rows of those; tp-propagate carries the split through every
+  /// activation.
+  LogicalResult splitBatches() {
+    SmallVector<StringRef> axes;
+    for (BatchAxis axis : batchAxes(dp, microBatches))
+      if (axis.size > 1)
+        axes.push_back(axis.name);
+    if (axes.empty())
+      return success();
+    for (BlockArgument arg : function.getArguments()) {
+      ArgumentRole role = getArgumentKind(function, arg.getArgNumber()).role;
+      if (role != ArgumentRole::Tokens && role != ArgumentRole::Targets)
+        continue;
+      int64_t rows = cast<ShapedType>(arg.getType()).getDimSize(0);
+      int64_t parts = 0;
+      bool overflows = __builtin_mul_overflow(dp, microBatches, &parts);
+      if (overflows || rows % parts != 0) {
+        InFlightDiagnostic diag =
+            emitError(arg.getLoc())
+            << "the batch of " << rows << " rows ("
+            << stringifyArgumentRole(role) << ") cannot be split into dp="
+            << dp << " x micro-batches=" << microBatches;
+        if (overflows)
+          return diag << " parts: their product overflows 64 bits";
+        return diag << " = " << parts << " equal parts";
+      }
+      annotateParameter(arg, split(arg, 0, 1, axes));
+    }
+    return success();
+  }
+
+  /// Layer norms, row-parallel biases and the position embedding: whole.
+  /// The other float arguments (a generation step's KV cache and logits)
+  /// take the shardings of the ops that use them.
+  void replicateTheRest() {
+    for (BlockArgument arg : function.getArguments())
+      if (isParameter(function, arg.getArgNumber()))
+        annotateParameter(arg, getReplicated(meshRef, arg.getType()));
+  }
+
+  /// Every width split across ranks must divide: a located error otherwise.
+  LogicalResult verifyDivisibility() {
+    SymbolTableCollection symbols;
+    for (auto [value, sharding] : annotated) {
+      // Located at the parameter's first use; an unused one at the function.
+      Operation *anchor = value.use_empty() ? function.getOperation()
+                                            : *value.getUsers().begin();
+      if (failed(verifyShardingForType(anchor, sharding, value.getType(),
+                                       symbols)))
+        return failure();
+    }
+    return success();
+  }
+
+  func::FuncOp function;
+  int64_t tp, dp, microBatches;
+  OpBuilder b;
+  FlatSymbolRefAttr meshRef;
+  SmallVector<std::pair<Value, ShardingAttr>> annotated;
+};
+
+struct MegatronAnnotatePass
+    : public megatron::impl::MegatronAnnotateBase<MegatronAnnotatePass> {
+  using MegatronAnnotateBase::MegatronAnnotateBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (failed(verifyGlobalProgram(module, getArgument())))
+      return signalPassFailure();
+    if (tp < 1 || dp < 1 || microBatches < 1) {
+      module.emitError("tp, dp and micro-batches must be positive, got tp=")
+          << tp.getValue() << ", dp=" << dp.getValue()
+          << " and micro-batches=" << microBatches.getValue();
+      return signalPassFailure();
+    }
+    if (failed(createMesh(module)))
+      return signalPassFailure();
+    for (auto function : module.getOps<func::FuncOp>())
+      if (!function.isExternal() &&
+          failed(Annotator(function, tp, dp, microBatches).annotate()))
+        return signalPassFailure();
+  }
+
+  LogicalResult createMesh(ModuleOp module) {
+    SymbolTable symbols(module);
+    if (auto existing = symbols.lookup<MeshOp>(kMeshName)) {
+      if (!existing.getAxisSize(kAxis))
+        return existing.emitError("mesh @")
+               << kMeshName << " exists without a \"" << kAxis << "\" axis";
+      if (existing.getAxisSize(kAxis) != tp)
+        return existing.emitError("mesh @")
+               << kMeshName << " exists with another \"" << kAxis
+               << "\" size than tp=" << tp.getValue();
+      for (BatchAxis axis : batchAxes(dp, microBatches))
+        if (existing.getAxisSize(axis.name).value_or(1) != axis.size)
+          return existing.emitError("mesh @")
+                 << kMeshName << " exists with another \"" << axis.name
+                 << "\" size than " << axis.option << "=" << axis.size;
+      return success();
+    }
+    // Axes only where they split: a tensor-parallel program's mesh is
+    // ["tp" = N] alone. Rank r is (r / tp, r % tp): tp neighbours, as
+    // Megatron keeps a tensor-parallel group inside a node.
+    SmallVector<StringRef> axes;
+    SmallVector<int64_t> sizes;
+    for (BatchAxis axis : batchAxes(dp, microBatches))
+      if (axis.size > 1) {
+        axes.push_back(axis.name);
+        sizes.push_back(axis.size);
+      }
+    axes.push_back(kAxis);
+    sizes.push_back(tp);
+    OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+    MeshOp::create(b, module.getLoc(), kMeshName, b.getStrArrayAttr(axes),
+                   b.getDenseI64ArrayAttr(sizes));
+    return success();
+  }
+};
+
+} // namespace
