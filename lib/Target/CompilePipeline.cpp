@@ -81,6 +81,11 @@ std::optional<std::string> conflict(const CompileOptions &options) {
   if (options.exportLogits && (options.dp > 1 || options.microBatches > 1))
     return "export-logits needs dp=1 and micro-batches=1: megatron-run "
            "gathers the logits of one batch over tp only";
+  // A chip named for another target would be ignored without a word.
+  if (options.arch.hasValue() && options.target != Target::CUDA)
+    return "arch is for target=cuda: the " +
+           stringifyTarget(options.target).str() + " target compiles no GPU "
+           "code";
   if (options.target == Target::CUDA) {
     CUDAPipelineOptions cuda;
     setCUDAOptions(options, cuda);

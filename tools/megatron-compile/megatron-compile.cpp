@@ -28,94 +28,14 @@
 using namespace llvm;
 using namespace mlir;
 
-static cl::OptionCategory category("megatron-compile options");
+// The tool's own flags; the compile options (--tp, --train, --target, ...)
+// are the library's (registerCompileCLOptions).
+static cl::OptionCategory category("Input and output");
 static cl::opt<std::string> input(cl::Positional, cl::desc("<input.mlir>"),
                                   cl::init("-"), cl::cat(category));
 static cl::opt<std::string> output("o", cl::desc("output file"),
                                    cl::value_desc("file"), cl::Required,
                                    cl::cat(category));
-static cl::opt<int64_t> tpSize("tp", cl::desc("tensor-parallel size"),
-                           cl::init(1), cl::cat(category));
-static cl::opt<int64_t> dpSize(
-    "dp", cl::desc("data-parallel size: each of dp x tp ranks (tp neighbours) "
-                   "takes batch/dp rows"),
-    cl::init(1), cl::cat(category));
-static cl::opt<int64_t> microBatches(
-    "micro-batches",
-    cl::desc("micro-batches per step: each dp rank runs its batch/dp rows in "
-             "this many parts and sums their gradients, reduced over dp once"),
-    cl::init(1), cl::cat(category));
-static cl::opt<megatron::Target> target(
-    "target", cl::desc("where the step runs"), cl::init(megatron::Target::CPU),
-    cl::values(clEnumValN(megatron::Target::CPU, "cpu",
-                          "host loops and BLAS GEMMs, MPI between ranks"),
-               clEnumValN(megatron::Target::CUDA, "cuda",
-                          "NVVM kernels, cuBLASLt, NCCL between ranks"),
-               clEnumValN(megatron::Target::CUDAOnHost, "cuda-on-host",
-                          "the cuda target's kernels run as host loops with "
-                          "the CPU runtime (checks the GPU lowering without "
-                          "a GPU)")),
-    cl::cat(category));
-static cl::opt<std::string> arch("arch",
-                                 cl::desc("with --target=cuda: sm_80 or sm_90"),
-                                 cl::init("sm_90"), cl::cat(category));
-static cl::opt<std::string> precision(
-    "precision",
-    cl::desc("storage of activations and parameter copies: auto (bf16 on "
-             "--target=cuda, fp32 otherwise), fp32, or bf16 (fp32 master "
-             "weights, gradients and AdamW state)"),
-    cl::init("auto"), cl::cat(category));
-static cl::opt<bool> train("train",
-                           cl::desc("emit the training step (backward pass "
-                                    "and AdamW) beside the forward entry"),
-                           cl::cat(category));
-static cl::opt<bool> recompute(
-    "recompute",
-    cl::desc("with --train, keep only each layer's input for the backward "
-             "pass and recompute the rest of the layer before it "
-             "(activation checkpointing)"),
-    cl::init(false), cl::cat(category));
-static cl::opt<int64_t> zeroStage(
-    "zero",
-    cl::desc("with --train, ZeRO stage: 1 splits the AdamW state over dp (each "
-             "dp rank updates its rows, then all-gathers them), 0 keeps it "
-             "whole"),
-    cl::init(0), cl::cat(category));
-static cl::opt<int64_t> bucketBytes(
-    "bucket-bytes",
-    cl::desc("with --train, the most bytes of gradients one data-parallel "
-             "all-reduce bucket sums (0: one all-reduce per gradient)"),
-    cl::init(40000000), cl::cat(category));
-static cl::opt<bool> exportGrads(
-    "export-grads",
-    cl::desc("with --train, also write every gradient into an argument"),
-    cl::cat(category));
-static cl::opt<bool> exportLogits(
-    "export-logits",
-    cl::desc("the forward entry also writes the logits into a `logits` "
-             "argument (for checking against a reference)"),
-    cl::cat(category));
-static cl::opt<bool> outlineLayers(
-    "outline-layers",
-    cl::desc("lower and compile each distinct layer body once, as a "
-             "function called per layer (false: every layer inline)"),
-    cl::init(true), cl::cat(category));
-static cl::opt<bool> overlapCollectives(
-    "overlap-collectives",
-    cl::desc("run each all-reduce under the compute that does not need it "
-             "(false: every collective blocks)"),
-    cl::init(true), cl::cat(category));
-static cl::opt<bool> generate(
-    "generate",
-    cl::desc("compile a generation program (gpt2-mlir --generate: prefill "
-             "and decode over a head-sharded KV cache), in fp32"),
-    cl::cat(category));
-static cl::opt<std::string> entry(
-    "entry",
-    cl::desc("compile the function of this name, as a framework lowered it "
-             "(linalg with tp.sharding arguments, on the mesh its module "
-             "declares), as the library's one entry"),
-    cl::value_desc("function"), cl::init(""), cl::cat(category));
 enum class Emit {
   SharedLibrary,
   Object,
@@ -170,28 +90,6 @@ static LogicalResult toolError(const Twine &message) {
   return failure();
 }
 
-/// The flags as the pipeline's options, named as the pipeline names them.
-static void setCompileOptions(megatron::CompileOptions &options) {
-  options.tp = tpSize;
-  options.dp = dpSize;
-  options.microBatches = microBatches;
-  options.target = target;
-  options.precision = precision;
-  options.train = train;
-  options.exportGrads = exportGrads;
-  options.recompute = recompute;
-  options.zero = zeroStage;
-  options.bucketBytes = bucketBytes;
-  options.exportLogits = exportLogits;
-  options.arch = arch;
-  options.entry = entry;
-  options.generate = generate;
-  options.outlineLayers = outlineLayers;
-  options.overlapCollectives = overlapCollectives;
-  if (emit == Emit::PTX)
-    options.binaryFormat = "isa";
-}
-
 static megatron::CompileStage lastStage() {
   switch (emit) {
   case Emit::PartitionedMLIR:
@@ -227,15 +125,12 @@ static LogicalResult writeStage(ModuleOp module) {
 }
 
 static LogicalResult compile(MLIRContext &context) {
-  if (emit == Emit::PTX && target != megatron::Target::CUDA)
-    return toolError("--emit=ptx needs --target=cuda");
-  // A chip named for another target would be ignored without a word.
-  if (arch.getNumOccurrences() && target != megatron::Target::CUDA)
-    return toolError("--arch is for --target=cuda: the " +
-                     megatron::stringifyTarget(target) +
-                     " target compiles no GPU code");
   megatron::CompileOptions options;
-  setCompileOptions(options);
+  megatron::setCompileOptionsFromCL(options);
+  if (emit == Emit::PTX && options.target != megatron::Target::CUDA)
+    return toolError("--emit=ptx needs --target=cuda");
+  if (emit == Emit::PTX)
+    options.binaryFormat = "isa";
   PassManager pm(&context);
   if (failed(megatron::buildCompilePipeline(pm, options, toolError,
                                             lastStage())) ||
@@ -265,6 +160,13 @@ int main(int argc, char **argv) {
   registerDefaultTimingManagerCLOptions();
   registerMLIRContextCLOptions();
   registerAsmPrinterCLOptions();
+  megatron::registerCompileCLOptions();
+  // --help lists the tool's flags, grouped, and none of LLVM's; MLIR's
+  // debugging flags (--mlir-timing, --mlir-print-ir-after-all) still work.
+  SmallVector<const cl::OptionCategory *> shown =
+      megatron::getCompileCLCategories();
+  shown.push_back(&category);
+  cl::HideUnrelatedOptions(shown);
   cl::ParseCommandLineOptions(argc, argv,
                               "megatron-mlir: GPT-2 to a tensor-parallel step\n");
   DialectRegistry registry;

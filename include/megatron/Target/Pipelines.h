@@ -70,83 +70,35 @@ bool isSupportedCUDAChip(StringRef chip);
 std::optional<std::string> cudaOptionsProblem(const CUDAPipelineOptions &options);
 
 /// Everything megatron-compile does between parsing a global tp program and
-/// writing its step library; megatron-compile's flags, one for one.
+/// writing its step library: the options of megatron-compile-pipeline and
+/// megatron-compile's flags, declared once in the .def files.
 struct CompileOptions : public LayoutOptions<CompileOptions> {
-  Option<Target> target{
-      *this, "target", llvm::cl::desc("where the step runs"),
-      llvm::cl::init(Target::CPU),
-      llvm::cl::values(
-          clEnumValN(Target::CPU, "cpu",
-                     "host loops and BLAS GEMMs, MPI between ranks"),
-          clEnumValN(Target::CUDA, "cuda",
-                     "NVVM kernels, cuBLASLt, NCCL between ranks"),
-          clEnumValN(Target::CUDAOnHost, "cuda-on-host",
-                     "the cuda target's kernels run as host loops with the "
-                     "CPU runtime (checks the GPU lowering without a GPU)"))};
-  Option<std::string> precision{
-      *this, "precision",
-      llvm::cl::desc("storage of activations and parameter copies: auto "
-                     "(bf16 on the cuda target, fp32 otherwise), fp32, or "
-                     "bf16 (fp32 master weights, gradients and AdamW state)"),
-      llvm::cl::init("auto")};
-  Option<bool> train{*this, "train",
-                     llvm::cl::desc("build the training step (backward pass "
-                                    "and AdamW) beside the forward entry"),
-                     llvm::cl::init(false)};
-  Option<bool> recompute{
-      *this, "recompute",
-      llvm::cl::desc("with train, keep only each layer's input for the "
-                     "backward pass and recompute the layer's forward before "
-                     "it (tp-recompute-layers, activation checkpointing)"),
-      llvm::cl::init(false)};
-  Option<int64_t> zero{
-      *this, "zero",
-      llvm::cl::desc("with train, ZeRO stage: 0 keeps the AdamW state whole "
-                     "on every dp rank, 1 splits it over dp (the distributed "
-                     "optimizer)"),
-      llvm::cl::init(0)};
-  Option<int64_t> bucketBytes{
-      *this, "bucket-bytes",
-      llvm::cl::desc("with train, the most bytes of gradients one "
-                     "data-parallel all-reduce bucket sums (0: one "
-                     "all-reduce per gradient)"),
-      llvm::cl::init(40000000)};
-  Option<bool> exportGrads{
-      *this, "export-grads",
-      llvm::cl::desc("with train, also write every gradient into an argument"),
-      llvm::cl::init(false)};
-  Option<std::string> arch{
-      *this, "arch", llvm::cl::desc("with target=cuda: sm_80 or sm_90"),
-      llvm::cl::init("sm_90")};
+#define MEGATRON_OPTION(GROUP, TYPE, MEMBER, FLAG, ...)                       \
+  Option<TYPE> MEMBER{*this, FLAG, __VA_ARGS__};
+#include "megatron/Target/CompileOptions.def"
+#undef MEGATRON_OPTION
+  /// Set by megatron-compile's --emit=ptx, not a flag of its own: a step
+  /// library holding PTX text would not load.
   Option<std::string> binaryFormat{
       *this, "binary-format",
       llvm::cl::desc("with target=cuda: fatbin (what the step loads) or isa "
                      "(PTX text, to read)"),
       llvm::cl::init("fatbin")};
-  Option<bool> generate{
-      *this, "generate",
-      llvm::cl::desc("compile a generation program (gpt2-mlir --generate: "
-                     "prefill and decode over a KV cache), in fp32 at dp=1"),
-      llvm::cl::init(false)};
-  Option<bool> outlineLayers{
-      *this, "outline-layers",
-      llvm::cl::desc("lower and compile each distinct layer body once, as a "
-                     "function called per layer (tp-outline-layers); false "
-                     "keeps every layer inline"),
-      llvm::cl::init(true)};
-  Option<bool> overlapCollectives{
-      *this, "overlap-collectives",
-      llvm::cl::desc("start each all-reduce as early as its inputs allow and "
-                     "wait for it as late as its first use allows "
-                     "(tp-overlap-collectives); false keeps them blocking"),
-      llvm::cl::init(true)};
-  Option<std::string> entry{
-      *this, "entry",
-      llvm::cl::desc("compile a framework's function (linalg with tp.sharding "
-                     "arguments, on the mesh its module declares) as the "
-                     "library's one entry, instead of planning a model"),
-      llvm::cl::init("")};
 };
+
+/// Registers CompileOptions (LayoutOptions.def and CompileOptions.def) as
+/// command-line flags of the tool that calls it, each in its --help group,
+/// as CIRCT's firtool registers its options for every host; call before
+/// llvm::cl::ParseCommandLineOptions.
+void registerCompileCLOptions();
+
+/// The --help groups of the flags registerCompileCLOptions registers, for
+/// llvm::cl::HideUnrelatedOptions beside the tool's own.
+SmallVector<const llvm::cl::OptionCategory *> getCompileCLCategories();
+
+/// Sets the compile options the command line gave as registered flags;
+/// the others keep the pipeline's defaults.
+void setCompileOptionsFromCL(CompileOptions &options);
 
 /// Where buildCompilePipeline stops: after the per-rank tp program is
 /// complete, after tp-step-manifest recorded the manifest, or in the LLVM

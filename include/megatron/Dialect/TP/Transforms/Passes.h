@@ -29,29 +29,18 @@ namespace mlir::megatron {
 inline constexpr llvm::StringLiteral kMicroBatchAxisName = "mb";
 
 /// The layout of a program over ranks, which megatron-pipeline and
-/// megatron-compile-pipeline both take: one declaration, so the two cannot
-/// disagree on a name or a default.
+/// megatron-compile-pipeline both take (and megatron-compile as flags):
+/// declared once, in LayoutOptions.def, so none can disagree on a name or a
+/// default.
 template <typename Derived>
 struct LayoutOptions : public PassPipelineOptions<Derived> {
   template <typename T>
   using Option = typename PassPipelineOptions<Derived>::template Option<T>;
 
-  Option<int64_t> tp{*this, "tp", llvm::cl::desc("tensor-parallel size"),
-                     llvm::cl::init(1)};
-  Option<int64_t> dp{*this, "dp",
-                     llvm::cl::desc("data-parallel size (splits the batch)"),
-                     llvm::cl::init(1)};
-  Option<int64_t> microBatches{
-      *this, "micro-batches",
-      llvm::cl::desc("micro-batches per optimizer step: each dp rank runs "
-                     "its rows in this many parts and sums their gradients "
-                     "before they are reduced over dp"),
-      llvm::cl::init(1)};
-  Option<bool> exportLogits{
-      *this, "export-logits",
-      llvm::cl::desc("the forward entry also writes the logits into a "
-                     "`logits` argument (forward only)"),
-      llvm::cl::init(false)};
+#define MEGATRON_OPTION(GROUP, TYPE, MEMBER, FLAG, ...)                       \
+  Option<TYPE> MEMBER{*this, FLAG, __VA_ARGS__};
+#include "megatron/Dialect/TP/Transforms/LayoutOptions.def"
+#undef MEGATRON_OPTION
 
   MegatronAnnotateOptions annotateOptions() const {
     return MegatronAnnotateOptions{tp, dp, microBatches};
