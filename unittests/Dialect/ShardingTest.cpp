@@ -63,3 +63,21 @@ TEST_F(ShardingTest, VerifierRejectsIndivisibleDimension) {
   auto fits = RankedTensorType::get({8, 12}, Float32Type::get(&context));
   EXPECT_TRUE(succeeded(verifyShardingForType(mesh, columns, fits, symbols)));
 }
+
+// The parser cannot give a sharding without a mesh, but C++ builders and
+// the C API (mlirAttributeParseGet aside) can: the verifier refuses it.
+TEST_F(ShardingTest, VerifierRejectsShardingWithoutMesh) {
+  std::string message;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diagnostic) {
+    message = diagnostic.str();
+    return success();
+  });
+  Builder b(&context);
+  auto emitError = [&] { return mlir::emitError(UnknownLoc::get(&context)); };
+  ShardingAttr meshless = ShardingAttr::getChecked(
+      emitError, &context, FlatSymbolRefAttr(), b.getArrayAttr({}),
+      b.getArrayAttr({}), ArrayRef<int64_t>{});
+  EXPECT_FALSE(meshless);
+  EXPECT_NE(message.find("sharding needs a mesh"), std::string::npos)
+      << message;
+}
