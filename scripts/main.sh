@@ -21,9 +21,10 @@ build/bin/megatron-compile "$OUT/gpt2.mlir" --tp=2 --train -o "$OUT/step.so"
 build/bin/megatron-opt "$OUT/gpt2.mlir" --megatron-pipeline=tp=2 --tp-autodiff \
   --tp-explain=text=true -o /dev/null
 
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-# This machine's GEMM rate, the peak of each step line's model FLOPs
-# utilisation ("mfu").
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# This machine's GEMM rate per core and on all its cores: the peak of each
+# step line's model FLOPs utilisation ("mfu") is that of the cores the two
+# ranks use (megatron-run gives each rank its share of the cores).
 python3 bench/cpu/measure_hardware.py --out "$OUT/hardware.json" > /dev/null
 mpirun --oversubscribe -np 2 build/bin/megatron-run "$OUT/step.so" \
   --data "$OUT/train.bin" --val-data "$OUT/val.bin" --val-every 100 --val-steps 4 \

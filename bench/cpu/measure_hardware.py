@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Measures this machine's rates into a hardware file for the performance
-model (megatron-opt --tp-explain="hardware=FILE.json"): the runtime's fp32
-GEMM rate (mrt_gemm_f32 on a square GEMM), memory bandwidth (a large array
+model (megatron-opt --tp-explain="hardware=FILE.json") and megatron-run's
+MFU (--hardware): the runtime's fp32 GEMM rate (mrt_gemm_f32 on a square
+GEMM) on one core ("flops_per_second_per_core") and on every core of the
+machine ("flops_per_second", with its "threads" and "cores"), memory bandwidth (a large array
 copy, reads plus writes), and the MPI all-reduce's per-step latency and link
 bandwidth between two ranks (mrt_all_reduce_f32 on a tiny and a large
 buffer, ring formulas inverted).
@@ -41,6 +43,12 @@ def gemm_flops_per_second(rt, n=1024):
     seconds = best_seconds(lambda: rt.mrt_gemm_f32(0, 0, n, n, n, 1.0, ptr(a), n, ptr(b), n,
                                                   0.0, ptr(c), n))
     return 2 * n ** 3 / seconds
+
+
+def gemm_rate_on_threads(rt, threads):
+    """The GEMM rate with `threads` OpenMP threads (the runtime's libgomp)."""
+    ctypes.CDLL("libgomp.so.1").omp_set_num_threads(threads)
+    return gemm_flops_per_second(rt)
 
 
 def memory_bytes_per_second(size=1 << 28):
@@ -98,7 +106,10 @@ def main():
         return all_reduce_worker()
     rt = ctypes.CDLL(RUNTIME)
     latency, link = all_reduce_rates()
-    hardware = {"name": f"cpu-{os.cpu_count()}-cores", "flops_per_second": gemm_flops_per_second(rt),
+    cores = os.cpu_count()
+    hardware = {"name": f"cpu-{cores}-cores", "cores": cores, "threads": cores,
+                "flops_per_second_per_core": gemm_rate_on_threads(rt, 1),
+                "flops_per_second": gemm_rate_on_threads(rt, cores),
                 "bytes_per_second": memory_bytes_per_second(),
                 "link_bytes_per_second": link, "latency_seconds": latency,
                 "activation_bytes": 4}

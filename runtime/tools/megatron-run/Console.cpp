@@ -6,14 +6,59 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <stdexcept>
 #include <unistd.h>
 
 namespace mrun {
 
-double peakFlops(const Options &opt, const Manifest &m, int64_t ranks) {
+namespace {
+
+// A hardware file's positive number `name`, or nothing.
+std::optional<double> positiveNumber(const nlohmann::json &file,
+                                     const char *name) {
+  const auto value = file.find(name);
+  if (value == file.end() || !value->is_number() ||
+      !(value->get<double>() > 0))
+    return std::nullopt;
+  return value->get<double>();
+}
+
+// The CPU job's peak: the rate of the cores its threads use on each node.
+double cpuPeak(const nlohmann::json &file, const std::string &path,
+               int64_t ranks, const CpuShare &cpus) {
+  const std::optional<double> perCore =
+      positiveNumber(file, "flops_per_second_per_core");
+  const std::optional<double> cores = positiveNumber(file, "cores");
+  if (!perCore || !cores)
+    throw std::runtime_error(
+        "hardware file " + path +
+        ": no positive \"flops_per_second_per_core\" and \"cores\" (a CPU "
+        "job's peak is the rate of the cores it runs on; measure them with "
+        "bench/cpu/measure_hardware.py)");
+  if (*cores != static_cast<double>(cpus.cpusPerNode))
+    throw std::runtime_error(
+        "hardware file " + path + " describes a machine of " +
+        std::to_string(static_cast<int64_t>(*cores)) + " cores; this one has " +
+        std::to_string(cpus.cpusPerNode));
+  const int64_t threadsPerNode = std::min(
+      cpus.ranksPerNode * cpus.threadsPerRank, cpus.cpusPerNode);
+  const int64_t nodes = (ranks + cpus.ranksPerNode - 1) / cpus.ranksPerNode;
+  const std::optional<double> measuredThreads = positiveNumber(file, "threads");
+  const std::optional<double> whole = positiveNumber(file, "flops_per_second");
+  if (whole && measuredThreads &&
+      *measuredThreads == static_cast<double>(threadsPerNode))
+    return *whole * nodes;
+  return *perCore * threadsPerNode * nodes;
+}
+
+} // namespace
+
+double peakFlops(const Options &opt, const Manifest &m, int64_t ranks,
+                 const CpuShare &cpus) {
   if (opt.peakFlops > 0)
     return opt.peakFlops;
   if (opt.hardware.empty())
@@ -23,12 +68,14 @@ double peakFlops(const Options &opt, const Manifest &m, int64_t ranks) {
       mfile::readFileBytes("hardware file", opt.hardware), why);
   if (!file)
     throw std::runtime_error("hardware file " + opt.hardware + ": " + why);
-  const auto rate = file->find("flops_per_second");
-  if (rate == file->end() || !rate->is_number() || !(rate->get<double>() > 0))
+  if (m.target != MGT_TARGET_CUDA)
+    return cpuPeak(*file, opt.hardware, ranks, cpus);
+  const std::optional<double> perDevice =
+      positiveNumber(*file, "flops_per_second");
+  if (!perDevice)
     throw std::runtime_error("hardware file " + opt.hardware +
                              ": no positive \"flops_per_second\"");
-  const double perDevice = rate->get<double>();
-  return m.target == MGT_TARGET_CUDA ? perDevice * ranks : perDevice;
+  return *perDevice * ranks;
 }
 
 std::string clockTime(double seconds) {

@@ -6,6 +6,7 @@
 
 #include "Manifest.h"
 #include "Options.h"
+#include "Threads.h"
 
 #include <chrono>
 #include <cstdint>
@@ -13,12 +14,17 @@
 
 namespace mrun {
 
-// The peak FLOP/s of all the job's hardware together: --peak-flops, or a
-// --hardware file's "flops_per_second" (bench/cpu/measure_hardware.py
-// writes one): a CPU machine's (every rank on it), or one GPU's, times the
-// `ranks` on a CUDA step. 0 when neither is given. Throws
-// std::runtime_error naming the file.
-double peakFlops(const Options &opt, const Manifest &m, int64_t ranks);
+// The peak FLOP/s of the hardware the job runs on: --peak-flops, or from a
+// --hardware file (bench/cpu/measure_hardware.py writes one). On a CUDA
+// step its "flops_per_second" is one GPU's, times the `ranks`. On the CPU
+// the peak is that of the cores the job's threads use (`cpus`: threads per
+// rank, ranks and CPUs per node, at most every core of each node): the
+// file's whole-machine "flops_per_second" where it was measured on that
+// many threads, its "flops_per_second_per_core" times the threads
+// otherwise. 0 when neither is given. Throws std::runtime_error naming the
+// file when it cannot say (no per-core rate, another machine's core count).
+double peakFlops(const Options &opt, const Manifest &m, int64_t ranks,
+                 const CpuShare &cpus);
 
 // "H:MM:SS" of a non-negative number of seconds (rounded down).
 std::string clockTime(double seconds);

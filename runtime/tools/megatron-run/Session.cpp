@@ -105,7 +105,8 @@ int64_t loadState(Session &s) {
   const int64_t localParams = loadWeights(s, ckpt.get());
   if (s.opt.generate)
     return localParams;
-  s.peakFlops = peakFlops(s.opt, s.m, s.mesh.dpSize() * s.mesh.tpSize());
+  s.peakFlops =
+      peakFlops(s.opt, s.m, s.mesh.dpSize() * s.mesh.tpSize(), s.cpus);
   s.data = openTokens(s.opt.data, s.m, s.opt.steps);
   if (!s.opt.evalOnly && !s.opt.valData.empty())
     s.valData = openTokens(s.opt.valData, s.m, s.opt.valSteps);

@@ -38,6 +38,8 @@ struct Session {
   RunLog log;                         // rank 0 with --log only
   // What rank 0 prints, while the step loop runs (StepLoop.h).
   std::unique_ptr<Console> console;
+  // The CPUs this rank's threads share with the node's other ranks.
+  CpuShare cpus;
   // The peak FLOP/s of the job's hardware for the MFU (0: not given).
   double peakFlops = 0;
   int64_t startStep = 0; // training: the steps already done (--resume)

@@ -16,6 +16,7 @@
 #include "Session.h"
 #include "StepLibrary.h"
 #include "StepLoop.h"
+#include "Threads.h"
 
 #include <csignal>
 #include <cstdio>
@@ -30,6 +31,8 @@ using namespace mrun;
 
 // The exit status of a run: 0, or 1 after an error (reported).
 int run(const Options &opt) {
+  // Before the runtime's first GEMM starts its threads.
+  const CpuShare cpus = shareNodeCpus();
   RuntimeApi rt; // the step library's runtime, resolved through it
   StepLibrary step;
   if (const std::string unusable = openStepLibrary(opt, rt, step);
@@ -50,6 +53,7 @@ int run(const Options &opt) {
     return 1;
   }
   Session s(opt, step, *mesh, buffers);
+  s.cpus = cpus;
   if (opt.runsFunction())
     return runFunction(s) ? 0 : 1;
   if (opt.generate)

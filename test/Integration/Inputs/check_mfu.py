@@ -1,0 +1,34 @@
+#!/usr/bin/env python3
+"""Recomputes each logged step's MFU from what it is made of: the step
+entry's FLOPs per rank (the manifest), the ranks, the step's time (the log)
+and the peak of the cores the job used (the hardware file's per-core rate
+times the threads on the node, at most its cores, or its whole-machine
+rate when it was measured on that many), and compares it with the MFU
+megatron-run logged. The ranks run on this one machine.
+
+  check_mfu.py MANIFEST.json LOG.jsonl HARDWARE.json RANKS THREADS_PER_RANK
+"""
+import json
+import sys
+
+
+def main():
+    manifest, log, hardware = (json.load(open(sys.argv[1])),
+                               [json.loads(line) for line in open(sys.argv[2])],
+                               json.load(open(sys.argv[3])))
+    ranks = int(sys.argv[4])
+    threads = min(ranks * int(sys.argv[5]), hardware["cores"])
+    if hardware.get("threads") == threads:
+        peak = hardware["flops_per_second"]
+    else:
+        peak = hardware["flops_per_second_per_core"] * threads
+    flops = manifest["flops"]["train_step"] * ranks
+    steps = [r for r in log if "mfu" in r]
+    worst = max(abs(r["mfu"] - flops / (r["ms"] / 1e3) / peak) for r in steps)
+    # The log rounds the MFU to 4 decimals and the time to 3.
+    print(f"{len(steps)} steps' mfu recomputed, worst difference "
+          f"{'within' if worst < 2e-4 else 'beyond'} rounding ({worst:.1e})")
+
+
+if __name__ == "__main__":
+    main()
