@@ -36,6 +36,9 @@ struct Gemm {
 struct Report {
   int64_t tp = 1, dp = 1;
   int64_t paramsTotal = 0, paramsPerRank = 0;
+  /// Of paramsTotal, the rows tp-megatron-annotate added to a vocabulary tp
+  /// does not divide: the model's own count is paramsTotal - paramsPadding.
+  int64_t paramsPadding = 0;
   /// Bytes this rank holds: the parameters as stored, their fp32 gradients,
   /// the AdamW moments (once tp-optimizer added them), the activations the
   /// backward pass reads (one micro-batch's; with tp-recompute-layers, each
@@ -84,13 +87,13 @@ void countParameters(func::FuncOp function, Report &report) {
     report.gradientBytes += local * 4;
     int64_t global = local;
     if (auto shape = function.getArgAttrOfType<DenseI64ArrayAttr>(
-            arg.getArgNumber(), TPDialect::kGlobalShapeAttrName)) {
-      global = 1;
-      for (int64_t size : shape.asArrayRef())
-        global *= size;
-    }
+            arg.getArgNumber(), TPDialect::kGlobalShapeAttrName))
+      global = ShapedType::getNumElements(shape.asArrayRef());
     report.paramsTotal += global;
     report.paramsPerRank += local;
+    if (auto unpadded = function.getArgAttrOfType<DenseI64ArrayAttr>(
+            arg.getArgNumber(), TPDialect::kUnpaddedShapeAttrName))
+      report.paramsPadding += global - ShapedType::getNumElements(unpadded.asArrayRef());
   }
 }
 
@@ -221,6 +224,7 @@ void writeJson(raw_ostream &os, const Report &report) {
     json.attribute("dp", report.dp);
     json.attribute("params_total", report.paramsTotal);
     json.attribute("params_per_rank", report.paramsPerRank);
+    json.attribute("params_padding", report.paramsPadding);
     json.attributeObject("bytes_per_rank", [&] {
       json.attribute("parameters", report.paramBytes);
       json.attribute("gradients", report.gradientBytes);
@@ -289,7 +293,12 @@ void writeText(raw_ostream &os, const Report &report) {
   os << "tensor parallel: tp=" << report.tp << ", data parallel: dp="
      << report.dp << "\n"
      << "parameters: " << report.paramsTotal << " total, "
-     << report.paramsPerRank << " per rank\n"
+     << report.paramsPerRank << " per rank";
+  if (report.paramsPadding)
+    os << " (of the total, " << report.paramsPadding
+       << " pad the vocabulary to a multiple of tp; the model has "
+       << report.paramsTotal - report.paramsPadding << ")";
+  os << "\n"
      << "bytes per rank: " << report.paramBytes << " parameters, "
      << report.gradientBytes << " gradients, " << report.optimizerBytes
      << " optimizer state, " << report.activationBytes << " activations\n"

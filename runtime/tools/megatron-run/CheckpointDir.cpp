@@ -74,6 +74,11 @@ std::string resumeFile(const std::string &path) {
 }
 
 void checkSaveDirectory(const std::string &dir, int64_t startStep) {
+  // A directory not there yet is made, as --save makes its file; its parent
+  // must exist. Another rank may make it first.
+  if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST)
+    throw std::runtime_error("checkpoint directory " + dir +
+                             ": cannot create: " + std::strerror(errno));
   const std::vector<int64_t> steps = savedSteps(dir);
   if (!steps.empty() && steps.back() > startStep)
     throw std::runtime_error(

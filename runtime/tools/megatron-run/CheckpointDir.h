@@ -25,8 +25,9 @@ std::vector<int64_t> savedSteps(const std::string &dir);
 // Throws std::runtime_error naming `path` if a directory holds none.
 std::string resumeFile(const std::string &path);
 
-// Before a run that saves into `dir` from update `startStep` on: throws
-// std::runtime_error naming `dir` if it cannot be read or holds a
+// Before a run that saves into `dir` from update `startStep` on: makes `dir`
+// if it is not there; throws std::runtime_error naming `dir` if it cannot
+// be made or read, or holds a
 // checkpoint beyond `startStep` (another run's, which --keep-last would
 // keep over this run's and --resume DIR would take).
 void checkSaveDirectory(const std::string &dir, int64_t startStep);

@@ -216,13 +216,15 @@ bool generate(Session &s) {
   const Clock::time_point end = Clock::now();
   const Timing time{std::chrono::duration<double>(end - begin).count(),
                     std::chrono::duration<double>(end - decoding).count()};
+  // The streamed text ends its line before anything else is printed, an
+  // error on stderr included.
+  if (s.mesh.rank0() && rows.real == 1)
+    printLine("\n");
   if (!s.mesh.agree(failure))
     return false;
   if (!s.mesh.rank0())
     return true;
-  if (rows.real == 1)
-    std::fputs("\n", stdout);
-  else
+  if (rows.real != 1)
     for (size_t b = 0; b < rows.real; ++b)
       printLine("[" + std::to_string(b) + "] " +
                 promptText(*tokenizer, rows.prompts[b]) +

@@ -86,11 +86,13 @@ const char *const kUsage =
     "                     training line then shows the model FLOPs\n"
     "                     utilisation \"mfu\" (the step's GEMM and attention\n"
     "                     FLOPs over all ranks / its time / F)\n"
-    "  --hardware FILE    the peak from a hardware file's \"flops_per_second\"\n"
-    "                     (bench/cpu/measure_hardware.py writes one): one CPU\n"
-    "                     machine's, or one GPU's times the ranks of a CUDA\n"
-    "                     step\n"
+    "  --hardware FILE    the peak from a hardware file (bench/cpu/\n"
+    "                     measure_hardware.py writes one): on the CPU the rate\n"
+    "                     of the cores the job's threads use, from its\n"
+    "                     \"flops_per_second_per_core\"; on CUDA one GPU's\n"
+    "                     \"flops_per_second\" times the ranks\n"
     "  --help             show this help\n"
+
     "\n"
     "a framework's function (STEP.so compiled with megatron-compile --entry):\n"
     "  megatron-run STEP.so --entry NAME --inputs IN --outputs OUT\n"
@@ -123,8 +125,11 @@ const char *const kUsage =
     "\n"
     "Rank 0 prints \"step S loss X\" per step (training: \"step S loss X grad_norm\n"
     "G lr L ms M tokens_per_s T [mfu U] eta H:MM:SS\", and a progress bar on\n"
-    "stderr where stderr is a terminal). Exit status: 0 success, 1 error, 2\n"
-    "usage error.\n";
+    "stderr where stderr is a terminal); --eval-only ends with \"mean loss X\n"
+    "over N batch(es)\". Each rank runs as many OpenMP threads as it has CPUs:\n"
+    "those the launcher bound it to, or an equal share of the node's\n"
+    "(OMP_NUM_THREADS overrides). Exit status: 0 success, 1 error, 2 usage\n"
+    "error.\n";
 
 namespace {
 

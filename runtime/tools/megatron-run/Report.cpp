@@ -73,6 +73,11 @@ std::string evalStepLine(int64_t step, float loss) {
   return format("step %lld loss %.9g\n", static_cast<long long>(step), loss);
 }
 
+std::string evalMeanLine(double meanLoss, int64_t batches) {
+  return format("mean loss %.9g over %lld batch(es)\n", meanLoss,
+                static_cast<long long>(batches));
+}
+
 std::string trainStepLine(int64_t step, float loss, float gradNorm, float lr,
                           double ms) {
   return format("step %lld loss %.9g grad_norm %.9g lr %.9g ms %.3f\n",

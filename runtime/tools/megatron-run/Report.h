@@ -36,6 +36,8 @@ std::string jsonNumber(double v, const char *fmt);
 // The stdout lines, '\n' included (README: "step S loss X", ...); a
 // training line gets Console::rates before its '\n'.
 std::string evalStepLine(int64_t step, float loss);
+// --eval-only's last line: "mean loss X over N batch(es)".
+std::string evalMeanLine(double meanLoss, int64_t batches);
 std::string trainStepLine(int64_t step, float loss, float gradNorm, float lr,
                           double ms);
 std::string validationLine(int64_t updates, float loss);

@@ -47,14 +47,16 @@ std::unique_ptr<GlobalWriter> openLogitsFile(Session &s) {
   return out;
 }
 
-// Collective: forward step `step` on batch `step`; its logits to `logits`
-// when given.
-bool evalStep(Session &s, int64_t step, GlobalWriter *logits) {
+// Collective: forward step `step` on batch `step`, its loss added to
+// `lossSum`; its logits to `logits` when given.
+bool evalStep(Session &s, int64_t step, GlobalWriter *logits,
+              double &lossSum) {
   if (!s.loadBatch(*s.data, step))
     return false;
   float loss = 0.0f;
   const double ms = millisecondsOf(
       [&] { loss = s.step.forward(s.mesh.context(), s.buffers.stepArgs()); });
+  lossSum += loss;
   s.console->printStep(step, evalStepLine(step, loss));
   if (s.mesh.rank0())
     s.log.write(evalLogLine(step, loss, ms, batchTokens(s.m)));
@@ -138,9 +140,11 @@ bool evaluate(Session &s) {
     if (!logits)
       return false;
   }
+  double lossSum = 0;
   for (int64_t step = 0; step < s.opt.steps; ++step)
-    if (!evalStep(s, step, logits.get()))
+    if (!evalStep(s, step, logits.get(), lossSum))
       return false;
+  s.console->print(evalMeanLine(lossSum / s.opt.steps, s.opt.steps));
   if (!logits)
     return true;
   if (!logits->commit())

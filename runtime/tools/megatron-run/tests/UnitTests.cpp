@@ -21,6 +21,7 @@
 #include "Slicing.h"
 #include "StepLibrary.h"
 #include "StepLoop.h"
+#include "Threads.h"
 #include "TokenData.h"
 #include "Validation.h"
 
@@ -858,29 +859,59 @@ TEST(Console, Rates) {
 
 TEST(Console, PeakFlops) {
   Manifest cpu = parseManifest(manifestWith("", 1));
+  // Two ranks of one thread each on a 2-core node: the main job's share.
+  const CpuShare twoRanks{/*threadsPerRank=*/1, /*ranksPerNode=*/2,
+                          /*cpusPerNode=*/2};
   Options o;
-  EXPECT_EQ(peakFlops(o, cpu, 2), 0.0);
+  EXPECT_EQ(peakFlops(o, cpu, 2, twoRanks), 0.0);
   o.peakFlops = 3e12;
-  EXPECT_EQ(peakFlops(o, cpu, 2), 3e12);
+  EXPECT_EQ(peakFlops(o, cpu, 2, twoRanks), 3e12);
   o = Options{};
   o.hardware = ::testing::TempDir() + "/hardware.json";
-  std::ofstream(o.hardware) << R"({"name": "cpu-2-cores", "flops_per_second": 2.5e11})";
-  EXPECT_EQ(peakFlops(o, cpu, 2), 2.5e11); // the machine's, all ranks on it
+  std::ofstream(o.hardware)
+      << R"({"name": "cpu-2-cores", "cores": 2, "threads": 2,
+             "flops_per_second_per_core": 1.5e11,
+             "flops_per_second": 2.5e11})";
+  // Both cores busy, as when the file was measured: its whole-machine rate.
+  EXPECT_EQ(peakFlops(o, cpu, 2, twoRanks), 2.5e11);
+  // One rank of one thread uses one core: its rate, not the machine's.
+  EXPECT_EQ(peakFlops(o, cpu, 1, CpuShare{1, 1, 2}), 1.5e11);
+  // Four single-thread ranks on two cores still have two cores.
+  EXPECT_EQ(peakFlops(o, cpu, 4, CpuShare{1, 4, 2}), 2.5e11);
+  // Two nodes of two ranks each: twice the machine.
+  EXPECT_EQ(peakFlops(o, cpu, 4, twoRanks), 5e11);
   Manifest cuda = cpu;
   cuda.target = MGT_TARGET_CUDA;
-  EXPECT_EQ(peakFlops(o, cuda, 8), 2e12); // one GPU's, times the ranks
+  EXPECT_EQ(peakFlops(o, cuda, 8, twoRanks), 2e12); // one GPU's, times ranks
+  auto refused = [&](const std::string &text, const CpuShare &share,
+                     const std::string &why) {
+    std::ofstream(o.hardware) << text;
+    try {
+      peakFlops(o, cpu, 1, share);
+      ADD_FAILURE() << "accepted " << text;
+    } catch (const std::runtime_error &e) {
+      EXPECT_EQ(std::string(e.what()), "hardware file " + o.hardware + why);
+    }
+  };
+  // A file of before per-core rates: its flops_per_second was one thread's
+  // rate taken as the whole job's peak, an MFU twice the real one.
+  refused(R"({"name": "cpu-2-cores", "flops_per_second": 2.5e11})", twoRanks,
+          ": no positive \"flops_per_second_per_core\" and \"cores\" (a CPU "
+          "job's peak is the rate of the cores it runs on; measure them with "
+          "bench/cpu/measure_hardware.py)");
+  refused(R"({"cores": 64, "flops_per_second_per_core": 1e11})", twoRanks,
+          " describes a machine of 64 cores; this one has 2");
   o.hardware = ::testing::TempDir() + "/missing-hardware.json";
-  EXPECT_THROW(peakFlops(o, cpu, 1), std::runtime_error);
-  o.hardware = ::testing::TempDir() + "/hardware.json";
-  std::ofstream(o.hardware) << R"({"name": "x"})";
-  try {
-    peakFlops(o, cpu, 1);
-    ADD_FAILURE() << "accepted a file without flops_per_second";
-  } catch (const std::runtime_error &e) {
-    EXPECT_EQ(std::string(e.what()),
-              "hardware file " + o.hardware +
-                  ": no positive \"flops_per_second\"");
-  }
+  EXPECT_THROW(peakFlops(o, cpu, 1, twoRanks), std::runtime_error);
+}
+
+TEST(Threads, EachRankTakesItsShareOfTheNode) {
+  EXPECT_EQ(chooseThreads(nullptr, 16, 16, 4), 4);  // torchrun's rule
+  EXPECT_EQ(chooseThreads(nullptr, 2, 2, 4), 1);    // never none
+  EXPECT_EQ(chooseThreads(nullptr, 1, 2, 2), 1);    // mpirun bound it to one
+  EXPECT_EQ(chooseThreads("3", 16, 16, 4), 3);      // OMP_NUM_THREADS rules
+  EXPECT_EQ(chooseThreads("0", 8, 8, 2), 4);        // not a thread count
+  EXPECT_EQ(chooseThreads("x", 8, 8, 1), 8);
 }
 
 TEST(Prompts, TokenIds) {

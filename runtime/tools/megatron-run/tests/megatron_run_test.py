@@ -423,6 +423,8 @@ def case_no_train():
     out = expect_ok(command(2, ["--data", t, "--eval-only"], variant="eval"),
                     what="the forward-only library runs --eval-only")
     check(len(steps_printed(out)) == 1, "... and prints the loss")
+    check(re.search(r"^mean loss [-+0-9.e]+ over 1 batch\(es\)$", out, re.M) is not None,
+          "... and their mean")
 
 
 def case_tp_mismatch():
@@ -981,10 +983,19 @@ def case_periodic_checkpoints():
                       code=1, what="--save-dir holding a later run's checkpoint")
     check(train_printed(out) == [] and os.listdir(other) == ["step-00000100.safetensors"],
           "... before any step, the other run's checkpoint untouched")
-    expect_fail(command(2, common + ["--steps", "4", "--save-every", "2",
-                                     "--save-dir", os.path.join(TMP, "nowhere")]),
-                r"checkpoint directory .*nowhere: cannot read: No such file", code=1,
-                what="a --save-dir that does not exist")
+    # A --save-dir not there yet is made; one whose parent is not there is
+    # refused before the first step.
+    fresh = os.path.join(TMP, "fresh")
+    expect_ok(command(2, common + ["--steps", "2", "--save-every", "2",
+                                   "--save-dir", fresh]),
+              what="a --save-dir that does not exist yet")
+    check(os.listdir(fresh) == ["step-00000002.safetensors"],
+          "... made, and the checkpoint saved in it")
+    out = expect_fail(command(2, common + ["--steps", "4", "--save-every", "2",
+                                           "--save-dir", os.path.join(TMP, "nowhere", "ckpt")]),
+                      r"checkpoint directory .*nowhere/ckpt: cannot create: No such file",
+                      code=1, what="a --save-dir whose parent does not exist")
+    check(train_printed(out) == [], "... before any step")
     empty = os.path.join(TMP, "empty")
     os.mkdir(empty)
     expect_fail(command(2, ["--data", t, "--steps", "2", "--resume", empty]),
