@@ -6,6 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 LLVM_BIN=$(llvm-config-22 --bindir)
+# ccache keys on paths relative to the checkout, so that a clone elsewhere
+# (CI's clean clone) reuses what this one compiled.
+export CCACHE_BASEDIR="$PWD"
 BUILD_DIR=build
 EXTRA_ARGS=()
 if [ "${1:-}" = "--sanitize" ]; then

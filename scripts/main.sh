@@ -13,10 +13,13 @@ scripts/build.sh
 
 OUT=out/main
 mkdir -p "$OUT"
-python3 utils/make_text_tokens.py --out-dir "$OUT"
-# 4 layers, 4 heads, width 128, byte vocabulary, 64-token sequences.
+# 4 MiB of the standard library's sources to train on, 64 KiB to validate.
+python3 utils/make_text_tokens.py --out-dir "$OUT" --train-bytes 4194304 --val-bytes 65536
+# 4 layers, 4 heads, width 128, byte vocabulary, 128-token sequences: in
+# three minutes on two cores the model that sees the most tokens does best
+# (wider or deeper ones see fewer; docs/PERFORMANCE.md, "The main job").
 build/bin/gpt2-mlir --layers=4 --heads=4 --embd=128 --vocab=256 --ctx=128 \
-  --seq=64 --batch=8 -o "$OUT/gpt2.mlir"
+  --seq=128 --batch=4 -o "$OUT/gpt2.mlir"
 build/bin/megatron-compile "$OUT/gpt2.mlir" --tp=2 --train -o "$OUT/step.so"
 build/bin/megatron-opt "$OUT/gpt2.mlir" --megatron-pipeline=tp=2 --tp-autodiff \
   --tp-explain=text=true -o /dev/null
@@ -27,14 +30,17 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # ranks use (megatron-run gives each rank its share of the cores).
 python3 bench/cpu/measure_hardware.py --out "$OUT/hardware.json" > /dev/null
 mpirun --oversubscribe -np 2 build/bin/megatron-run "$OUT/step.so" \
-  --data "$OUT/train.bin" --val-data "$OUT/val.bin" --val-every 100 --val-steps 4 \
-  --steps 300 --lr 1e-3 --lr-schedule cosine --warmup-steps 30 --min-lr 1e-4 \
+  --data "$OUT/train.bin" --val-data "$OUT/val.bin" --val-every 1000 --val-steps 16 \
+  --steps 6500 --lr 2e-3 --lr-schedule cosine --warmup-steps 100 --min-lr 1e-4 \
   --weight-decay 0.1 --grad-clip 1.0 --log "$OUT/train.jsonl" \
   --hardware "$OUT/hardware.json" --save "$OUT/checkpoint.safetensors"
+# The loss curve, docs/main-loss.png.
+PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q -r bench/requirements.txt
+python3 bench/plots.py --loss-log "$OUT/train.jsonl" --out-dir docs
 
 # Generation from the trained checkpoint: prefill in chunks of 32 tokens,
 # three sequences decoded together, each rank keeping the KV cache of its
-# two heads.
+# two heads. Prompt and continuation stay within the 128 positions trained.
 build/bin/gpt2-mlir --layers=4 --heads=4 --embd=128 --vocab=256 --ctx=128 \
   --seq=32 --batch=3 --generate -o "$OUT/generate.mlir"
 build/bin/megatron-compile "$OUT/generate.mlir" --tp=2 --generate \
@@ -43,5 +49,5 @@ printf 'def \nimport \nclass \n' > "$OUT/prompts.txt"
 echo "Samples from the trained model (temperature 0.8, top-k 40):"
 mpirun --oversubscribe -np 2 build/bin/megatron-run "$OUT/generate.so" \
   --generate --init-from "$OUT/checkpoint.safetensors" \
-  --prompts-file "$OUT/prompts.txt" --max-new 80 --temperature 0.8 \
+  --prompts-file "$OUT/prompts.txt" --max-new 120 --temperature 0.8 \
   --top-k 40 --seed 1
