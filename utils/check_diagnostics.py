@@ -369,47 +369,54 @@ def split_checked(text, regex_holes):
 UNITTEST_CHECK_RE = re.compile(r'\.find\(\s*"((?:\\.|[^"\\])*)"')
 
 
+def files_under(root, folder, extensions):
+    """(relpath, lines) of every file under root/folder with one of the
+    extensions, in a stable order."""
+    for dirpath, _, files in sorted(os.walk(os.path.join(root, folder))):
+        for name in sorted(files):
+            if name.endswith(extensions):
+                path = os.path.join(dirpath, name)
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    yield os.path.relpath(path, root), f.read().splitlines()
+
+
+def lit_checks(rel, lines):
+    """The messages a lit test checks: expected-* lines and FileCheck lines
+    under the prefixes its RUN lines declare."""
+    prefixes = {"CHECK"}
+    for line in lines:
+        if "RUN:" in line:
+            for group in PREFIX_RE.findall(line):
+                prefixes.update(group.split(","))
+    for number, line in enumerate(lines, 1):
+        match = EXPECTED_RE.search(line)
+        if match:
+            yield (rel, number, split_checked(match.group(3),
+                                              bool(match.group(2))))
+            continue
+        match = CHECK_RE.match(line)
+        if match and match.group(1) in prefixes:
+            text = match.group(3).rstrip()
+            # Tools may print the location before the message.
+            text = re.sub(r'^loc\(.*?\):\s*', "", text)
+            yield (rel, number, split_checked(text, True))
+
+
+def unit_test_checks(rel, lines):
+    """The messages a unit test looks for: a diagnostic only C++ can reach
+    (a builder given what the parser never gives) is checked there."""
+    for number, line in enumerate(lines, 1):
+        for text in UNITTEST_CHECK_RE.findall(line):
+            yield (rel, number, split_checked(unescape('"' + text + '"'),
+                                              False))
+
+
 def scan_tests(root):
     checks = []  # (relpath, line, pieces)
-    for dirpath, _, files in os.walk(os.path.join(root, "test")):
-        for name in sorted(files):
-            if not name.endswith(TEST_EXTS):
-                continue
-            path = os.path.join(dirpath, name)
-            rel = os.path.relpath(path, root)
-            with open(path, encoding="utf-8", errors="replace") as f:
-                lines = f.read().splitlines()
-            prefixes = {"CHECK"}
-            for line in lines:
-                if "RUN:" in line:
-                    for group in PREFIX_RE.findall(line):
-                        prefixes.update(group.split(","))
-            for number, line in enumerate(lines, 1):
-                match = EXPECTED_RE.search(line)
-                if match:
-                    text = match.group(3)
-                    checks.append((rel, number,
-                                   split_checked(text, bool(match.group(2)))))
-                    continue
-                match = CHECK_RE.match(line)
-                if match and match.group(1) in prefixes:
-                    text = match.group(3).rstrip()
-                    # Tools may print the location before the message.
-                    text = re.sub(r'^loc\(.*?\):\s*', "", text)
-                    checks.append((rel, number, split_checked(text, True)))
-    # A diagnostic only C++ can reach (a builder given what the parser never
-    # gives) is checked by a unit test: the text it looks for in the message.
-    for dirpath, _, files in os.walk(os.path.join(root, "unittests")):
-        for name in sorted(files):
-            if not name.endswith(SOURCE_EXTS):
-                continue
-            path = os.path.join(dirpath, name)
-            rel = os.path.relpath(path, root)
-            with open(path, encoding="utf-8", errors="replace") as f:
-                for number, line in enumerate(f.read().splitlines(), 1):
-                    for text in UNITTEST_CHECK_RE.findall(line):
-                        checks.append((rel, number, split_checked(
-                            unescape('"' + text + '"'), False)))
+    for rel, lines in files_under(root, "test", TEST_EXTS):
+        checks += lit_checks(rel, lines)
+    for rel, lines in files_under(root, "unittests", SOURCE_EXTS):
+        checks += unit_test_checks(rel, lines)
     return checks
 
 

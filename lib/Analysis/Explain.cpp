@@ -93,7 +93,8 @@ void countParameters(func::FuncOp function, Report &report) {
     report.paramsPerRank += local;
     if (auto unpadded = function.getArgAttrOfType<DenseI64ArrayAttr>(
             arg.getArgNumber(), TPDialect::kUnpaddedShapeAttrName))
-      report.paramsPadding += global - ShapedType::getNumElements(unpadded.asArrayRef());
+      report.paramsPadding +=
+          global - ShapedType::getNumElements(unpadded.asArrayRef());
   }
 }
 

@@ -13,39 +13,42 @@
 using namespace llvm;
 using namespace mlir::megatron;
 
-static cl::OptionCategory category("gpt2-mlir options");
+// --help's groups: the model, the batch it is written for, what to write.
+static cl::OptionCategory modelCategory("Model");
+static cl::OptionCategory batchCategory("Batch");
+static cl::OptionCategory outputCategory("Output");
 static cl::opt<std::string>
     preset("preset", cl::init("124M"),
            cl::desc("tiny, 124M, 350M, 774M, 1558M, or Megatron-LM's Table "
                     "1: megatron-1.2B, megatron-2.5B, megatron-4.2B, "
                     "megatron-8.3B"),
-           cl::cat(category));
+           cl::cat(modelCategory));
 static cl::opt<int64_t> layers("layers", cl::desc("transformer blocks"),
-                               cl::cat(category));
+                               cl::cat(modelCategory));
 static cl::opt<int64_t> heads("heads", cl::desc("attention heads"),
-                              cl::cat(category));
+                              cl::cat(modelCategory));
 static cl::opt<int64_t> embd("embd", cl::desc("embedding width"),
-                             cl::cat(category));
+                             cl::cat(modelCategory));
 static cl::opt<int64_t> vocab("vocab", cl::desc("vocabulary size"),
-                              cl::cat(category));
+                              cl::cat(modelCategory));
 static cl::opt<int64_t> ctx("ctx", cl::desc("rows of the position table"),
-                            cl::cat(category));
+                            cl::cat(modelCategory));
 static cl::opt<int64_t> seq("seq", cl::desc("sequence length of a batch"),
-                            cl::cat(category));
+                            cl::cat(batchCategory));
 static cl::opt<int64_t> batch("batch", cl::desc("sequences per batch"),
-                              cl::cat(category));
+                              cl::cat(batchCategory));
 static cl::opt<bool> generate(
     "generate",
     cl::desc("the generation program (prefill of --seq prompt tokens, decode "
              "of one, a KV cache of --ctx positions) instead of the loss"),
-    cl::cat(category));
+    cl::cat(outputCategory));
 static cl::opt<bool>
     printParams("print-params",
                 cl::desc("list the parameters and their count instead of IR"),
-                cl::cat(category));
+                cl::cat(outputCategory));
 static cl::opt<std::string> output("o", cl::init("-"),
                                    cl::desc("output file"),
-                                   cl::value_desc("file"), cl::cat(category));
+                                   cl::value_desc("file"), cl::cat(outputCategory));
 
 /// The preset, with every size given on the command line replacing its own.
 static std::optional<GPT2Config> configFromFlags() {
@@ -72,7 +75,8 @@ static void printParameterTable(raw_ostream &os, const GPT2Config &config) {
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions(category);
+  cl::HideUnrelatedOptions(
+      {&modelCategory, &batchCategory, &outputCategory});
   cl::ParseCommandLineOptions(argc, argv,
                               "GPT-2 forward pass and loss as tp IR\n");
   std::optional<GPT2Config> config = configFromFlags();
