@@ -11,126 +11,6 @@
 
 namespace mrun {
 
-const char *const kUsage =
-    "usage: [mpirun -np TP] megatron-run STEP.so [options]\n"
-    "\n"
-    "Runs a training step compiled by megatron-mlir (STEP.so) on TP ranks.\n"
-    "\n"
-    "options:\n"
-    "  --init-from FILE   initial weights from a global safetensors checkpoint\n"
-    "                     (the model's parameter names; Hugging Face GPT-2's\n"
-    "                     with or without \"transformer.\"); each rank reads\n"
-    "                     only its slice\n"
-    "  --seed S           without --init-from: the model's initialisation\n"
-    "                     (its tp.init rules) from seed S\n"
-    "                     (default 1337; the same weights for every TP size)\n"
-    "  --data FILE        tokens: llm.c shard (20240520 header) or raw uint16\n"
-    "                     (required)\n"
-    "  --eval-only        run the forward pass only (mgt_forward) and print\n"
-    "                     the loss of each batch\n"
-    "  --steps N          number of batches/steps (default 1); step s uses\n"
-    "                     batch s, wrapping around the end of the data. In\n"
-    "                     training N is the total: after --resume at step k\n"
-    "                     the run does steps k..N-1\n"
-    "  --log FILE         write one JSON line per step to FILE (rank 0)\n"
-    "                     {\"step\", \"loss\", \"ms\", \"tokens_per_s\"} (training\n"
-    "                     adds \"grad_norm\", \"lr\" and \"exposed_comm_ms\", the time\n"
-    "                     rank 0 waited for collectives; validation {\"step\",\n"
-    "                     \"val_loss\"})\n"
-    "  --dump-logits FILE with --eval-only: write the global logits of step s\n"
-    "                     as tensor \"logits.<s>\" [batch, seq, valid_vocab] of\n"
-    "                     one safetensors file (STEP.so compiled with\n"
-    "                     --export-logits)\n"
-    "\n"
-    "training (without --eval-only; STEP.so compiled with --train):\n"
-    "  --lr LR            peak learning rate (default 3e-4)\n"
-    "  --beta1 B1         AdamW beta1 (default 0.9)\n"
-    "  --beta2 B2         AdamW beta2 (default 0.999)\n"
-    "  --eps E            AdamW epsilon (default 1e-8)\n"
-    "  --weight-decay WD  AdamW weight decay (default 0)\n"
-    "  --grad-clip C      clip the global gradient norm to C (default 0: off)\n"
-    "  --lr-schedule S    constant (default) or cosine\n"
-    "  --warmup-steps W   linear warmup lr*(t+1)/W for steps t < W (default 0)\n"
-    "  --min-lr R         cosine: lr decays to R at step N (default 0):\n"
-    "                     R + 0.5*(lr-R)*(1+cos(pi*(t-W)/(N-W))) for t >= W\n"
-    "  --val-data FILE    validation tokens: mean mgt_forward loss over batches\n"
-    "                     0..M-1 of FILE, printed \"val step S loss X\" (S =\n"
-    "                     updates done)\n"
-    "  --val-every K      validate after every K updates (default 0: only at\n"
-    "                     the end; the end is always validated)\n"
-    "  --val-steps M      validation batches (default 1)\n"
-    "  --save FILE        after training, write a global safetensors checkpoint\n"
-    "                     (weights, AdamW state \"optimizer.*\", step) to FILE\n"
-    "  --save-every K     also checkpoint after every K updates, into\n"
-    "                     --save-dir DIR as DIR/step-<k>.safetensors (k =\n"
-    "                     updates done, 8 digits: step-00000100; each\n"
-    "                     written atomically, so a run\n"
-    "                     killed at any moment keeps every finished one)\n"
-    "  --save-dir DIR     where --save-every writes (an existing directory)\n"
-    "  --keep-last N      with --save-every, keep only the N latest (default:\n"
-    "                     all)\n"
-    "  --resume PATH      continue from a checkpoint (a --save file, or the\n"
-    "                     latest in a --save-dir directory): weights, AdamW\n"
-    "                     state and step; the data and the schedule continue\n"
-    "                     at that step (not with --init-from)\n"
-    "  --dump-grads FILE  write the global gradients of the first step to FILE\n"
-    "                     (STEP.so compiled with --export-grads)\n"
-    "  --collective-timeout S\n"
-    "                     end the job, naming the collective, when one takes\n"
-    "                     longer than S seconds: a rank that stopped answering\n"
-    "                     or died (default 600; 0: wait for ever)\n"
-    "  --on-nonfinite A   a step whose loss or gradient norm is NaN or\n"
-    "                     infinite applies no update; then stop (default:\n"
-    "                     exit 1, nothing saved) or skip (go on, count it)\n"
-    "  --peak-flops F     the peak FLOP/s of all the job's hardware: each\n"
-    "                     training line then shows the model FLOPs\n"
-    "                     utilisation \"mfu\" (the step's GEMM and attention\n"
-    "                     FLOPs over all ranks / its time / F)\n"
-    "  --hardware FILE    the peak from a hardware file (bench/cpu/\n"
-    "                     measure_hardware.py writes one): on the CPU the rate\n"
-    "                     of the cores the job's threads use, from its\n"
-    "                     \"flops_per_second_per_core\"; on CUDA one GPU's\n"
-    "                     \"flops_per_second\" times the ranks\n"
-    "  --help             show this help\n"
-
-    "\n"
-    "a framework's function (STEP.so compiled with megatron-compile --entry):\n"
-    "  megatron-run STEP.so --entry NAME --inputs IN --outputs OUT\n"
-    "  --entry NAME       the function STEP.so exports (its name in the module)\n"
-    "  --inputs IN        safetensors file of its global arguments, named by\n"
-    "                     position arg0, arg1, ...; each rank reads its slice\n"
-    "  --outputs OUT      where rank 0 writes its global results, gathered\n"
-    "                     from the ranks, named result0, result1, ...\n"
-    "  (only --collective-timeout goes with them)\n"
-    "\n"
-    "generation (STEP.so compiled with megatron-compile --generate):\n"
-    "  megatron-run STEP.so --generate [--init-from FILE | --seed S] PROMPT\n"
-    "  --prompt-tokens IDS  one prompt of token ids, \"1,2,3\"\n"
-    "  --prompt TEXT      one prompt, tokenized by --tokenizer\n"
-    "  --prompts-file F   one text prompt per line (up to the step's batch)\n"
-    "  --max-new N        new tokens per prompt (default 32)\n"
-    "  --temperature T    0: greedy; else sample from softmax(logits / T)\n"
-    "                     (default 1)\n"
-    "  --top-k K          sample among the K most likely tokens (default 0:\n"
-    "                     all)\n"
-    "  --top-p P          sample among the most likely tokens whose\n"
-    "                     probabilities first reach P (default 1: all)\n"
-    "  --seed S           the sampling's seed (and, without --init-from, the\n"
-    "                     weights'): the same tokens at every TP size\n"
-    "  --tokenizer K      byte (default) or gpt2 (with --vocab vocab.json\n"
-    "                     --merges merges.txt)\n"
-    "  (with --init-from or --seed, and --collective-timeout)\n"
-    "  Rank 0 prints each prompt's text as it grows and, last, one JSON line\n"
-    "  {\"generated\", \"prompt_tokens\", \"new_tokens\", \"tokens_per_second\"}.\n"
-    "\n"
-    "Rank 0 prints \"step S loss X\" per step (training: \"step S loss X grad_norm\n"
-    "G lr L ms M tokens_per_s T [mfu U] eta H:MM:SS\", and a progress bar on\n"
-    "stderr where stderr is a terminal); --eval-only ends with \"mean loss X\n"
-    "over N batch(es)\". Each rank runs as many OpenMP threads as it has CPUs:\n"
-    "those the launcher bound it to, or an equal share of the node's\n"
-    "(OMP_NUM_THREADS overrides). Exit status: 0 success, 1 error, 2 usage\n"
-    "error.\n";
-
 namespace {
 
 int64_t parseInt(const std::string &opt, const std::string &value,
@@ -202,50 +82,381 @@ double learningRate(const Options &o, int64_t t) {
 
 namespace {
 
-// The options a function run (--entry) takes besides the step library.
-bool takenByFunctionRun(const std::string &option) {
-  return option == "--entry" || option == "--inputs" ||
-         option == "--outputs" || option == "--collective-timeout";
+// The runs of megatron-run: a model's training step, its evaluation
+// (--eval-only), generation (--generate) and a framework's function
+// (--entry). Each option names the runs that take it.
+enum Run : unsigned {
+  kTraining = 1u << 0,
+  kEvaluation = 1u << 1,
+  kGeneration = 1u << 2,
+  kFunction = 1u << 3,
+  kModelStep = kTraining | kEvaluation,
+  kEveryRun = kModelStep | kGeneration | kFunction,
+};
+
+// Where --help lists an option.
+enum class Section { Common, Training, Function, Generation };
+
+// One option, as the parser and the usage text both read it: its flag, the
+// name of its value in the usage (null: it takes none), the runs that take
+// it, its section, its help (lines joined by '\n') and what it sets.
+struct OptionSpec {
+  const char *flag;
+  const char *value;
+  unsigned runs;
+  Section section;
+  const char *help;
+  void (*set)(Options &o, const std::string &flag, const std::string &value);
+};
+
+using S = const std::string &;
+
+const OptionSpec kOptions[] = {
+    {"--init-from", "FILE", kModelStep | kGeneration, Section::Common,
+     "initial weights from a global safetensors checkpoint\n"
+     "(the model's parameter names; Hugging Face GPT-2's\n"
+     "with or without \"transformer.\"); each rank reads\n"
+     "only its slice",
+     [](Options &o, S f, S v) { o.initFrom = fileName(f, v); }},
+    {"--seed", "S", kModelStep | kGeneration, Section::Common,
+     "without --init-from: the model's initialisation\n"
+     "(its tp.init rules) from seed S (default 1337; the\n"
+     "same weights for every TP size); with --generate\n"
+     "also the sampling's seed",
+     [](Options &o, S f, S v) { o.seed = parseUnsigned(f, v); }},
+    {"--data", "FILE", kModelStep, Section::Common,
+     "tokens: llm.c shard (20240520 header) or raw uint16\n"
+     "(required)",
+     [](Options &o, S f, S v) { o.data = fileName(f, v); }},
+    {"--eval-only", nullptr, kEvaluation, Section::Common,
+     "run the forward pass only (mgt_forward), print the\n"
+     "loss of each batch and, last, their mean",
+     [](Options &o, S, S) { o.evalOnly = true; }},
+    {"--steps", "N", kModelStep, Section::Common,
+     "number of batches/steps (default 1); step s uses\n"
+     "batch s, wrapping around the end of the data. In\n"
+     "training N is the total: after --resume at step k\n"
+     "the run does steps k..N-1",
+     [](Options &o, S f, S v) { o.steps = parseInt(f, v, 1); }},
+    {"--log", "FILE", kModelStep, Section::Common,
+     "write one JSON line per step to FILE (rank 0)\n"
+     "{\"step\", \"loss\", \"ms\", \"tokens_per_s\"} (training\n"
+     "adds \"grad_norm\", \"lr\" and \"exposed_comm_ms\", the time\n"
+     "rank 0 waited for collectives; validation {\"step\",\n"
+     "\"val_loss\"})",
+     [](Options &o, S f, S v) { o.log = fileName(f, v); }},
+    {"--dump-logits", "FILE", kEvaluation, Section::Common,
+     "with --eval-only: write the global logits of step s\n"
+     "as tensor \"logits.<s>\" [batch, seq, valid_vocab] of\n"
+     "one safetensors file (STEP.so compiled with\n"
+     "--export-logits)",
+     [](Options &o, S f, S v) { o.dumpLogits = fileName(f, v); }},
+    {"--collective-timeout", "S", kEveryRun, Section::Common,
+     "end the job, naming the collective, when one takes\n"
+     "longer than S seconds: a rank that stopped answering\n"
+     "or died (default 600; 0: wait for ever)",
+     [](Options &o, S f, S v) {
+       o.collectiveTimeout = parseDouble(f, v, 0.0);
+     }},
+    {"--help", nullptr, kEveryRun, Section::Common, "show this help",
+     [](Options &o, S, S) { o.help = true; }},
+
+    {"--lr", "LR", kTraining, Section::Training,
+     "peak learning rate (default 3e-4)",
+     [](Options &o, S f, S v) { o.lr = parseFloat(f, v, 0.0); }},
+    {"--beta1", "B1", kTraining, Section::Training,
+     "AdamW beta1 (default 0.9)",
+     [](Options &o, S f, S v) { o.beta1 = parseFloat(f, v, 0.0, 1.0); }},
+    {"--beta2", "B2", kTraining, Section::Training,
+     "AdamW beta2 (default 0.999)",
+     [](Options &o, S f, S v) { o.beta2 = parseFloat(f, v, 0.0, 1.0); }},
+    {"--eps", "E", kTraining, Section::Training,
+     "AdamW epsilon (default 1e-8)",
+     [](Options &o, S f, S v) { o.eps = parseFloat(f, v, 0.0); }},
+    {"--weight-decay", "WD", kTraining, Section::Training,
+     "AdamW weight decay (default 0)",
+     [](Options &o, S f, S v) { o.weightDecay = parseFloat(f, v, 0.0); }},
+    {"--grad-clip", "C", kTraining, Section::Training,
+     "clip the global gradient norm to C (default 0: off)",
+     [](Options &o, S f, S v) { o.gradClip = parseFloat(f, v, 0.0); }},
+    {"--lr-schedule", "S", kTraining, Section::Training,
+     "constant (default) or cosine",
+     [](Options &o, S, S v) {
+       if (v != "constant" && v != "cosine")
+         throw std::invalid_argument(
+             "--lr-schedule: expected constant or cosine, got \"" + v + "\"");
+       o.lrSchedule = v;
+     }},
+    {"--warmup-steps", "W", kTraining, Section::Training,
+     "linear warmup lr*(t+1)/W for steps t < W (default 0)",
+     [](Options &o, S f, S v) { o.warmupSteps = parseInt(f, v, 0); }},
+    {"--min-lr", "R", kTraining, Section::Training,
+     "cosine: lr decays to R at step N (default 0):\n"
+     "R + 0.5*(lr-R)*(1+cos(pi*(t-W)/(N-W))) for t >= W",
+     [](Options &o, S f, S v) { o.minLr = parseFloat(f, v, 0.0); }},
+    {"--val-data", "FILE", kTraining, Section::Training,
+     "validation tokens: mean mgt_forward loss over batches\n"
+     "0..M-1 of FILE, printed \"val step S loss X\" (S =\n"
+     "updates done)",
+     [](Options &o, S f, S v) { o.valData = fileName(f, v); }},
+    {"--val-every", "K", kTraining, Section::Training,
+     "validate after every K updates (default 0: only at\n"
+     "the end; the end is always validated)",
+     [](Options &o, S f, S v) { o.valEvery = parseInt(f, v, 0); }},
+    {"--val-steps", "M", kTraining, Section::Training,
+     "validation batches (default 1)",
+     [](Options &o, S f, S v) { o.valSteps = parseInt(f, v, 1); }},
+    {"--save", "FILE", kTraining, Section::Training,
+     "after training, write a global safetensors checkpoint\n"
+     "(weights, AdamW state \"optimizer.*\", step) to FILE",
+     [](Options &o, S f, S v) { o.save = fileName(f, v); }},
+    {"--save-every", "K", kTraining, Section::Training,
+     "also checkpoint after every K updates, into\n"
+     "--save-dir DIR as DIR/step-<k>.safetensors (k =\n"
+     "updates done, 8 digits: step-00000100; each\n"
+     "written atomically, so a run\n"
+     "killed at any moment keeps every finished one)",
+     [](Options &o, S f, S v) { o.saveEvery = parseInt(f, v, 1); }},
+    {"--save-dir", "DIR", kTraining, Section::Training,
+     "where --save-every writes (made if not there; its\n"
+     "parent must exist)",
+     [](Options &o, S f, S v) { o.saveDir = fileName(f, v); }},
+    {"--keep-last", "N", kTraining, Section::Training,
+     "with --save-every, keep only the N latest (default:\n"
+     "all)",
+     [](Options &o, S f, S v) { o.keepLast = parseInt(f, v, 1); }},
+    {"--resume", "PATH", kTraining, Section::Training,
+     "continue from a checkpoint (a --save file, or the\n"
+     "latest in a --save-dir directory): weights, AdamW\n"
+     "state and step; the data and the schedule continue\n"
+     "at that step (not with --init-from)",
+     [](Options &o, S f, S v) { o.resume = fileName(f, v); }},
+    {"--dump-grads", "FILE", kTraining, Section::Training,
+     "write the global gradients of the first step to FILE\n"
+     "(STEP.so compiled with --export-grads)",
+     [](Options &o, S f, S v) { o.dumpGrads = fileName(f, v); }},
+    {"--on-nonfinite", "A", kTraining, Section::Training,
+     "a step whose loss or gradient norm is NaN or\n"
+     "infinite applies no update; then stop (default:\n"
+     "exit 1, nothing saved) or skip (go on, count it)",
+     [](Options &o, S, S v) {
+       if (v != "stop" && v != "skip")
+         throw std::invalid_argument("--on-nonfinite: unknown action '" + v +
+                                     "'; use stop or skip");
+       o.skipNonFinite = v == "skip";
+     }},
+    {"--peak-flops", "F", kTraining, Section::Training,
+     "the peak FLOP/s of all the job's hardware: each\n"
+     "training line then shows the model FLOPs\n"
+     "utilisation \"mfu\" (the step's GEMM and attention\n"
+     "FLOPs over all ranks / its time / F)",
+     [](Options &o, S f, S v) { o.peakFlops = parseDouble(f, v, 1.0); }},
+    {"--hardware", "FILE", kTraining, Section::Training,
+     "the peak from a hardware file (bench/cpu/\n"
+     "measure_hardware.py writes one): on the CPU the rate\n"
+     "of the cores the job's threads use, from its\n"
+     "\"flops_per_second_per_core\"; on CUDA one GPU's\n"
+     "\"flops_per_second\" times the ranks",
+     [](Options &o, S f, S v) { o.hardware = fileName(f, v); }},
+
+    {"--entry", "NAME", kFunction, Section::Function,
+     "the function STEP.so exports (its name in the module)",
+     [](Options &o, S, S v) {
+       if (v.empty())
+         throw std::invalid_argument("--entry: empty function name");
+       o.entry = v;
+     }},
+    {"--inputs", "IN", kFunction, Section::Function,
+     "safetensors file of its global arguments, named by\n"
+     "position arg0, arg1, ...; each rank reads its slice",
+     [](Options &o, S f, S v) { o.inputs = fileName(f, v); }},
+    {"--outputs", "OUT", kFunction, Section::Function,
+     "where rank 0 writes its global results, gathered\n"
+     "from the ranks, named result0, result1, ...",
+     [](Options &o, S f, S v) { o.outputs = fileName(f, v); }},
+
+    {"--generate", nullptr, kGeneration, Section::Generation,
+     "continue prompts (STEP.so compiled with --generate)",
+     [](Options &o, S, S) { o.generate = true; }},
+    {"--prompt-tokens", "IDS", kGeneration, Section::Generation,
+     "one prompt of token ids, \"1,2,3\"",
+     [](Options &o, S, S v) {
+       if (v.empty())
+         throw std::invalid_argument("--prompt-tokens: no token ids");
+       o.promptTokens = v;
+     }},
+    {"--prompt", "TEXT", kGeneration, Section::Generation,
+     "one prompt, tokenized by --tokenizer",
+     [](Options &o, S, S v) {
+       if (v.empty())
+         throw std::invalid_argument("--prompt: empty prompt");
+       o.prompt = v;
+     }},
+    {"--prompts-file", "F", kGeneration, Section::Generation,
+     "one text prompt per line (up to the step's batch)",
+     [](Options &o, S f, S v) { o.promptsFile = fileName(f, v); }},
+    {"--max-new", "N", kGeneration, Section::Generation,
+     "new tokens per prompt (default 32)",
+     [](Options &o, S f, S v) { o.maxNew = parseInt(f, v, 1); }},
+    {"--temperature", "T", kGeneration, Section::Generation,
+     "0: greedy; else sample from softmax(logits / T)\n"
+     "(default 1)",
+     [](Options &o, S f, S v) {
+       o.temperature = parseDouble(f, v, 0.0);
+       // Sampling divides the logits by it in float.
+       if (o.temperature > 0 &&
+           !std::isfinite(static_cast<float>(1.0 / o.temperature)))
+         throw std::invalid_argument("--temperature: " + v +
+                                     " is too small to divide by; 0 samples "
+                                     "greedily");
+     }},
+    {"--top-k", "K", kGeneration, Section::Generation,
+     "sample among the K most likely tokens (default 0:\n"
+     "all)",
+     [](Options &o, S f, S v) { o.topK = parseInt(f, v, 0); }},
+    {"--top-p", "P", kGeneration, Section::Generation,
+     "sample among the most likely tokens whose\n"
+     "probabilities first reach P (default 1: all)",
+     [](Options &o, S f, S v) {
+       o.topP = parseDouble(f, v, 0.0);
+       if (o.topP == 0.0 || o.topP > 1.0)
+         throw std::invalid_argument(
+             "--top-p: expected a number in (0, 1], got \"" + v + "\"");
+     }},
+    {"--tokenizer", "K", kGeneration, Section::Generation,
+     "byte (default) or gpt2 (with --vocab and --merges)",
+     [](Options &o, S, S v) { o.tokenizer = v; }},
+    {"--vocab", "FILE", kGeneration, Section::Generation,
+     "gpt2: vocab.json (token -> id)",
+     [](Options &o, S f, S v) { o.vocab = fileName(f, v); }},
+    {"--merges", "FILE", kGeneration, Section::Generation,
+     "gpt2: merges.txt (\"a b\" merges in rank order)",
+     [](Options &o, S f, S v) { o.merges = fileName(f, v); }},
+};
+
+// What --help says before and after each section's options.
+struct SectionText {
+  Section section;
+  Run run; // the run the section is about
+  const char *heading;
+  const char *trailer;
+};
+
+const SectionText kSections[] = {
+    {Section::Common, kEvaluation,
+     "usage: [mpirun -np TP] megatron-run STEP.so [options]\n"
+     "\n"
+     "Runs a training step compiled by megatron-mlir (STEP.so) on TP ranks.\n"
+     "\n"
+     "options:\n",
+     ""},
+    {Section::Training, kTraining,
+     "training (without --eval-only; STEP.so compiled with --train):\n", ""},
+    {Section::Function, kFunction,
+     "a framework's function (STEP.so compiled with megatron-compile --entry):\n"
+     "  megatron-run STEP.so --entry NAME --inputs IN --outputs OUT\n",
+     ""},
+    {Section::Generation, kGeneration,
+     "generation (STEP.so compiled with megatron-compile --generate):\n"
+     "  megatron-run STEP.so --generate [--init-from FILE | --seed S] PROMPT\n",
+     "  Rank 0 prints each prompt's text as it grows and, last, one JSON line\n"
+     "  {\"generated\", \"prompt_tokens\", \"new_tokens\", \"tokens_per_second\"}.\n"},
+};
+
+const char *const kUsageEnd =
+    "Rank 0 prints \"step S loss X\" per step (training: \"step S loss X grad_norm\n"
+    "G lr L ms M tokens_per_s T [mfu U] eta H:MM:SS\", and a progress bar on\n"
+    "stderr where stderr is a terminal); --eval-only ends with \"mean loss X\n"
+    "over N batch(es)\". Each rank runs as many OpenMP threads as it has CPUs:\n"
+    "those the launcher bound it to, or an equal share of the node's\n"
+    "(OMP_NUM_THREADS overrides). Exit status: 0 success, 1 error, 2 usage\n"
+    "error.\n";
+
+// "  --flag VALUE      help", the help's later lines under its first.
+void appendOption(std::string &usage, const OptionSpec &spec) {
+  const size_t helpColumn = 21;
+  std::string name = std::string("  ") + spec.flag;
+  if (spec.value)
+    name += std::string(" ") + spec.value;
+  usage += name;
+  if (name.size() + 2 > helpColumn)
+    usage += "\n" + std::string(helpColumn, ' ');
+  else
+    usage += std::string(helpColumn - name.size(), ' ');
+  for (const char *c = spec.help; *c; ++c) {
+    usage += *c;
+    if (*c == '\n')
+      usage += std::string(helpColumn, ' ');
+  }
+  usage += "\n";
 }
 
-// The options a generation run (--generate) takes.
-bool takenByGeneration(const std::string &option) {
-  for (const char *taken :
-       {"--generate", "--init-from", "--seed", "--prompt-tokens", "--prompt",
-        "--prompts-file", "--max-new", "--temperature", "--top-k", "--top-p",
-        "--tokenizer", "--vocab", "--merges", "--collective-timeout"})
-    if (option == taken)
-      return true;
-  return false;
+// "  (also --init-from, --seed and --collective-timeout)": what a run
+// takes from the other sections, for the sections whose run is not a
+// model's step.
+std::string alsoTaken(const SectionText &text) {
+  if (text.run & kModelStep)
+    return "";
+  std::vector<std::string> others;
+  for (const OptionSpec &spec : kOptions)
+    if (spec.section != text.section && (spec.runs & text.run) &&
+        std::string(spec.flag) != "--help")
+      others.push_back(spec.flag);
+  std::string line = "  (also ";
+  for (size_t i = 0; i < others.size(); ++i)
+    line += (i == 0 ? "" : i + 1 == others.size() ? " and " : ", ") + others[i];
+  return line + ")\n";
 }
 
-// A run of another kind than training takes only the options `takes`
-// allows; another is an error "<option><why>".
-void checkOnlyTaken(const std::vector<std::string> &given,
-                    bool (*takes)(const std::string &), const char *why) {
-  for (const std::string &option : given)
-    if (!takes(option))
-      throw std::invalid_argument(option + why);
+const OptionSpec *findOption(const std::string &flag) {
+  for (const OptionSpec &spec : kOptions)
+    if (flag == spec.flag)
+      return &spec;
+  return nullptr;
 }
 
-// A function run needs --entry, --inputs and --outputs, and no option of a
-// model's run; none of the three goes without the others.
-void checkFunctionRun(const Options &o, const std::vector<std::string> &given) {
-  const bool any = !o.entry.empty() || !o.inputs.empty() || !o.outputs.empty();
-  if (!any)
-    return;
-  if (o.entry.empty() || o.inputs.empty() || o.outputs.empty())
+// What runs `o` asks for: a function (any of --entry, --inputs,
+// --outputs), generation, evaluation or training.
+Run runOf(const Options &o) {
+  if (!o.entry.empty() || !o.inputs.empty() || !o.outputs.empty())
+    return kFunction;
+  if (o.generate)
+    return kGeneration;
+  return o.evalOnly ? kEvaluation : kTraining;
+}
+
+// Why option `spec` does not go with run `run`.
+std::string notTakenBy(const OptionSpec &spec, Run run) {
+  const std::string flag = spec.flag;
+  switch (run) {
+  case kFunction:
+    return flag + " is for a model's step, not a function (--entry)";
+  case kGeneration:
+    return flag + " is not for --generate";
+  case kEvaluation:
+    return flag + " is for training, not --eval-only";
+  default:
+    return flag + (spec.runs & kEvaluation ? " needs --eval-only"
+                                           : " needs --generate");
+  }
+}
+
+// Every option given goes with the run they ask for.
+void checkRun(const Options &o, const std::vector<const OptionSpec *> &given) {
+  const Run run = runOf(o);
+  if (run == kFunction &&
+      (o.entry.empty() || o.inputs.empty() || o.outputs.empty()))
     throw std::invalid_argument("--entry, --inputs and --outputs go together "
                                 "(the function, its arguments, its results)");
-  checkOnlyTaken(given, takenByFunctionRun,
-                 " is for a model's step, not a function (--entry)");
+  for (const OptionSpec *spec : given)
+    if (!(spec->runs & run))
+      throw std::invalid_argument(notTakenBy(*spec, run));
 }
 
 // Generation needs exactly one source of prompts, and a tokenizer for the
 // text it prints (and a text prompt): gpt2 with its two files, byte with
 // none.
-void checkGeneration(const Options &o, const std::vector<std::string> &given) {
-  checkOnlyTaken(given, takenByGeneration, " is not for --generate");
+void checkGeneration(const Options &o) {
   const int sources = !o.promptTokens.empty() + !o.prompt.empty() +
                       !o.promptsFile.empty();
   if (sources != 1)
@@ -258,191 +469,10 @@ void checkGeneration(const Options &o, const std::vector<std::string> &given) {
   }
 }
 
-} // namespace
-
-Options parseOptions(const std::vector<std::string> &args) {
-  Options o;
-  std::vector<std::string> positional, given;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string arg = args[i];
-    if (arg.size() < 2 || arg.compare(0, 2, "--") != 0 || arg == "--") {
-      if (arg == "--")
-        throw std::invalid_argument("unexpected \"--\"");
-      if (arg.size() > 1 && arg[0] == '-')
-        throw std::invalid_argument("unknown option " + arg);
-      positional.push_back(arg);
-      continue;
-    }
-    std::string value;
-    bool hasValue = false;
-    if (size_t eq = arg.find('='); eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      hasValue = true;
-    }
-    auto takeValue = [&]() {
-      if (hasValue)
-        return value;
-      if (i + 1 >= args.size())
-        throw std::invalid_argument(arg + " needs a value");
-      return args[++i];
-    };
-    auto noValue = [&]() {
-      if (hasValue)
-        throw std::invalid_argument(arg + " takes no value");
-    };
-    given.push_back(arg);
-    if (arg == "--help") {
-      noValue();
-      o.help = true;
-    } else if (arg == "--entry") {
-      o.entry = takeValue();
-      if (o.entry.empty())
-        throw std::invalid_argument("--entry: empty function name");
-    } else if (arg == "--inputs") {
-      o.inputs = fileName(arg, takeValue());
-    } else if (arg == "--outputs") {
-      o.outputs = fileName(arg, takeValue());
-    } else if (arg == "--generate") {
-      noValue();
-      o.generate = true;
-    } else if (arg == "--prompt-tokens") {
-      o.promptTokens = takeValue();
-      if (o.promptTokens.empty())
-        throw std::invalid_argument("--prompt-tokens: no token ids");
-    } else if (arg == "--prompt") {
-      o.prompt = takeValue();
-      if (o.prompt.empty())
-        throw std::invalid_argument("--prompt: empty prompt");
-    } else if (arg == "--prompts-file") {
-      o.promptsFile = fileName(arg, takeValue());
-    } else if (arg == "--max-new") {
-      o.maxNew = parseInt(arg, takeValue(), 1);
-    } else if (arg == "--temperature") {
-      const std::string value = takeValue();
-      o.temperature = parseDouble(arg, value, 0.0);
-      // Sampling divides the logits by it in float.
-      if (o.temperature > 0 &&
-          !std::isfinite(static_cast<float>(1.0 / o.temperature)))
-        throw std::invalid_argument("--temperature: " + value +
-                                    " is too small to divide by; 0 samples "
-                                    "greedily");
-    } else if (arg == "--top-k") {
-      o.topK = parseInt(arg, takeValue(), 0);
-    } else if (arg == "--top-p") {
-      const std::string value = takeValue();
-      o.topP = parseDouble(arg, value, 0.0);
-      if (o.topP == 0.0 || o.topP > 1.0)
-        throw std::invalid_argument("--top-p: expected a number in (0, 1], "
-                                    "got \"" + value + "\"");
-    } else if (arg == "--tokenizer") {
-      o.tokenizer = takeValue();
-    } else if (arg == "--vocab") {
-      o.vocab = fileName(arg, takeValue());
-    } else if (arg == "--merges") {
-      o.merges = fileName(arg, takeValue());
-    } else if (arg == "--peak-flops") {
-      o.peakFlops = parseDouble(arg, takeValue(), 1.0);
-    } else if (arg == "--hardware") {
-      o.hardware = fileName(arg, takeValue());
-    } else if (arg == "--eval-only") {
-      noValue();
-      o.evalOnly = true;
-    } else if (arg == "--init-from") {
-      o.initFrom = fileName(arg, takeValue());
-    } else if (arg == "--seed") {
-      o.seed = parseUnsigned(arg, takeValue());
-    } else if (arg == "--data") {
-      o.data = fileName(arg, takeValue());
-    } else if (arg == "--steps") {
-      o.steps = parseInt(arg, takeValue(), 1);
-    } else if (arg == "--log") {
-      o.log = fileName(arg, takeValue());
-    } else if (arg == "--lr") {
-      o.lr = parseFloat(arg, takeValue(), 0.0);
-    } else if (arg == "--beta1") {
-      o.beta1 = parseFloat(arg, takeValue(), 0.0, 1.0);
-    } else if (arg == "--beta2") {
-      o.beta2 = parseFloat(arg, takeValue(), 0.0, 1.0);
-    } else if (arg == "--eps") {
-      o.eps = parseFloat(arg, takeValue(), 0.0);
-    } else if (arg == "--weight-decay") {
-      o.weightDecay = parseFloat(arg, takeValue(), 0.0);
-    } else if (arg == "--grad-clip") {
-      o.gradClip = parseFloat(arg, takeValue(), 0.0);
-    } else if (arg == "--min-lr") {
-      o.minLr = parseFloat(arg, takeValue(), 0.0);
-    } else if (arg == "--lr-schedule") {
-      o.lrSchedule = takeValue();
-      if (o.lrSchedule != "constant" && o.lrSchedule != "cosine")
-        throw std::invalid_argument("--lr-schedule: expected constant or "
-                                    "cosine, got \"" +
-                                    o.lrSchedule + "\"");
-    } else if (arg == "--warmup-steps") {
-      o.warmupSteps = parseInt(arg, takeValue(), 0);
-    } else if (arg == "--val-data") {
-      o.valData = fileName(arg, takeValue());
-    } else if (arg == "--val-every") {
-      o.valEvery = parseInt(arg, takeValue(), 0);
-    } else if (arg == "--val-steps") {
-      o.valSteps = parseInt(arg, takeValue(), 1);
-    } else if (arg == "--save") {
-      o.save = fileName(arg, takeValue());
-    } else if (arg == "--on-nonfinite") {
-      const std::string action = takeValue();
-      if (action != "stop" && action != "skip")
-        throw std::invalid_argument("--on-nonfinite: unknown action '" +
-                                    action + "'; use stop or skip");
-      o.skipNonFinite = action == "skip";
-    } else if (arg == "--collective-timeout") {
-      o.collectiveTimeout = parseDouble(arg, takeValue(), 0.0);
-    } else if (arg == "--save-every") {
-      o.saveEvery = parseInt(arg, takeValue(), 1);
-    } else if (arg == "--save-dir") {
-      o.saveDir = fileName(arg, takeValue());
-    } else if (arg == "--keep-last") {
-      o.keepLast = parseInt(arg, takeValue(), 1);
-    } else if (arg == "--resume") {
-      o.resume = fileName(arg, takeValue());
-    } else if (arg == "--dump-grads") {
-      o.dumpGrads = fileName(arg, takeValue());
-    } else if (arg == "--dump-logits") {
-      o.dumpLogits = fileName(arg, takeValue());
-    } else {
-      throw std::invalid_argument("unknown option " + arg);
-    }
-  }
-  if (o.help)
-    return o;
-  if (positional.empty())
-    throw std::invalid_argument("missing STEP.so");
-  if (positional.size() > 1)
-    throw std::invalid_argument("unexpected argument \"" + positional[1] +
-                                "\"");
-  o.stepLibrary = positional[0];
-  checkFunctionRun(o, given);
-  if (o.runsFunction())
-    return o;
-  if (o.generate) {
-    checkGeneration(o, given);
-    return o;
-  }
+// What a model's step needs beyond each option's own value.
+void checkModelStep(const Options &o) {
   if (o.data.empty())
     throw std::invalid_argument("--data FILE is required");
-  if (o.evalOnly) {
-    for (const auto &[opt, value] :
-         {std::pair<const char *, const std::string *>{"--save", &o.save},
-          {"--resume", &o.resume},
-          {"--save-dir", &o.saveDir},
-          {"--dump-grads", &o.dumpGrads},
-          {"--val-data", &o.valData}})
-      if (!value->empty())
-        throw std::invalid_argument(std::string(opt) +
-                                    " is for training, not --eval-only");
-  }
-  if (!o.evalOnly && !o.dumpLogits.empty())
-    throw std::invalid_argument("--dump-logits needs --eval-only (it writes "
-                                "the logits of mgt_forward)");
   if ((o.saveEvery > 0) != !o.saveDir.empty())
     throw std::invalid_argument("--save-every and --save-dir go together "
                                 "(how often, and where)");
@@ -460,6 +490,74 @@ Options parseOptions(const std::vector<std::string> &args) {
   if (!o.resume.empty() && !o.initFrom.empty())
     throw std::invalid_argument("--resume and --init-from exclude each other "
                                 "(--resume loads the weights too)");
+}
+
+} // namespace
+
+std::string usage() {
+  std::string text;
+  for (const SectionText &section : kSections) {
+    if (!text.empty())
+      text += "\n";
+    text += section.heading;
+    for (const OptionSpec &spec : kOptions)
+      if (spec.section == section.section)
+        appendOption(text, spec);
+    text += alsoTaken(section);
+    text += section.trailer;
+  }
+  return text + "\n" + kUsageEnd;
+}
+
+Options parseOptions(const std::vector<std::string> &args) {
+  Options o;
+  std::vector<std::string> positional;
+  std::vector<const OptionSpec *> given;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i];
+    if (arg.size() < 2 || arg.compare(0, 2, "--") != 0 || arg == "--") {
+      if (arg == "--")
+        throw std::invalid_argument("unexpected \"--\"");
+      if (arg.size() > 1 && arg[0] == '-')
+        throw std::invalid_argument("unknown option " + arg);
+      positional.push_back(arg);
+      continue;
+    }
+    std::string value;
+    bool hasValue = false;
+    if (size_t eq = arg.find('='); eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      hasValue = true;
+    }
+    const OptionSpec *spec = findOption(arg);
+    if (!spec)
+      throw std::invalid_argument("unknown option " + arg);
+    if (!spec->value && hasValue)
+      throw std::invalid_argument(arg + " takes no value");
+    if (spec->value && !hasValue) {
+      if (i + 1 >= args.size())
+        throw std::invalid_argument(arg + " needs a value");
+      value = args[++i];
+    }
+    spec->set(o, arg, value);
+    given.push_back(spec);
+  }
+  if (o.help)
+    return o;
+  if (positional.empty())
+    throw std::invalid_argument("missing STEP.so");
+  if (positional.size() > 1)
+    throw std::invalid_argument("unexpected argument \"" + positional[1] +
+                                "\"");
+  o.stepLibrary = positional[0];
+  checkRun(o, given);
+  if (o.runsFunction())
+    return o;
+  if (o.generate)
+    checkGeneration(o);
+  else
+    checkModelStep(o);
   return o;
 }
 

@@ -62,7 +62,9 @@ struct Options {
 // The step's hyperparameters hold it rounded to f32.
 double learningRate(const Options &o, int64_t t);
 
-extern const char *const kUsage;
+// --help's text, from the table of options the parser reads: each option
+// with the runs that take it (training, --eval-only, --generate, --entry).
+std::string usage();
 
 // Parses argv (without argv[0]). "--opt value" and "--opt=value" are both
 // accepted. Throws std::invalid_argument (a usage error: exit 2).

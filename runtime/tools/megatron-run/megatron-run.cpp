@@ -87,7 +87,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (opt.help) {
-    std::fputs(kUsage, stdout);
+    std::fputs(usage().c_str(), stdout);
     return 0;
   }
   return run(opt);

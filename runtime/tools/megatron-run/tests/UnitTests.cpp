@@ -1336,6 +1336,45 @@ TEST(Options, Training) {
   }
 }
 
+// One table says which runs take each option: the parser refuses one a
+// run does not take, naming the run, and --help lists every option once.
+TEST(Options, EachRunTakesItsOwnOptions) {
+  auto refusal = [](std::vector<std::string> args) -> std::string {
+    try {
+      parseOptions(args);
+    } catch (const std::invalid_argument &e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  EXPECT_EQ(refusal({"s.so", "--data", "t", "--eval-only", "--lr", "1"}),
+            "--lr is for training, not --eval-only");
+  EXPECT_EQ(refusal({"s.so", "--data", "t", "--eval-only", "--hardware", "h"}),
+            "--hardware is for training, not --eval-only");
+  EXPECT_EQ(refusal({"s.so", "--data", "t", "--max-new", "3"}),
+            "--max-new needs --generate");
+  EXPECT_EQ(refusal({"s.so", "--data", "t", "--dump-logits", "l"}),
+            "--dump-logits needs --eval-only");
+  EXPECT_EQ(refusal({"s.so", "--generate", "--prompt", "x", "--lr", "1"}),
+            "--lr is not for --generate");
+  EXPECT_EQ(refusal({"s.so", "--entry", "f", "--inputs", "i", "--outputs",
+                     "o", "--seed", "1"}),
+            "--seed is for a model's step, not a function (--entry)");
+  EXPECT_EQ(refusal({"s.so", "--generate", "--prompt", "x", "--seed", "2",
+                     "--collective-timeout", "5"}),
+            "accepted");
+  const std::string help = usage();
+  for (const char *flag : {"--init-from", "--lr", "--save-dir", "--entry",
+                           "--prompt-tokens", "--vocab", "--merges"}) {
+    const std::string listed = std::string("\n  ") + flag + " ";
+    EXPECT_NE(help.find(listed), std::string::npos) << flag;
+    EXPECT_EQ(help.find(listed), help.rfind(listed)) << flag << " twice";
+  }
+  EXPECT_NE(help.find("(also --init-from, --seed and --collective-timeout)"),
+            std::string::npos)
+      << help;
+}
+
 TEST(Options, LearningRate) {
   Options o;
   o.lr = 1e-3;
