@@ -4,11 +4,10 @@
 // points travel on the module from the tp program to the library.
 //
 //===----------------------------------------------------------------------===//
-#include "megatron/Dialect/TP/Utils/Utils.h"
-#include "megatron/Lowering/LayerStacks.h"
-
 #include "megatron/Analysis/PerformanceModel.h"
 #include "megatron/Dialect/TP/IR/ShardingUtils.h"
+#include "megatron/Dialect/TP/Utils/Utils.h"
+#include "megatron/Lowering/LayerStacks.h"
 #include "megatron/Target/Passes.h"
 #include "megatron/Target/StepLibrary.h"
 #include "megatron_rt/contract.h"
@@ -16,7 +15,6 @@
 #include "Manifest.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "llvm/Support/JSON.h"
 
 namespace mlir::megatron {
 #define GEN_PASS_DEF_STEPMANIFEST
@@ -41,21 +39,21 @@ std::string dtypeOf(Type type) {
   return text;
 }
 
-llvm::json::Array shapeJson(ArrayRef<int64_t> shape) {
-  return llvm::json::Array(shape);
+std::vector<int64_t> toVector(ArrayRef<int64_t> shape) {
+  return std::vector<int64_t>(shape.begin(), shape.end());
 }
 
-llvm::json::Array splitJson(ShardingAttr sharding) {
-  llvm::json::Array split;
+/// The manifest's splits of a tensor laid out as `sharding`: each axis of
+/// each split dimension, with the dimension's sections.
+std::vector<mrun::Split> splitsOf(ShardingAttr sharding) {
+  std::vector<mrun::Split> splits;
   if (!sharding)
-    return split;
+    return splits;
   for (unsigned dim = 0, e = sharding.getDims().size(); dim < e; ++dim)
     for (StringRef axis : sharding.getDimAxes(dim))
-      split.push_back(llvm::json::Object{
-          {MGT_FIELD_SPLIT_DIM, dim},
-          {MGT_FIELD_SPLIT_AXIS, axis},
-          {MGT_FIELD_SPLIT_SECTIONS, sharding.getDimSections(dim)}});
-  return split;
+      splits.push_back(mrun::Split{static_cast<int>(dim), axis.str(),
+                                   sharding.getDimSections(dim)});
+  return splits;
 }
 
 /// The valid vocabulary of the model's loss, or of the logits a generation
@@ -124,14 +122,8 @@ manifestArguments(ArrayRef<func::FuncOp> functions) {
   return args;
 }
 
-/// A parameter's initialisation rule, as the model's #tp.init states it.
-llvm::json::Object initJson(InitAttr init) {
-  return llvm::json::Object{
-      {MGT_FIELD_INIT_KIND,
-       init.getKind() == InitKind::normal ? MGT_INIT_NORMAL : MGT_INIT_CONSTANT},
-      {MGT_FIELD_INIT_VALUE, init.getValue().convertToDouble()}};
-}
-
+/// The manifest of the step whose arguments are `arguments`, written by
+/// megatron-run's own writer and checked by its reader.
 FailureOr<std::string> buildStepManifest(ModuleOp module,
                                          ArrayRef<EntryArgument> arguments,
                                          func::FuncOp function,
@@ -143,8 +135,9 @@ FailureOr<std::string> buildStepManifest(ModuleOp module,
     tp = mesh.getAxisSize(MGT_AXIS_NAME_TP).value_or(1);
     dp = mesh.getAxisSize(MGT_AXIS_NAME_DP).value_or(1);
   }
-  llvm::json::Array args;
-  int64_t batch = 0, seq = 0;
+  mrun::Manifest manifest;
+  manifest.dp = dp;
+  manifest.tp = tp;
   for (const EntryArgument &arg : arguments) {
     func::FuncOp owner = arg.function;
     unsigned index = arg.index;
@@ -164,35 +157,33 @@ FailureOr<std::string> buildStepManifest(ModuleOp module,
     auto unpadded = owner.getArgAttrOfType<DenseI64ArrayAttr>(
         index, TPDialect::kUnpaddedShapeAttrName);
     if (kind.role == ArgumentRole::Tokens && type.getRank() == 2) {
-      batch = global[0];
-      seq = global[1];
+      manifest.batch = global[0];
+      manifest.seq = global[1];
     }
-    llvm::json::Object entry{
-        {MGT_FIELD_NAME, name.getValue()},
-        {MGT_FIELD_ROLE, stringifyArgumentRole(kind.role)},
-        {MGT_FIELD_DTYPE, dtypeOf(type.getElementType())},
-        {MGT_FIELD_GLOBAL_SHAPE, shapeJson(global)},
-        {MGT_FIELD_LOCAL_SHAPE, shapeJson(local)},
-        {MGT_FIELD_CHECKPOINT_SHAPE,
-         shapeJson(unpadded ? unpadded.asArrayRef() : global)},
-        {MGT_FIELD_SPLIT, splitJson(getSharding(owner.getArgument(index)))}};
-    if (!kind.parameter.empty())
-      entry[MGT_FIELD_PARAM] = kind.parameter;
+    mrun::Arg entry;
+    entry.name = name.str();
+    entry.role = stringifyArgumentRole(kind.role).str();
+    entry.dtype = dtypeOf(type.getElementType());
+    entry.globalShape = toVector(global);
+    entry.localShape = toVector(local);
+    entry.checkpointShape = toVector(unpadded ? unpadded.asArrayRef() : global);
+    entry.splits = splitsOf(getSharding(owner.getArgument(index)));
+    entry.param = kind.parameter.str();
     if (auto init =
-            owner.getArgAttrOfType<InitAttr>(index, TPDialect::kInitAttrName))
-      entry[MGT_FIELD_INIT] = initJson(init);
+            owner.getArgAttrOfType<InitAttr>(index, TPDialect::kInitAttrName)) {
+      entry.hasInit = true;
+      entry.initNormal = init.getKind() == InitKind::normal;
+      entry.initValue = init.getValue().convertToDouble();
+    }
     // The host code of a CUDA step reads the hyperparameters itself (they
     // become kernel arguments); every other buffer is the kernels'.
-    bool onHost = target != Target::CUDA ||
-                  kind.role == ArgumentRole::Hyperparameters;
-    entry[MGT_FIELD_MEMORY] = onHost ? MGT_MEMORY_HOST : MGT_MEMORY_DEVICE;
-    args.push_back(std::move(entry));
+    entry.onDevice = target == Target::CUDA &&
+                     kind.role != ArgumentRole::Hyperparameters;
+    manifest.args.push_back(std::move(entry));
   }
-  llvm::json::Array entryKinds;
-  llvm::json::Object flops;
   for (const StepEntry &entry : entries) {
-    entryKinds.push_back(entry.kind);
-    flops[entry.kind] = entry.flops;
+    manifest.entries.push_back(entry.kind);
+    manifest.flops[entry.kind] = static_cast<double>(entry.flops);
   }
   // A framework's function has no loss; a model's step needs one.
   bool isFunction = entries.front().kind == MGT_ENTRY_KIND_FUNCTION;
@@ -200,30 +191,17 @@ FailureOr<std::string> buildStepManifest(ModuleOp module,
       isFunction ? std::optional<int64_t>(0) : validVocab(function);
   if (!vocab)
     return function.emitError("the step has no cross-entropy loss");
-  llvm::json::Object manifest{
-      {MGT_FIELD_FORMAT, MGT_MANIFEST_FORMAT},
-      {MGT_FIELD_VERSION, MGT_MANIFEST_VERSION},
-      {MGT_FIELD_MODEL, function.getName()},
-      {MGT_FIELD_TARGET, target == Target::CUDA ? MGT_TARGET_CUDA : MGT_TARGET_CPU},
-      {MGT_FIELD_DP, dp},
-      {MGT_FIELD_TP, tp},
-      {MGT_FIELD_BATCH, batch},
-      {MGT_FIELD_SEQ, seq},
-      {MGT_FIELD_VALID_VOCAB, *vocab},
-      {MGT_FIELD_ENTRIES, std::move(entryKinds)},
-      {MGT_FIELD_FLOPS, std::move(flops)},
-      {MGT_FIELD_ARGS, std::move(args)}};
-  if (!stacks.empty()) {
-    llvm::json::Array stackJson;
-    for (ArrayRef<int32_t> stack : stacks)
-      stackJson.push_back(llvm::json::Array(stack));
-    manifest[MGT_FIELD_STACKS] = std::move(stackJson);
-  }
+  manifest.model = function.getName().str();
+  manifest.target = target == Target::CUDA ? MGT_TARGET_CUDA : MGT_TARGET_CPU;
+  manifest.validVocab = *vocab;
+  for (ArrayRef<int32_t> stack : stacks)
+    manifest.stacks.emplace_back(stack.begin(), stack.end());
   if (auto names = function->getAttrOfType<StringAttr>(
           TPDialect::kCheckpointNamesAttrName))
-    manifest[MGT_FIELD_CHECKPOINT_NAMES] = names.getValue();
-  std::string text;
-  llvm::raw_string_ostream(text) << llvm::json::Value(std::move(manifest));
+    manifest.checkpointNamesScheme = names.str();
+  // One struct, written by the runtime's own writer: the compiler writes
+  // what megatron-run reads, field for field.
+  std::string text = mrun::writeManifest(manifest);
   // megatron-run's own reader: what it would refuse is refused here, where
   // the program can still be pointed at.
   if (std::string error = mrun::manifestError(text); !error.empty())

@@ -340,6 +340,66 @@ std::vector<std::vector<int>> parseStacks(const json &stacks,
 
 } // namespace
 
+namespace {
+
+// A number as the manifest writes it: a whole number as an integer.
+json number(double value) {
+  if (std::trunc(value) == value && std::fabs(value) < 9007199254740992.0)
+    return static_cast<int64_t>(value);
+  return value;
+}
+
+json argJson(const Arg &a) {
+  json split = json::array();
+  for (const Split &s : a.splits)
+    split.push_back({{MGT_FIELD_SPLIT_DIM, s.dim},
+                     {MGT_FIELD_SPLIT_AXIS, s.axis},
+                     {MGT_FIELD_SPLIT_SECTIONS, s.sections}});
+  json j = {{MGT_FIELD_NAME, a.name},
+            {MGT_FIELD_ROLE, a.role},
+            {MGT_FIELD_DTYPE, a.dtype},
+            {MGT_FIELD_GLOBAL_SHAPE, a.globalShape},
+            {MGT_FIELD_LOCAL_SHAPE, a.localShape},
+            {MGT_FIELD_CHECKPOINT_SHAPE, a.checkpointShape},
+            {MGT_FIELD_SPLIT, std::move(split)},
+            {MGT_FIELD_MEMORY, a.onDevice ? MGT_MEMORY_DEVICE : MGT_MEMORY_HOST}};
+  if (!a.param.empty())
+    j[MGT_FIELD_PARAM] = a.param;
+  if (a.hasInit)
+    j[MGT_FIELD_INIT] = {
+        {MGT_FIELD_INIT_KIND, a.initNormal ? MGT_INIT_NORMAL : MGT_INIT_CONSTANT},
+        {MGT_FIELD_INIT_VALUE, number(a.initValue)}};
+  return j;
+}
+
+} // namespace
+
+std::string writeManifest(const Manifest &m) {
+  json args = json::array();
+  for (const Arg &a : m.args)
+    args.push_back(argJson(a));
+  json flops = json::object();
+  for (const auto &[entry, value] : m.flops)
+    flops[entry] = number(value);
+  json j = {{MGT_FIELD_FORMAT, MGT_MANIFEST_FORMAT},
+            {MGT_FIELD_VERSION, MGT_MANIFEST_VERSION},
+            {MGT_FIELD_MODEL, m.model},
+            {MGT_FIELD_TARGET, m.target},
+            {MGT_FIELD_DP, m.dp},
+            {MGT_FIELD_TP, m.tp},
+            {MGT_FIELD_BATCH, m.batch},
+            {MGT_FIELD_SEQ, m.seq},
+            {MGT_FIELD_VALID_VOCAB, m.validVocab},
+            {MGT_FIELD_ENTRIES, m.entries},
+            {MGT_FIELD_FLOPS, std::move(flops)},
+            {MGT_FIELD_ARGS, std::move(args)}};
+  if (!m.stacks.empty())
+    j[MGT_FIELD_STACKS] = m.stacks;
+  if (!m.checkpointNamesScheme.empty())
+    j[MGT_FIELD_CHECKPOINT_NAMES] = m.checkpointNamesScheme;
+  return j.dump();
+}
+
 std::string manifestError(const std::string &json) {
   try {
     parseManifest(json);
@@ -429,8 +489,9 @@ Manifest parseManifest(const std::string &text) {
                   : "batch, seq and valid_vocab must be positive");
   if (j.contains(MGT_FIELD_CHECKPOINT_NAMES)) {
     try {
-      m.checkpointNames = checkpointNamesFor(
-          getString(j, MGT_FIELD_CHECKPOINT_NAMES, "manifest"));
+      m.checkpointNamesScheme =
+          getString(j, MGT_FIELD_CHECKPOINT_NAMES, "manifest");
+      m.checkpointNames = checkpointNamesFor(m.checkpointNamesScheme);
     } catch (const std::invalid_argument &e) {
       fail(e.what());
     }

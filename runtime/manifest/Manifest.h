@@ -77,7 +77,9 @@ struct Manifest {
   std::string target = "cpu"; // "cpu" or "cuda"
   int64_t dp = 1, tp = 0, batch = 0, seq = 0, validVocab = 0;
   std::vector<Arg> args;
-  // How the family's checkpoints name tensors ("checkpoint_names").
+  // How the family's checkpoints name tensors ("checkpoint_names"): the
+  // scheme's name ("": the model's own names) and its mapping.
+  std::string checkpointNamesScheme;
   CheckpointNames checkpointNames = checkpointNamesFor("");
   int tokens = -1, targets = -1; // indices into args
   int hyperparameters = -1;        // index of the "hyperparameters" arg
@@ -114,6 +116,11 @@ struct Manifest {
 // Throws std::runtime_error with a message naming the offending arg.
 Manifest parseManifest(const std::string &json);
 
+// The manifest JSON of `m`: what the compiler writes (tp-step-manifest fills
+// a Manifest and writes it with this) and parseManifest reads back. Only the
+// fields the JSON holds are read (not the indices parseManifest derives);
+// whole numbers are written as integers.
+std::string writeManifest(const Manifest &m);
 // What parseManifest throws for `json`, or "": for callers built without
 // exceptions (the compiler checks each manifest it writes with it).
 std::string manifestError(const std::string &json);

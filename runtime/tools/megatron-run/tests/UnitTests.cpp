@@ -297,6 +297,49 @@ TEST(Manifest, ParsesTheExample) {
   EXPECT_EQ(m.args[2].initValue, 1.0);
 }
 
+// The compiler writes manifests with writeManifest (tp-step-manifest fills
+// a Manifest): what it writes reads back as the same struct, and writing
+// that again gives the same text.
+TEST(Manifest, WriterIsTheReadersInverse) {
+  std::string text = manifestWith(
+      R"({"name": "wte.weight", "role": "param", "dtype": "f32",
+          "global_shape": [512, 64], "local_shape": [256, 64],
+          "checkpoint_shape": [500, 64],
+          "init": {"kind": "normal", "value": 0.02},
+          "split": [{"dim": 0, "axis": "tp", "sections": 1}]},
+         {"name": "h.0.attn.c_attn.weight", "role": "param", "dtype": "f32",
+          "global_shape": [64, 192], "local_shape": [64, 96],
+          "split": [{"dim": 1, "axis": "tp", "sections": 3}]},
+         {"name": "h.1.attn.c_attn.weight", "role": "param", "dtype": "f32",
+          "global_shape": [64, 192], "local_shape": [64, 96],
+          "split": [{"dim": 1, "axis": "tp", "sections": 3}]},
+         {"name": "h.3.ln_1.weight", "role": "param", "dtype": "f32",
+          "init": {"kind": "constant", "value": 1},
+          "global_shape": [64], "local_shape": [64], "split": []})");
+  text.insert(1, "\"checkpoint_names\":\"hf-gpt2\",\"stacks\":[[1,2]],"
+                 "\"flops\":{\"forward\":8912896,\"train_step\":1.5e3},"
+                 "\"model\":\"gpt2\",");
+  const Manifest first = parseManifest(text);
+  const std::string written = writeManifest(first);
+  const Manifest again = parseManifest(written);
+  EXPECT_EQ(writeManifest(again), written);
+  EXPECT_EQ(again.model, "gpt2");
+  EXPECT_EQ(again.checkpointNamesScheme, MGT_CHECKPOINT_NAMES_HF_GPT2);
+  EXPECT_EQ(again.stacks, first.stacks);
+  EXPECT_EQ(again.flops, first.flops);
+  ASSERT_EQ(again.args.size(), first.args.size());
+  for (size_t i = 0; i < first.args.size(); ++i) {
+    EXPECT_EQ(again.args[i].name, first.args[i].name);
+    EXPECT_EQ(again.args[i].checkpointShape, first.args[i].checkpointShape);
+    EXPECT_EQ(again.args[i].splits.size(), first.args[i].splits.size());
+    EXPECT_EQ(again.args[i].initValue, first.args[i].initValue);
+  }
+  // Whole numbers as integers, as the compiler always wrote them.
+  EXPECT_NE(written.find(R"("value":1})"), std::string::npos) << written;
+  EXPECT_NE(written.find(R"("forward":8912896)"), std::string::npos);
+  EXPECT_NE(written.find(R"("value":0.02})"), std::string::npos);
+}
+
 TEST(CheckpointNames, Schemes) {
   CheckpointNames own = checkpointNamesFor("");
   EXPECT_EQ(own("transformer.h.0.attn.bias"), "transformer.h.0.attn.bias");
