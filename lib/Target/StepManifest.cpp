@@ -39,10 +39,6 @@ std::string dtypeOf(Type type) {
   return text;
 }
 
-std::vector<int64_t> toVector(ArrayRef<int64_t> shape) {
-  return std::vector<int64_t>(shape.begin(), shape.end());
-}
-
 /// The manifest's splits of a tensor laid out as `sharding`: each axis of
 /// each split dimension, with the dimension's sections.
 std::vector<mrun::Split> splitsOf(ShardingAttr sharding) {
@@ -164,9 +160,9 @@ FailureOr<std::string> buildStepManifest(ModuleOp module,
     entry.name = name.str();
     entry.role = stringifyArgumentRole(kind.role).str();
     entry.dtype = dtypeOf(type.getElementType());
-    entry.globalShape = toVector(global);
-    entry.localShape = toVector(local);
-    entry.checkpointShape = toVector(unpadded ? unpadded.asArrayRef() : global);
+    entry.globalShape = global.vec();
+    entry.localShape = local.vec();
+    entry.checkpointShape = (unpadded ? unpadded.asArrayRef() : global).vec();
     entry.splits = splitsOf(getSharding(owner.getArgument(index)));
     entry.param = kind.parameter.str();
     if (auto init =
