@@ -1,7 +1,8 @@
-//===- FuseResidualNorm.cpp - residual add and layer norm as one op -------===//
+//===- FuseResidualNorm.cpp - residual add and norm as one op -------------===//
 //
 // A pre-norm transformer closes each block with `x + bias_add(delta, b)`
-// and opens the next with the layer norm of that sum. The lowering runs the
+// (`x + delta` without biases) and opens the next with the layer (or RMS)
+// norm of that sum. The lowering runs the
 // pair as one kernel; fused here, on tp ops, the pair stays together when
 // tp-outline-layers cuts the program at layer boundaries, which fall
 // between them.
@@ -11,6 +12,7 @@
 #include "megatron/Lowering/Passes.h"
 
 #include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 namespace mlir::megatron {
 #define GEN_PASS_DEF_FUSERESIDUALNORM
@@ -32,6 +34,16 @@ BiasAddOp branchOf(AddOp add) {
   return {};
 }
 
+/// The fused op keeps the add's phase (forward or recomputed) and goes at
+/// the add's location first: it belongs to the add's layer.
+Location fusedLocation(AddOp add, Operation *norm, RewriterBase &rewriter) {
+  return rewriter.getFusedLoc({add.getLoc(), norm->getLoc()});
+}
+void keepPhase(AddOp add, Operation *fused) {
+  if (Attribute phase = add->getAttr(TPDialect::kPhaseAttrName))
+    fused->setAttr(TPDialect::kPhaseAttrName, phase);
+}
+
 /// `norm` and the residual add it reads as one op, if they form the
 /// pattern.
 void fuseWithResidual(LayerNormOp norm, RewriterBase &rewriter) {
@@ -45,16 +57,28 @@ void fuseWithResidual(LayerNormOp norm, RewriterBase &rewriter) {
   Value residual =
       add.getLhs() == branch.getResult() ? add.getRhs() : add.getLhs();
   rewriter.setInsertionPoint(add);
-  // The add's location first: the fused op belongs to the add's layer.
   auto fused = ResidualLayerNormOp::create(
-      rewriter, rewriter.getFusedLoc({add.getLoc(), norm.getLoc()}), residual,
+      rewriter, fusedLocation(add, norm, rewriter), residual,
       branch.getInput(), branch.getBias(), norm.getWeight(), norm.getBias(),
       norm.getEpsilonAttr());
-  if (Attribute phase = add->getAttr(TPDialect::kPhaseAttrName))
-    fused->setAttr(TPDialect::kPhaseAttrName, phase);
+  keepPhase(add, fused);
   rewriter.replaceOp(add, fused.getSum());
   rewriter.replaceOp(norm, fused.getResult());
   rewriter.eraseOp(branch);
+}
+
+/// An RMS norm of `residual + delta`: no bias to fold.
+void fuseWithResidual(RMSNormOp norm, RewriterBase &rewriter) {
+  auto add = norm.getInput().getDefiningOp<AddOp>();
+  if (!add || !tp::isDefinedBefore(norm.getWeight(), add))
+    return;
+  rewriter.setInsertionPoint(add);
+  auto fused = ResidualRMSNormOp::create(
+      rewriter, fusedLocation(add, norm, rewriter), add.getLhs(),
+      add.getRhs(), norm.getWeight(), norm.getEpsilonAttr());
+  keepPhase(add, fused);
+  rewriter.replaceOp(add, fused.getSum());
+  rewriter.replaceOp(norm, fused.getResult());
 }
 
 struct FuseResidualNormPass
@@ -63,11 +87,15 @@ struct FuseResidualNormPass
     ModuleOp module = getOperation();
     if (failed(tp::verifyProgramDialects(module, getArgument())))
       return signalPassFailure();
-    SmallVector<LayerNormOp> norms;
-    module.walk([&](LayerNormOp norm) { norms.push_back(norm); });
+    SmallVector<Operation *> norms;
+    module.walk([&](Operation *op) {
+      if (isa<LayerNormOp, RMSNormOp>(op))
+        norms.push_back(op);
+    });
     IRRewriter rewriter(&getContext());
-    for (LayerNormOp norm : norms)
-      fuseWithResidual(norm, rewriter);
+    for (Operation *norm : norms)
+      TypeSwitch<Operation *>(norm).Case<LayerNormOp, RMSNormOp>(
+          [&](auto op) { fuseWithResidual(op, rewriter); });
   }
 };
 

@@ -157,6 +157,43 @@ extern "C" void mrt_layernorm_bwd_bf16(const mrt_bf16 *dy, const mrt_bf16 *x,
                         dxs.data(), dw, db, rows, cols);
 }
 
+extern "C" void mrt_rmsnorm_fwd_bf16(const mrt_bf16 *x, const mrt_bf16 *w,
+                                     mrt_bf16 *y, float *rstd, int64_t rows,
+                                     int64_t cols, float eps) {
+  Widened xs(x, rows * cols), ws(w, cols);
+  Narrowed ys(y, rows * cols);
+  mrt_rmsnorm_fwd_f32(xs.data(), ws.data(), ys.data(), rstd, rows, cols, eps);
+}
+
+extern "C" void mrt_residual_rmsnorm_fwd_bf16(const mrt_bf16 *x,
+                                              const mrt_bf16 *delta,
+                                              mrt_bf16 *sum, const mrt_bf16 *w,
+                                              mrt_bf16 *y, float *rstd,
+                                              int64_t rows, int64_t cols,
+                                              float eps) {
+  // Of the sum as stored, rounded, as for the layer norm above.
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < rows * cols; ++i)
+    sum[i] = mrt::narrow(mrt::widen(x[i]) + mrt::widen(delta[i]));
+  mrt_rmsnorm_fwd_bf16(sum, w, y, rstd, rows, cols, eps);
+}
+
+extern "C" void mrt_rmsnorm_stats_bf16(const mrt_bf16 *x, float *rstd,
+                                       int64_t rows, int64_t cols, float eps) {
+  Widened xs(x, rows * cols);
+  mrt_rmsnorm_stats_f32(xs.data(), rstd, rows, cols, eps);
+}
+
+extern "C" void mrt_rmsnorm_bwd_bf16(const mrt_bf16 *dy, const mrt_bf16 *x,
+                                     const mrt_bf16 *w, const float *rstd,
+                                     mrt_bf16 *dx, float *dw, int64_t rows,
+                                     int64_t cols) {
+  Widened dys(dy, rows * cols), xs(x, rows * cols), ws(w, cols);
+  Narrowed dxs(dx, rows * cols);
+  mrt_rmsnorm_bwd_f32(dys.data(), xs.data(), ws.data(), rstd, dxs.data(), dw,
+                      rows, cols);
+}
+
 extern "C" void mrt_attention_fwd_bf16(const mrt_bf16 *qkv, mrt_bf16 *out,
                                        float *lse, int64_t B, int64_t T,
                                        int64_t H, int64_t D) {

@@ -6,7 +6,13 @@
 
 #include <cmath>
 
+// Layer norm and RMS norm are one computation: RMS norm is layer norm with
+// the mean taken as zero and no bias. Every function below takes the norm
+// as a template argument, so the two share each formula.
+
 namespace {
+
+enum class Norm { Layer, RMS };
 
 struct RowStats {
   float mean;
@@ -14,13 +20,18 @@ struct RowStats {
 };
 
 // Two passes (mean, then squared deviations) stay accurate when |mean| is
-// large compared with the spread, unlike E[x^2] - E[x]^2.
+// large compared with the spread, unlike E[x^2] - E[x]^2. RMS norm's mean is
+// zero by definition.
+template <Norm kNorm>
 RowStats rowStats(const float *x, int64_t cols, float eps) {
-  float sum = 0.0f;
+  float mean = 0.0f;
+  if constexpr (kNorm == Norm::Layer) {
+    float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-  for (int64_t c = 0; c < cols; ++c)
-    sum += x[c];
-  float mean = sum / cols;
+    for (int64_t c = 0; c < cols; ++c)
+      sum += x[c];
+    mean = sum / cols;
+  }
   float sq = 0.0f;
 #pragma omp simd reduction(+ : sq)
   for (int64_t c = 0; c < cols; ++c)
@@ -28,17 +39,22 @@ RowStats rowStats(const float *x, int64_t cols, float eps) {
   return {mean, 1.0f / std::sqrt(sq / cols + eps)};
 }
 
+// dw += dy * xhat (and, for layer norm, db += dy).
+template <Norm kNorm>
 void accumulateParamGrads(const float *dy, const float *x, RowStats s,
                           double *dw, double *db, int64_t cols) {
 #pragma omp simd
   for (int64_t c = 0; c < cols; ++c) {
     dw[c] += dy[c] * ((x[c] - s.mean) * s.rstd);
-    db[c] += dy[c];
+    if constexpr (kNorm == Norm::Layer)
+      db[c] += dy[c];
   }
 }
 
 // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w: the
-// two means are the gradient flowing through mean and rstd.
+// two means are the gradient flowing through mean and rstd (RMS norm has no
+// mean, so no mean(g)).
+template <Norm kNorm>
 void inputGradRow(const float *dy, const float *x, const float *w, RowStats s,
                   float *dx, int64_t cols) {
   float sumG = 0.0f, sumGXhat = 0.0f;
@@ -48,7 +64,8 @@ void inputGradRow(const float *dy, const float *x, const float *w, RowStats s,
     sumG += g;
     sumGXhat += g * ((x[c] - s.mean) * s.rstd);
   }
-  float meanG = sumG / cols, meanGXhat = sumGXhat / cols;
+  float meanG = kNorm == Norm::Layer ? sumG / cols : 0.0f;
+  float meanGXhat = sumGXhat / cols;
 #pragma omp simd
   for (int64_t c = 0; c < cols; ++c) {
     float xhat = (x[c] - s.mean) * s.rstd;
@@ -56,16 +73,90 @@ void inputGradRow(const float *dy, const float *x, const float *w, RowStats s,
   }
 }
 
-/// y = (x - mean) * rstd * w + b over one row, after its statistics are
+/// y = (x - mean) * rstd * w (+ b) over one row, after its statistics are
 /// stored. y may alias x.
+template <Norm kNorm>
 void normalizeRow(const float *x, const float *w, const float *b, float *y,
-                  int64_t cols, float eps, float &mean, float &rstd) {
-  RowStats s = rowStats(x, cols, eps);
-  mean = s.mean;
+                  int64_t cols, float eps, float *mean, float &rstd) {
+  RowStats s = rowStats<kNorm>(x, cols, eps);
+  if constexpr (kNorm == Norm::Layer)
+    *mean = s.mean;
   rstd = s.rstd;
 #pragma omp simd
-  for (int64_t c = 0; c < cols; ++c)
-    y[c] = (x[c] - s.mean) * s.rstd * w[c] + b[c];
+  for (int64_t c = 0; c < cols; ++c) {
+    if constexpr (kNorm == Norm::Layer)
+      y[c] = (x[c] - s.mean) * s.rstd * w[c] + b[c];
+    else
+      y[c] = x[c] * s.rstd * w[c];
+  }
+}
+
+template <Norm kNorm>
+void forward(const float *x, const float *w, const float *b, float *y,
+             float *mean, float *rstd, int64_t rows, int64_t cols, float eps) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r)
+    normalizeRow<kNorm>(x + r * cols, w, b, y + r * cols, cols, eps,
+                        mean + r, rstd[r]);
+}
+
+// sum = x + (delta + delta_bias) (x + delta without a bias), then its norm.
+template <Norm kNorm>
+void residualForward(const float *x, const float *delta,
+                     const float *delta_bias, float *sum, const float *w,
+                     const float *b, float *y, float *mean, float *rstd,
+                     int64_t rows, int64_t cols, float eps) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = x + r * cols, *dr = delta + r * cols;
+    float *sr = sum + r * cols;
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) {
+      if constexpr (kNorm == Norm::Layer)
+        sr[c] = xr[c] + (dr[c] + delta_bias[c]);
+      else
+        sr[c] = xr[c] + dr[c];
+    }
+    normalizeRow<kNorm>(sr, w, b, y + r * cols, cols, eps, mean + r, rstd[r]);
+  }
+}
+
+template <Norm kNorm>
+void stats(const float *x, float *mean, float *rstd, int64_t rows,
+           int64_t cols, float eps) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    RowStats s = rowStats<kNorm>(x + r * cols, cols, eps);
+    if constexpr (kNorm == Norm::Layer)
+      mean[r] = s.mean;
+    rstd[r] = s.rstd;
+  }
+}
+
+template <Norm kNorm>
+void backward(const float *dy, const float *x, const float *w,
+              const float *mean, const float *rstd, float *dx, float *dw,
+              float *db, int64_t rows, int64_t cols) {
+  enum { DW, DB };
+  mrt::ColumnSums sums(kNorm == Norm::Layer ? 2 : 1, cols);
+#pragma omp parallel
+  {
+    double *dwLocal = sums.local(DW);
+    double *dbLocal = kNorm == Norm::Layer ? sums.local(DB) : nullptr;
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      RowStats s{kNorm == Norm::Layer ? mean[r] : 0.0f, rstd[r]};
+      const float *dyr = dy + r * cols, *xr = x + r * cols;
+      // Before the input gradient, which may overwrite dy in place.
+      accumulateParamGrads<kNorm>(dyr, xr, s, dwLocal, dbLocal, cols);
+      inputGradRow<kNorm>(dyr, xr, w, s, dx + r * cols, cols);
+    }
+  }
+  for (int64_t c = 0; c < cols; ++c) {
+    dw[c] = static_cast<float>(sums.total(DW, c));
+    if constexpr (kNorm == Norm::Layer)
+      db[c] = static_cast<float>(sums.total(DB, c));
+  }
 }
 
 } // namespace
@@ -74,57 +165,55 @@ extern "C" MRT_VECTOR_KERNEL void
 mrt_layernorm_fwd_f32(const float *x, const float *w, const float *b, float *y,
                       float *mean, float *rstd, int64_t rows, int64_t cols,
                       float eps) {
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r)
-    normalizeRow(x + r * cols, w, b, y + r * cols, cols, eps, mean[r], rstd[r]);
+  forward<Norm::Layer>(x, w, b, y, mean, rstd, rows, cols, eps);
 }
 
 extern "C" MRT_VECTOR_KERNEL void mrt_residual_layernorm_fwd_f32(
     const float *x, const float *delta, const float *delta_bias, float *sum,
     const float *w, const float *b, float *y, float *mean, float *rstd,
     int64_t rows, int64_t cols, float eps) {
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *xr = x + r * cols, *dr = delta + r * cols;
-    float *sr = sum + r * cols;
-#pragma omp simd
-    for (int64_t c = 0; c < cols; ++c)
-      sr[c] = xr[c] + (dr[c] + delta_bias[c]);
-    normalizeRow(sr, w, b, y + r * cols, cols, eps, mean[r], rstd[r]);
-  }
+  residualForward<Norm::Layer>(x, delta, delta_bias, sum, w, b, y, mean, rstd,
+                               rows, cols, eps);
 }
 
 extern "C" MRT_VECTOR_KERNEL void
 mrt_layernorm_stats_f32(const float *x, float *mean, float *rstd, int64_t rows,
                         int64_t cols, float eps) {
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    RowStats s = rowStats(x + r * cols, cols, eps);
-    mean[r] = s.mean;
-    rstd[r] = s.rstd;
-  }
+  stats<Norm::Layer>(x, mean, rstd, rows, cols, eps);
 }
 
 extern "C" MRT_VECTOR_KERNEL void
 mrt_layernorm_bwd_f32(const float *dy, const float *x, const float *w,
                       const float *mean, const float *rstd, float *dx,
                       float *dw, float *db, int64_t rows, int64_t cols) {
-  enum { DW, DB };
-  mrt::ColumnSums sums(2, cols);
-#pragma omp parallel
-  {
-    double *dwLocal = sums.local(DW), *dbLocal = sums.local(DB);
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      RowStats s{mean[r], rstd[r]};
-      const float *dyr = dy + r * cols, *xr = x + r * cols;
-      // Before the input gradient, which may overwrite dy in place.
-      accumulateParamGrads(dyr, xr, s, dwLocal, dbLocal, cols);
-      inputGradRow(dyr, xr, w, s, dx + r * cols, cols);
-    }
-  }
-  for (int64_t c = 0; c < cols; ++c) {
-    dw[c] = static_cast<float>(sums.total(DW, c));
-    db[c] = static_cast<float>(sums.total(DB, c));
-  }
+  backward<Norm::Layer>(dy, x, w, mean, rstd, dx, dw, db, rows, cols);
+}
+
+extern "C" MRT_VECTOR_KERNEL void
+mrt_rmsnorm_fwd_f32(const float *x, const float *w, float *y, float *rstd,
+                    int64_t rows, int64_t cols, float eps) {
+  forward<Norm::RMS>(x, w, nullptr, y, nullptr, rstd, rows, cols, eps);
+}
+
+extern "C" MRT_VECTOR_KERNEL void
+mrt_residual_rmsnorm_fwd_f32(const float *x, const float *delta, float *sum,
+                             const float *w, float *y, float *rstd,
+                             int64_t rows, int64_t cols, float eps) {
+  residualForward<Norm::RMS>(x, delta, nullptr, sum, w, nullptr, y, nullptr,
+                             rstd, rows, cols, eps);
+}
+
+extern "C" MRT_VECTOR_KERNEL void mrt_rmsnorm_stats_f32(const float *x,
+                                                        float *rstd,
+                                                        int64_t rows,
+                                                        int64_t cols,
+                                                        float eps) {
+  stats<Norm::RMS>(x, nullptr, rstd, rows, cols, eps);
+}
+
+extern "C" MRT_VECTOR_KERNEL void
+mrt_rmsnorm_bwd_f32(const float *dy, const float *x, const float *w,
+                    const float *rstd, float *dx, float *dw, int64_t rows,
+                    int64_t cols) {
+  backward<Norm::RMS>(dy, x, w, nullptr, rstd, dx, dw, nullptr, rows, cols);
 }

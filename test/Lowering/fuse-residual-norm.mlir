@@ -16,6 +16,35 @@ func.func @residual(%x: tensor<2x4x8xf32>, %d: tensor<2x4x8xf32>, %b: tensor<8xf
 
 // -----
 
+// Without biases (Llama): an RMS norm of a plain residual add.
+// CHECK-LABEL: func.func @residual_rms(
+// CHECK-SAME:      %[[X:.*]]: tensor<2x4x8xf32>, %[[D:.*]]: tensor<2x4x8xf32>, %[[W:.*]]: tensor<8xf32>)
+// CHECK-NEXT:    %[[SUM:.*]], %[[H:.*]] = tp.residual_rms_norm %[[X]], %[[D]], %[[W]] {epsilon = 9.99999997E-7 : f32, tp.phase = "backward"}
+// CHECK-NEXT:    return %[[SUM]], %[[H]]
+func.func @residual_rms(%x: tensor<2x4x8xf32>, %d: tensor<2x4x8xf32>,
+                        %w: tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>) {
+  %sum = tp.add %x, %d {tp.phase = "backward"} : tensor<2x4x8xf32>
+  %h = tp.rms_norm %sum, %w {epsilon = 1.0e-6 : f32} : tensor<2x4x8xf32>, tensor<8xf32>
+  return %sum, %h : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+}
+
+// -----
+
+// An RMS norm weight computed after the add, or a norm of something other
+// than an add: nothing fuses.
+// CHECK-LABEL: func.func @unfused_rms(
+// CHECK-NOT:     tp.residual_rms_norm
+// CHECK:         return
+func.func @unfused_rms(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>) {
+  %sum = tp.add %x, %x : tensor<2x4x8xf32>
+  %w2 = tp.add %w, %w : tensor<8xf32>
+  %h = tp.rms_norm %sum, %w2 : tensor<2x4x8xf32>, tensor<8xf32>
+  %h2 = tp.rms_norm %x, %w : tensor<2x4x8xf32>, tensor<8xf32>
+  return %h, %h2 : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+}
+
+// -----
+
 // A branch whose bias add is read elsewhere too, a bias over more than the
 // last dimension, or a norm weight computed after the add: nothing fuses.
 // CHECK-LABEL: func.func @unfused(

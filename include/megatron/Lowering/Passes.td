@@ -5,13 +5,15 @@
 include "mlir/Pass/PassBase.td"
 
 def FuseResidualNorm : Pass<"tp-fuse-residual-norm", "ModuleOp"> {
-  let summary = "A residual add and the layer norm of its sum as one op";
+  let summary = "A residual add and the norm of its sum as one op";
   let description = [{
     Runs on the per-rank program before the lowering. A `tp.layer_norm`
     of `tp.add(x, tp.bias_add(delta, bias))` with a [C] bias, where the
     bias add has no other use and the norm's parameters are defined before
     the add, becomes one `tp.residual_layer_norm` at the add, which yields
-    the sum (the residual stream) and the norm: every residual connection
+    the sum (the residual stream) and the norm; a `tp.rms_norm` of
+    `tp.add(x, delta)` whose weight is defined before the add becomes one
+    `tp.residual_rms_norm` likewise: every residual connection
     of a pre-norm transformer but the embeddings'. The lowering runs it as
     one pass over memory. Fused at the tp level, before tp-outline-layers,
     the norm that opens a layer stays with the residual add that closes the

@@ -2,8 +2,7 @@
 #ifndef MEGATRON_MODELS_GPT2_H
 #define MEGATRON_MODELS_GPT2_H
 
-#include "mlir/IR/BuiltinOps.h"
-#include "llvm/ADT/SmallVector.h"
+#include "megatron/Models/ModelBuilder.h"
 
 #include <optional>
 #include <string>
@@ -29,19 +28,6 @@ struct GPT2Config {
 
   /// Why this configuration cannot describe a GPT-2, or the empty string.
   std::string validate() const;
-};
-
-/// A model parameter: its Hugging Face name, global shape, GPT-2's
-/// initialisation and the layer it belongs to.
-struct ParameterSpec {
-  enum class Init { Normal, Constant };
-  std::string name;
-  llvm::SmallVector<int64_t, 2> shape;
-  /// normal(0, initValue) or every element initValue.
-  Init init = Init::Normal;
-  double initValue = 0.02;
-  std::optional<int64_t> layer;
-  int64_t numElements() const;
 };
 
 /// Every parameter in Hugging Face state-dict order (the LM head is tied to

@@ -1,4 +1,4 @@
-//===- NormalizationPatterns.cpp - layer norms to runtime calls -----------===//
+//===- NormalizationPatterns.cpp - layer and RMS norms to runtime calls ---===//
 #include "RuntimeCalls.h"
 
 using namespace mlir;
@@ -73,10 +73,69 @@ struct ResidualLayerNormToRuntime : RuntimePattern<ResidualLayerNormOp> {
   }
 };
 
+struct RMSNormToRuntime : RuntimePattern<RMSNormOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(RMSNormOp op,
+                                PatternRewriter &rewriter) const override {
+    CallBuilder c(rewriter, op.getLoc());
+    auto [rows, cols, stats] = normRows(op.getInput());
+    Value x = c.input(op.getInput()), w = c.input(op.getWeight());
+    CallBuilder::Output y = c.output(op.getType()), rstd = c.output(stats);
+    c.call(kernel("mrt_rmsnorm_fwd", op.getInput()),
+           {x, w, y.view, rstd.view, c.i64(rows), c.i64(cols),
+            c.f32(op.getEpsilon().convertToFloat())});
+    rewriter.replaceOp(op, c.tensor(y));
+    return success();
+  }
+};
+
+/// As for the layer norm, rstd is recomputed rather than stored.
+struct RMSNormGradToRuntime : RuntimePattern<RMSNormGradOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(RMSNormGradOp op,
+                                PatternRewriter &rewriter) const override {
+    CallBuilder c(rewriter, op.getLoc());
+    auto [rows, cols, stats] = normRows(op.getInput());
+    Value x = c.input(op.getInput()), w = c.input(op.getWeight()),
+          dy = c.input(op.getGrad());
+    CallBuilder::Output rstd = c.output(stats);
+    c.call(kernel("mrt_rmsnorm_stats", op.getInput()),
+           {x, rstd.view, c.i64(rows), c.i64(cols),
+            c.f32(op.getEpsilon().convertToFloat())});
+    CallBuilder::Output dx = c.output(op.getInputGrad().getType()),
+                        dw = c.output(op.getWeightGrad().getType());
+    c.call(kernel("mrt_rmsnorm_bwd", op.getInput()),
+           {dy, x, w, rstd.view, dx.view, dw.view, c.i64(rows), c.i64(cols)});
+    rewriter.replaceOp(op, {c.tensor(dx), c.tensor(dw)});
+    return success();
+  }
+};
+
+struct ResidualRMSNormToRuntime : RuntimePattern<ResidualRMSNormOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(ResidualRMSNormOp op,
+                                PatternRewriter &rewriter) const override {
+    CallBuilder c(rewriter, op.getLoc());
+    auto [rows, cols, stats] = normRows(op.getSum());
+    Value x = c.input(op.getResidual()), delta = c.input(op.getDelta()),
+          w = c.input(op.getWeight());
+    CallBuilder::Output sum = c.output(op.getSum().getType()),
+                        y = c.output(op.getResult().getType()),
+                        rstd = c.output(stats);
+    c.call(kernel("mrt_residual_rmsnorm_fwd", op.getSum()),
+           {x, delta, sum.view, w, y.view, rstd.view, c.i64(rows), c.i64(cols),
+            c.f32(op.getEpsilon().convertToFloat())});
+    rewriter.replaceOp(op, {c.tensor(sum), c.tensor(y)});
+    return success();
+  }
+};
+
 } // namespace
 
 void megatron::populateNormalizationToRuntimePatterns(
     RewritePatternSet &patterns, const RuntimeTargetInfo &target) {
   patterns.add<LayerNormToRuntime, LayerNormGradToRuntime,
-               ResidualLayerNormToRuntime>(patterns.getContext(), target);
+               ResidualLayerNormToRuntime, RMSNormToRuntime,
+               RMSNormGradToRuntime, ResidualRMSNormToRuntime>(
+      patterns.getContext(), target);
 }

@@ -625,6 +625,105 @@ INSTANTIATE_TEST_SUITE_P(
                        kBothStorages),
     typedName(rowsLabel));
 
+// --- RMS norm -----------------------------------------------------------
+
+class RMSNormTest : public TypedTest<Rows> {
+protected:
+  std::vector<float> x = typed(randomVector(s.size(), 12, -3.0f, 5.0f));
+  std::vector<float> w = typed(randomVector(s.cols, 13));
+  std::vector<float> y = std::vector<float>(s.size());
+  std::vector<float> rstd = std::vector<float>(s.rows);
+  void SetUp() override {
+    mrt_rmsnorm_fwd_f32(x.data(), w.data(), y.data(), rstd.data(), s.rows,
+                        s.cols, kEps);
+  }
+};
+
+TEST_P(RMSNormTest, Forward) {
+  Buffer gX = typedBuffer(x, s.misaligned), gW = typedBuffer(w, s.misaligned),
+         gY = typedGarbage(s.size(), s.misaligned),
+         gRstd = Buffer::garbage(s.rows);
+  Buffer &result = s.aliased ? gX : gY; // y may alias x
+  GPU_CALL(storage, mrt_rmsnorm_fwd, gX.data(), gW.data(), result.data(),
+           gRstd.data(), s.rows, s.cols, kEps);
+  EXPECT_TRUE(matches(result, y, 1e-5)) << "y";
+  EXPECT_TRUE(matches(gRstd, rstd, 1e-5)) << "rstd";
+}
+
+TEST_P(RMSNormTest, Stats) {
+  Buffer gX = typedBuffer(x, s.misaligned), gRstd = Buffer::garbage(s.rows);
+  GPU_CALL(storage, mrt_rmsnorm_stats, gX.data(), gRstd.data(), s.rows,
+           s.cols, kEps);
+  EXPECT_TRUE(matches(gRstd, rstd, 1e-5)) << "rstd";
+}
+
+TEST_P(RMSNormTest, Backward) {
+  const std::vector<float> dy = typed(randomVector(s.size(), 14));
+  std::vector<float> dx(s.size()), dw(s.cols);
+  mrt_rmsnorm_bwd_f32(dy.data(), x.data(), w.data(), rstd.data(), dx.data(),
+                      dw.data(), s.rows, s.cols);
+  Buffer gDy = typedBuffer(dy, s.misaligned), gX = typedBuffer(x, s.misaligned),
+         gW = typedBuffer(w, s.misaligned), gRstd(rstd),
+         gDx = typedGarbage(s.size(), s.misaligned),
+         gDw = Buffer::garbage(s.cols);
+  Buffer &result = s.aliased ? gDy : gDx; // dx may alias dy
+  GPU_CALL(storage, mrt_rmsnorm_bwd, gDy.data(), gX.data(), gW.data(),
+           gRstd.data(), result.data(), gDw.data(), s.rows, s.cols);
+  EXPECT_TRUE(matches(result, dx, 1e-5)) << "dx";
+  EXPECT_TRUE(matches(gDw, dw, 1e-5)) << "dw";
+}
+
+// The layer norm's shapes: vector and scalar paths, several sweeps, no rows.
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, RMSNormTest,
+    ::testing::Combine(::testing::Values(Rows{37, 64, false, false},
+                                         Rows{37, 67, false, true},
+                                         Rows{37, 132, true, false},
+                                         Rows{300, 132, false, true},
+                                         Rows{5, 1000, false, false},
+                                         Rows{0, 8, false, false}),
+                       kBothStorages),
+    typedName(rowsLabel));
+
+class ResidualRMSNormTest : public TypedTest<Rows> {};
+
+TEST_P(ResidualRMSNormTest, Forward) {
+  const std::vector<float> residual =
+                               typed(randomVector(s.size(), 15, -3.0f, 5.0f)),
+                           delta = typed(randomVector(s.size(), 16)),
+                           w = typed(randomVector(s.cols, 13));
+  std::vector<float> sum(s.size()), ys(s.size()), rstds(s.rows);
+  mrt_residual_rmsnorm_fwd_f32(residual.data(), delta.data(), sum.data(),
+                               w.data(), ys.data(), rstds.data(), s.rows,
+                               s.cols, kEps);
+  Buffer gX = typedBuffer(residual, s.misaligned),
+         gDelta = typedBuffer(delta, s.misaligned),
+         gSum = typedGarbage(s.size(), s.misaligned), gW = typedBuffer(w),
+         gY = typedGarbage(s.size(), s.misaligned),
+         gRstd = Buffer::garbage(s.rows);
+  GPU_CALL(storage, mrt_residual_rmsnorm_fwd, gX.data(), gDelta.data(),
+           gSum.data(), gW.data(), gY.data(), gRstd.data(), s.rows, s.cols,
+           kEps);
+  EXPECT_TRUE(matches(gSum, sum, kExact)) << "sum";
+  if (storage == Storage::bf16)
+    // Normalised as stored, rounded to bf16, as the layer norm's sum.
+    mrt_rmsnorm_fwd_f32(gSum.values().data(), w.data(), ys.data(),
+                        rstds.data(), s.rows, s.cols, kEps);
+  EXPECT_TRUE(matches(gY, ys, 1e-5)) << "y";
+  EXPECT_TRUE(matches(gRstd, rstds, 1e-5)) << "rstd";
+}
+
+// sum must not alias y, and nothing else may alias (restrict pointers).
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, ResidualRMSNormTest,
+    ::testing::Combine(::testing::Values(Rows{37, 64, false, false},
+                                         Rows{37, 67, false, false},
+                                         Rows{37, 132, true, false},
+                                         Rows{300, 132, false, false},
+                                         Rows{5, 1000, true, false}),
+                       kBothStorages),
+    typedName(rowsLabel));
+
 // --- embeddings ---------------------------------------------------------
 
 struct EmbeddingShape {
@@ -872,6 +971,10 @@ TEST(EntryPoints, EveryOneIsTested) {
                                         "mrt_layernorm_stats_f32",
                                         "mrt_layernorm_bwd_f32",
                                         "mrt_residual_layernorm_fwd_f32",
+                                        "mrt_rmsnorm_fwd_f32",
+                                        "mrt_rmsnorm_stats_f32",
+                                        "mrt_rmsnorm_bwd_f32",
+                                        "mrt_residual_rmsnorm_fwd_f32",
                                         "mrt_embedding_fwd_f32",
                                         "mrt_embedding_bwd_f32",
                                         "mrt_vocab_ce_local_max_f32",
@@ -887,6 +990,10 @@ TEST(EntryPoints, EveryOneIsTested) {
                                         "mrt_layernorm_stats_bf16",
                                         "mrt_layernorm_bwd_bf16",
                                         "mrt_residual_layernorm_fwd_bf16",
+                                        "mrt_rmsnorm_fwd_bf16",
+                                        "mrt_rmsnorm_stats_bf16",
+                                        "mrt_rmsnorm_bwd_bf16",
+                                        "mrt_residual_rmsnorm_fwd_bf16",
                                         "mrt_embedding_fwd_bf16",
                                         "mrt_embedding_bwd_bf16",
                                         "mrt_vocab_ce_local_max_bf16",

@@ -1,4 +1,5 @@
-/* Layer normalisation over the last dimension (torch.nn.LayerNorm). */
+/* Layer normalisation (torch.nn.LayerNorm) and RMS normalisation (Llama's
+ * RMSNorm) over the last dimension. */
 #ifndef MEGATRON_RT_LAYERNORM_H
 #define MEGATRON_RT_LAYERNORM_H
 
@@ -53,6 +54,44 @@ MRT_API void mrt_layernorm_bwd_bf16(const mrt_bf16 *dy, const mrt_bf16 *x,
                                     const mrt_bf16 *w, const float *mean,
                                     const float *rstd, mrt_bf16 *dx, float *dw,
                                     float *db, int64_t rows, int64_t cols);
+
+/* RMS norm: y[r,:] = x[r,:] * rstd[r] * w with rstd = 1/sqrt(mean(x^2) + eps),
+ * as Hugging Face's LlamaRMSNorm; no mean is subtracted and there is no
+ * bias. rstd [rows] is written for the backward pass. y may alias x. */
+MRT_API void mrt_rmsnorm_fwd_f32(const float *x, const float *w, float *y,
+                                 float *rstd, int64_t rows, int64_t cols,
+                                 float eps);
+/* sum = x + delta is written, then y = rmsnorm(sum) with its rstd; sum must
+ * not alias y. */
+MRT_API void mrt_residual_rmsnorm_fwd_f32(const float *x, const float *delta,
+                                          float *sum, const float *w, float *y,
+                                          float *rstd, int64_t rows,
+                                          int64_t cols, float eps);
+/* The per-row rstd alone, for the backward pass. */
+MRT_API void mrt_rmsnorm_stats_f32(const float *x, float *rstd, int64_t rows,
+                                   int64_t cols, float eps);
+/* Gradients given dy and the saved rstd: dx [rows,cols] and dw [cols] are
+ * OVERWRITTEN (dw with the sum over all rows). dx may alias dy. */
+MRT_API void mrt_rmsnorm_bwd_f32(const float *dy, const float *x,
+                                 const float *w, const float *rstd, float *dx,
+                                 float *dw, int64_t rows, int64_t cols);
+/* The same four on bf16 x, w, y, sum, delta, dy, dx; rstd and dw stay
+ * fp32. */
+MRT_API void mrt_rmsnorm_fwd_bf16(const mrt_bf16 *x, const mrt_bf16 *w,
+                                  mrt_bf16 *y, float *rstd, int64_t rows,
+                                  int64_t cols, float eps);
+MRT_API void mrt_residual_rmsnorm_fwd_bf16(const mrt_bf16 *x,
+                                           const mrt_bf16 *delta,
+                                           mrt_bf16 *sum, const mrt_bf16 *w,
+                                           mrt_bf16 *y, float *rstd,
+                                           int64_t rows, int64_t cols,
+                                           float eps);
+MRT_API void mrt_rmsnorm_stats_bf16(const mrt_bf16 *x, float *rstd,
+                                    int64_t rows, int64_t cols, float eps);
+MRT_API void mrt_rmsnorm_bwd_bf16(const mrt_bf16 *dy, const mrt_bf16 *x,
+                                  const mrt_bf16 *w, const float *rstd,
+                                  mrt_bf16 *dx, float *dw, int64_t rows,
+                                  int64_t cols);
 
 MRT_EXTERN_C_END
 

@@ -275,6 +275,26 @@ func.func @residual_norm(%x: tensor<2x3x4xf32>, %h: tensor<2x3x4xf32>, %b: tenso
 
 // -----
 
+// RMS norm: its forward writes y and rstd; its gradient recomputes rstd and
+// writes dx and dw; the residual form writes the sum too.
+
+// CHECK-LABEL: func.func private @rms_norm(
+// CHECK-DAG: %[[ROWS:.*]] = arith.constant 6 : i64
+// CHECK-DAG: %[[COLS:.*]] = arith.constant 4 : i64
+// CHECK: call @mrt_rmsnorm_fwd_f32(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[ROWS]], %[[COLS]], %{{.*}})
+// CHECK: call @mrt_rmsnorm_stats_f32(%{{.*}}, %{{.*}}, %[[ROWS]], %[[COLS]], %{{.*}})
+// CHECK: call @mrt_rmsnorm_bwd_f32(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[ROWS]], %[[COLS]])
+// CHECK: call @mrt_residual_rmsnorm_fwd_f32(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[ROWS]], %[[COLS]], %{{.*}})
+// CHECK-NOT: linalg.generic
+func.func @rms_norm(%x: tensor<2x3x4xf32>, %w: tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<4xf32>, tensor<2x3x4xf32>) {
+  %y = tp.rms_norm %x, %w : tensor<2x3x4xf32>, tensor<4xf32>
+  %dx, %dw = tp.rms_norm_grad %x, %w, %y {epsilon = 1.0e-5 : f32} : tensor<2x3x4xf32>, tensor<4xf32> -> tensor<4xf32>
+  %s, %r = tp.residual_rms_norm %x, %dx, %w : tensor<2x3x4xf32>, tensor<4xf32>
+  return %s, %dw, %r : tensor<2x3x4xf32>, tensor<4xf32>, tensor<2x3x4xf32>
+}
+
+// -----
+
 // bf16 storage calls the runtime's _bf16 kernels; a bf16 GEMM may write the
 // fp32 gradient of a weight.
 

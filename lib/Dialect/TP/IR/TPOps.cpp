@@ -155,26 +155,38 @@ LogicalResult PositionEmbeddingOp::verify() {
                      table.getDimSize(1));
 }
 
-LogicalResult LayerNormOp::verify() {
-  auto input = getInput().getType();
+/// A norm's `what` ([C], the input's element type) over the last dimension C
+/// of `input` (named `inputName`).
+static LogicalResult verifyNormVector(Operation *op, StringRef inputName,
+                                      RankedTensorType input, StringRef what,
+                                      RankedTensorType vector) {
   if (input.getRank() < 1)
-    return emitOpError("input must have at least one dimension");
-  if (failed(expectSameElementType(*this, input, getWeight().getType(),
-                                   "weight")))
+    return op->emitOpError() << inputName
+                             << " must have at least one dimension";
+  if (failed(expectSameElementType(op, input, vector, what)))
     return failure();
-  return expectShape(*this, "weight", getWeight().getType().getShape(),
+  return expectShape(op, what, vector.getShape(),
                      input.getDimSize(input.getRank() - 1));
 }
 
+LogicalResult LayerNormOp::verify() {
+  return verifyNormVector(*this, "input", getInput().getType(), "weight",
+                          getWeight().getType());
+}
+
 LogicalResult ResidualLayerNormOp::verify() {
-  auto residual = getResidual().getType();
-  if (residual.getRank() < 1)
-    return emitOpError("residual must have at least one dimension");
-  if (failed(expectSameElementType(*this, residual, getBias().getType(),
-                                   "bias")))
-    return failure();
-  return expectShape(*this, "bias", getBias().getType().getShape(),
-                     residual.getDimSize(residual.getRank() - 1));
+  return verifyNormVector(*this, "residual", getResidual().getType(), "bias",
+                          getBias().getType());
+}
+
+LogicalResult RMSNormOp::verify() {
+  return verifyNormVector(*this, "input", getInput().getType(), "weight",
+                          getWeight().getType());
+}
+
+LogicalResult ResidualRMSNormOp::verify() {
+  return verifyNormVector(*this, "residual", getResidual().getType(),
+                          "weight", getWeight().getType());
 }
 
 LogicalResult MatmulOp::verify() {
@@ -371,6 +383,11 @@ LogicalResult CrossEntropyOp::verify() {
 }
 
 LogicalResult LayerNormGradOp::verify() {
+  return expectAtLeastAsWide(*this, getWeight().getType(),
+                             getWeightGrad().getType(), "weight_grad");
+}
+
+LogicalResult RMSNormGradOp::verify() {
   return expectAtLeastAsWide(*this, getWeight().getType(),
                              getWeightGrad().getType(), "weight_grad");
 }

@@ -28,6 +28,7 @@ PrecisionRule statisticsOfLogits(Operation *op) {
 // Activations and their gradients.
 PrecisionRule MatmulOp::getPrecisionRule() { return low(*this); }
 PrecisionRule LayerNormOp::getPrecisionRule() { return low(*this); }
+PrecisionRule RMSNormOp::getPrecisionRule() { return low(*this); }
 PrecisionRule EmbeddingOp::getPrecisionRule() { return low(*this); }
 PrecisionRule PositionEmbeddingOp::getPrecisionRule() { return low(*this); }
 PrecisionRule AttentionOp::getPrecisionRule() { return low(*this); }
@@ -51,6 +52,7 @@ PrecisionRule PositionEmbeddingGradOp::getPrecisionRule() {
 PrecisionRule LayerNormGradOp::getPrecisionRule() {
   return {{L, L, L}, {L, F, F}};
 }
+PrecisionRule RMSNormGradOp::getPrecisionRule() { return {{L, L, L}, {L, F}}; }
 
 // The logits are bf16; maxima, sums and the loss are not.
 PrecisionRule XentMaxOp::getPrecisionRule() {

@@ -39,15 +39,21 @@ ShardingRule PositionEmbeddingOp::getShardingRule() {
   return rule;
 }
 
-ShardingRule LayerNormOp::getShardingRule() {
+/// A norm over the last dimension of `input`: that dimension whole, the
+/// others one factor each, its `params` [C] vectors replicated.
+static ShardingRule normRule(Value input, int64_t params) {
   ShardingRule rule;
-  Dims input = rule.addFactors(rankOf(getInput()) - 1);
-  input.push_back({ShardingRule::kWhole, 1});
-  Dims params = {{ShardingRule::kWhole, 1}};
-  rule.operands = {input, params, params};
-  rule.results = {input};
+  Dims dims = rule.addFactors(rankOf(input) - 1);
+  dims.push_back({ShardingRule::kWhole, 1});
+  rule.operands = {dims};
+  rule.operands.append(params, Dims{{ShardingRule::kWhole, 1}});
+  rule.results = {dims};
   return rule;
 }
+
+ShardingRule LayerNormOp::getShardingRule() { return normRule(getInput(), 2); }
+
+ShardingRule RMSNormOp::getShardingRule() { return normRule(getInput(), 1); }
 
 ShardingRule MatmulOp::getShardingRule() {
   ShardingRule rule;

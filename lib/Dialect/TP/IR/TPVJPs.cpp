@@ -75,6 +75,17 @@ LogicalResult LayerNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
   return success();
 }
 
+LogicalResult RMSNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                  Accumulate accumulate) {
+  auto grads = RMSNormGradOp::create(b, getLoc(), getInput().getType(),
+                                     getWeight().getType(), getInput(),
+                                     getWeight(), resultGrads[0],
+                                     getEpsilonAttr());
+  accumulate(getInput(), grads.getInputGrad());
+  accumulate(getWeight(), grads.getWeightGrad());
+  return success();
+}
+
 LogicalResult AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
                                     Accumulate accumulate) {
   accumulate(getQkv(), AttentionGradOp::create(b, getLoc(), getQkv(),

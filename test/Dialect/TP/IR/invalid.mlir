@@ -891,3 +891,43 @@ func.func @gather_wait_count(%x: tensor<4xf32>, %y: tensor<4xf32>) {
   %r = tp.wait %p : tensor<8xf32>
   return
 }
+
+// -----
+
+func.func @rms_norm_weight(%x: tensor<2x8x16xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{'tp.rms_norm' op weight has shape [8] but [16] is expected}}
+  %0 = tp.rms_norm %x, %w : tensor<2x8x16xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_scalar(%x: tensor<f32>, %w: tensor<f32>) {
+  // expected-error @+1 {{'tp.rms_norm' op input must have at least one dimension}}
+  %0 = tp.rms_norm %x, %w : tensor<f32>, tensor<f32>
+  return
+}
+
+// -----
+
+func.func @residual_rms_norm_weight(%x: tensor<2x16xf32>, %w: tensor<16xbf16>) {
+  // expected-error @+1 {{'tp.residual_rms_norm' op weight has element type 'bf16' but 'f32' is expected}}
+  %sum, %h = tp.residual_rms_norm %x, %x, %w : tensor<2x16xf32>, tensor<16xbf16>
+  return
+}
+
+// -----
+
+func.func @residual_rms_norm_scalar(%x: tensor<f32>, %w: tensor<f32>) {
+  // expected-error @+1 {{'tp.residual_rms_norm' op residual must have at least one dimension}}
+  %sum, %h = tp.residual_rms_norm %x, %x, %w : tensor<f32>, tensor<f32>
+  return
+}
+
+// -----
+
+func.func @narrow_rms_norm_grad(%x: tensor<2x8xf32>, %w: tensor<8xf32>) -> tensor<8xbf16> {
+  // expected-error @+1 {{'tp.rms_norm_grad' op weight_grad has element type 'bf16', narrower than 'f32'}}
+  %dx, %dw = tp.rms_norm_grad %x, %w, %x {epsilon = 1.0e-5 : f32} : tensor<2x8xf32>, tensor<8xf32> -> tensor<8xbf16>
+  return %dw : tensor<8xbf16>
+}

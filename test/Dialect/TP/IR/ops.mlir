@@ -21,6 +21,12 @@ func.func @transformer_ops(%wte: tensor<64x16xf32> {tp.sharding = #tp.sharding<@
   %h = tp.layer_norm %x, %w, %b {epsilon = 1.0e-3 : f32} : tensor<2x8x16xf32>, tensor<16xf32>
   // CHECK: tp.residual_layer_norm %{{.*}} : tensor<2x8x16xf32>, tensor<16xf32>
   %sum, %hr = tp.residual_layer_norm %x, %h, %b, %w, %b : tensor<2x8x16xf32>, tensor<16xf32>
+  // CHECK: tp.rms_norm %{{.*}} {epsilon = 9.99999997E-7 : f32} : tensor<2x8x16xf32>, tensor<16xf32>
+  %rn = tp.rms_norm %x, %w {epsilon = 1.0e-6 : f32} : tensor<2x8x16xf32>, tensor<16xf32>
+  // CHECK: tp.residual_rms_norm %{{.*}} : tensor<2x8x16xf32>, tensor<16xf32>
+  %rsum, %rr = tp.residual_rms_norm %x, %rn, %w : tensor<2x8x16xf32>, tensor<16xf32>
+  // CHECK: tp.rms_norm_grad %{{.*}} {epsilon = 9.99999974E-6 : f32} : tensor<2x8x16xf32>, tensor<16xf32> -> tensor<16xf32>
+  %rdx, %rdw = tp.rms_norm_grad %x, %w, %rr {epsilon = 1.0e-5 : f32} : tensor<2x8x16xf32>, tensor<16xf32> -> tensor<16xf32>
   // CHECK: %[[QKV:.*]] = tp.matmul {{.*}} : tensor<2x8x16xf32>, tensor<16x48xf32> -> tensor<2x8x48xf32>
   %qkv = tp.matmul %h, %c_attn : tensor<2x8x16xf32>, tensor<16x48xf32> -> tensor<2x8x48xf32>
   // CHECK: tp.attention %[[QKV]] heads = 4 : tensor<2x8x48xf32> -> tensor<2x8x16xf32>

@@ -60,6 +60,23 @@ func.func @residual(%x: tensor<4x8xf32> {tp.name = "x"}, %bias: tensor<8xf32> {t
 
 // -----
 
+// An RMS norm's gradient: one tp.rms_norm_grad with the forward's epsilon
+// gives the input's and the weight's.
+
+// CHECK-LABEL: func.func @rms_norm(
+// CHECK: %[[DX:.*]], %[[DW:.*]] = tp.rms_norm_grad %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 9.99999997E-7 : f32, tp.phase = "backward"} : tensor<4x8xf32>, tensor<8xf32> -> tensor<8xf32>
+// CHECK: return %{{.*}}, %[[DX]], %[[DW]]
+func.func @rms_norm(%x: tensor<4x8xf32> {tp.name = "x"}, %w: tensor<8xf32> {tp.name = "w"}, %t: tensor<4xi32>) -> tensor<f32> {
+  %n = tp.rms_norm %x, %w {epsilon = 1.0e-6 : f32} : tensor<4x8xf32>, tensor<8xf32>
+  %c0 = arith.constant 0 : index
+  %max = tp.xent_max %n offset %c0 valid_vocab = 8 : tensor<4x8xf32> -> tensor<4xf32>
+  %se, %tl = tp.xent_sum_exp %n, %max, %t offset %c0 valid_vocab = 8 : tensor<4x8xf32>, tensor<4xi32> -> tensor<4xf32>
+  %loss = tp.xent_loss %se, %max, %tl : tensor<4xf32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
 // expected-note @+1 {{@no_rule is not partitioned: tp-autodiff differentiates the per-rank program tp-partition makes}}
 func.func @no_rule(%x: tensor<4x8xf32> {tp.name = "x"}, %t: tensor<4xi32>) -> tensor<f32> {
   // expected-error @+1 {{'tp.reshard' op has no gradient rule (VJPOpInterface)}}

@@ -59,6 +59,20 @@ func.func @norm_and_sums(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf3
 
 // -----
 
+// RMS norm likewise: bf16 in and out, an fp32 weight gradient.
+
+// CHECK-LABEL: func.func @rms_norm(
+// CHECK: %[[N:.*]] = tp.rms_norm %{{.*}}, %{{.*}} : tensor<4x8xbf16>, tensor<8xbf16>
+// CHECK: %[[DX:.*]], %[[DW:.*]] = tp.rms_norm_grad %{{.*}}, %{{.*}}, %[[N]] {{.*}} : tensor<4x8xbf16>, tensor<8xbf16> -> tensor<8xf32>
+func.func @rms_norm(%x: tensor<4x8xf32>, %w: tensor<8xf32>)
+    -> (tensor<4x8xf32>, tensor<8xf32>) {
+  %n = tp.rms_norm %x, %w : tensor<4x8xf32>, tensor<8xf32>
+  %dx, %dw = tp.rms_norm_grad %x, %w, %n {epsilon = 1.0e-5 : f32} : tensor<4x8xf32>, tensor<8xf32> -> tensor<8xf32>
+  return %dx, %dw : tensor<4x8xf32>, tensor<8xf32>
+}
+
+// -----
+
 // The logits are bf16; the cross-entropy's statistics and loss stay fp32,
 // and its gradient of the logits is bf16 again.
 

@@ -40,6 +40,20 @@ func.func @qkv(%x: tensor<2x4x8xf32>,
 
 // -----
 
+// An RMS norm keeps its normalised dimension whole: the batch split flows
+// through it, and its weight stays replicated.
+
+// CHECK-LABEL: func.func @rms_norm(
+// CHECK: tp.rms_norm {{.*}}#tp.sharding<@m, {{\[}}["tp"], [], []]>
+tp.mesh @m axes = ["tp" = 2]
+func.func @rms_norm(%x: tensor<2x4x8xf32> {tp.sharding = #tp.sharding<@m, [["tp"], [], []]>},
+                    %w: tensor<8xf32>) -> tensor<2x4x8xf32> {
+  %h = tp.rms_norm %x, %w : tensor<2x4x8xf32>, tensor<8xf32>
+  return %h : tensor<2x4x8xf32>
+}
+
+// -----
+
 // Propagation also runs backward: a constraint on the hidden activation
 // splits the weight that produces it.
 

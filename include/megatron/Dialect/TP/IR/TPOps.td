@@ -172,6 +172,64 @@ def TP_ResidualLayerNormOp : TP_Op<"residual_layer_norm", [Pure,
   let hasVerifier = 1;
 }
 
+def TP_RMSNormOp : TP_Op<"rms_norm", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>,
+    AllTypesMatch<["input", "result"]>]> {
+  let summary = "RMS normalisation over the last dimension";
+  let description = [{
+    Llama's RMSNorm over the last dimension C of `input`:
+    `x / sqrt(mean(x^2) + epsilon) * weight` per row, with no mean
+    subtracted and no bias. `weight` is [C] and shares the input's element
+    type; `epsilon` defaults to 1e-5. The result has the input's type.
+
+    It splits as `tp.layer_norm` does: the leading dimensions may be split,
+    the normalised one stays whole and the weight is replicated. The
+    gradient is `tp.rms_norm_grad`.
+
+    Example:
+
+    ```mlir
+    %h = tp.rms_norm %x, %w : tensor<2x32x64xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$input, TP_FloatTensor:$weight,
+                       DefaultValuedAttr<F32Attr, "1e-5">:$epsilon);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight attr-dict `:` type($input) `,` type($weight)
+  }];
+  let hasVerifier = 1;
+}
+
+def TP_ResidualRMSNormOp : TP_Op<"residual_rms_norm", [Pure,
+    AllTypesMatch<["residual", "delta", "sum", "result"]>]> {
+  let summary = "A residual connection and the RMS norm of its sum";
+  let description = [{
+    `sum = residual + delta` and `result = rms_norm(sum, weight)` over the
+    last dimension C, as `tp.rms_norm` computes it: the form of
+    `tp.residual_layer_norm` for models without biases. One pass over
+    memory writes both.
+
+    Made by tp-fuse-residual-norm from a `tp.add` and the `tp.rms_norm`
+    reading it, on the per-rank program before the lowering (it has no
+    gradient or sharding rule).
+
+    Example:
+
+    ```mlir
+    %sum, %h = tp.residual_rms_norm %x, %delta, %w : tensor<2x32x64xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$residual, TP_FloatTensor:$delta,
+                       TP_FloatTensor:$weight,
+                       DefaultValuedAttr<F32Attr, "1e-5">:$epsilon);
+  let results = (outs TP_FloatTensor:$sum, TP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $residual `,` $delta `,` $weight attr-dict `:` type($residual) `,`
+    type($weight)
+  }];
+  let hasVerifier = 1;
+}
+
 def TP_MatmulOp : TP_Op<"matmul", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>]> {
   let summary = "Batched matrix product with optional transposes";
   let description = [{
@@ -585,6 +643,35 @@ def TP_LayerNormGradOp : TP_Op<"layer_norm_grad", [DeclareOpInterfaceMethods<TP_
                        TP_FloatTensor:$grad, F32Attr:$epsilon);
   let results = (outs TP_FloatTensor:$input_grad, TP_FloatTensor:$weight_grad,
                       TP_FloatTensor:$bias_grad);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $input `,` $weight `,` $grad attr-dict `:` type($input) `,` type($weight)
+    `->` type($weight_grad)
+  }];
+}
+
+def TP_RMSNormGradOp : TP_Op<"rms_norm_grad", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure,
+    AllTypesMatch<["input", "grad", "input_grad"]>,
+    AllShapesMatch<["weight", "weight_grad"]>]> {
+  let summary = "Gradients of tp.rms_norm; its statistics are recomputed";
+  let description = [{
+    From tp.rms_norm's `input` `[..., C]` and `weight` `[C]` and the
+    gradient `grad` of its result, the gradients of the input (the input's
+    type) and of the weight (`[C]`). `epsilon` is the forward op's. The
+    reciprocal root mean square of each row is recomputed from `input`.
+
+    The weight gradient may be wider than the weight: fp32 gradients of
+    the bf16 copy of an fp32 master weight (tp-mixed-precision).
+
+    Example:
+
+    ```mlir
+    %dx, %dw = tp.rms_norm_grad %x, %w, %dy {epsilon = 1.0e-05 : f32} : tensor<2x32x64xf32>, tensor<64xf32> -> tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$input, TP_FloatTensor:$weight,
+                       TP_FloatTensor:$grad, F32Attr:$epsilon);
+  let results = (outs TP_FloatTensor:$input_grad, TP_FloatTensor:$weight_grad);
   let hasVerifier = 1;
   let assemblyFormat = [{
     $input `,` $weight `,` $grad attr-dict `:` type($input) `,` type($weight)
