@@ -44,7 +44,8 @@ config.substitutions.append(
     ("%utils", os.path.join(config.test_source_root, "..", "utils")))
 config.substitutions.append(("%megatron_obj_root", config.megatron_obj_root))
 
-tools = ["megatron-opt", "gpt2-mlir", "megatron-compile", "megatron-run"]
+tools = ["megatron-opt", "gpt2-mlir", "llama-mlir", "megatron-compile",
+         "megatron-run"]
 llvm_config.add_tool_substitutions(tools, [config.megatron_tools_dir])
 # LLVM 22's binary tools, not whichever llvm-nm a distribution puts first on
 # PATH (Debian's default llvm package is older, and not installed here).

@@ -195,18 +195,19 @@ private:
   Value attention(Value qkv, const std::string &h) {
     if (!cache)
       return tp::AttentionOp::create(b, at(h + ".attn"),
-                                     activation(config.embd), qkv,
-                                     config.heads);
+                                     activation(config.embd), ValueRange{qkv},
+                                     config.heads, /*kv_heads=*/IntegerAttr());
     auto store = [&](Value into, tp::CacheSection section) -> Value {
-      return tp::KVCacheStoreOp::create(b, at(h + ".attn"), qkv, into,
-                                        cache->positions, *currentLayer,
-                                        section, config.heads);
+      return tp::KVCacheStoreOp::create(
+          b, at(h + ".attn"), qkv, into, cache->positions, *currentLayer,
+          tp::CacheSectionAttr::get(b.getContext(), section), config.heads);
     };
     cache->keys = store(cache->keys, tp::CacheSection::key);
     cache->values = store(cache->values, tp::CacheSection::value);
     return tp::CachedAttentionOp::create(
         b, at(h + ".attn"), activation(config.embd), qkv, cache->keys,
-        cache->values, cache->positions, *currentLayer, config.heads);
+        cache->values, cache->positions, *currentLayer, config.heads,
+        /*kv_heads=*/IntegerAttr());
   }
 
   Value layerNorm(Value x, const std::string &prefix) {

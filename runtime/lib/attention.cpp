@@ -1,5 +1,6 @@
 #include "megatron_rt/attention.h"
 
+#include "fatal.h"
 #include "isa.h"
 #include "vec.h"
 
@@ -9,7 +10,9 @@
 #include <vector>
 
 // Flash-attention style. Each (b, h) is independent and writes its own
-// columns of the outputs, so threads split (b, h). Per head, the keys and
+// columns of the outputs, so threads split (b, h). Query head h reads key
+// and value head h / (H / KV) (grouped-query attention; KV = H is
+// multi-head attention). Per head, the keys and
 // values are first copied into padded, cache-friendly layouts; then groups of
 // kGroupRows queries walk the key blocks they may see, keeping a running
 // softmax, so at most kGroupRows x kKeyBlock scores exist at any time. All
@@ -33,18 +36,29 @@ int64_t roundUp(int64_t x, int64_t multiple) {
 }
 
 struct Shape {
-  int64_t B, T, H, D;
+  int64_t B, T, H, KV, D;
   int64_t Tpad() const { return roundUp(T, kKeyBlock); }
   int64_t Dpad() const { return roundUp(D, kLanes); }
+  // Query heads per key/value head.
+  int64_t group() const { return H / KV; }
 };
 
-enum Section { kQuery = 0, kKey = 1, kValue = 2 };
-
-// Offset of row t of one head's q, k or v inside qkv [B,T,3HD].
-int64_t qkvOffset(const Shape &s, int64_t b, int64_t t, Section section,
-                  int64_t h) {
-  return (b * s.T + t) * 3 * s.H * s.D + section * s.H * s.D + h * s.D;
-}
+// Where the heads' rows lie (attention.h): q [B,T,*] with row stride ldq,
+// k and v with ldkv; sections of one fused tensor or tensors of their own.
+template <typename Ptr> struct Heads {
+  Ptr q, k, v;
+  int64_t ldq, ldkv;
+  // Row t of query head h, and of key/value head g, of sequence b.
+  Ptr query(const Shape &s, int64_t b, int64_t t, int64_t h) const {
+    return q + (b * s.T + t) * ldq + h * s.D;
+  }
+  Ptr key(const Shape &s, int64_t b, int64_t t, int64_t g) const {
+    return k + (b * s.T + t) * ldkv + g * s.D;
+  }
+  Ptr value(const Shape &s, int64_t b, int64_t t, int64_t g) const {
+    return v + (b * s.T + t) * ldkv + g * s.D;
+  }
+};
 
 // Offset of row t of one head inside out/dout [B,T,HD].
 int64_t outOffset(const Shape &s, int64_t b, int64_t t, int64_t h) {
@@ -276,12 +290,12 @@ struct ForwardScratch {
   std::vector<RunningSoftmax> states; // [kGroupRows]
 };
 
-void forwardGroup(const float *qkv, float *out, float *headLse, const Shape &s,
-                  int64_t b, int64_t h, QueryGroup g, ForwardScratch &w) {
+void forwardGroup(const Heads<const float *> &in, float *out, float *headLse,
+                  const Shape &s, int64_t b, int64_t h, QueryGroup g,
+                  ForwardScratch &w) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.D));
   const int64_t Dpad = s.Dpad();
-  g.gather(qkv + qkvOffset(s, b, 0, kQuery, h), 3 * s.H * s.D, s.D,
-           w.queries.data(), Dpad);
+  g.gather(in.query(s, b, 0, h), in.ldq, s.D, w.queries.data(), Dpad);
   std::fill(w.states.begin(), w.states.end(), RunningSoftmax{});
   std::fill(w.acc.begin(), w.acc.end(), 0.0f);
 
@@ -306,16 +320,16 @@ void forwardGroup(const float *qkv, float *out, float *headLse, const Shape &s,
   }
 }
 
-MRT_VECTOR_KERNEL void forwardHead(const float *qkv, float *out, float *lse,
-                                   const Shape &s, int64_t b, int64_t h,
-                                   ForwardScratch &w) {
-  const int64_t stride = 3 * s.H * s.D;
-  packTransposed(qkv + qkvOffset(s, b, 0, kKey, h), stride, s.T, s.D,
-                 w.keysT.data(), s.Tpad());
-  copyRows(qkv + qkvOffset(s, b, 0, kValue, h), stride, s.T, s.D,
-           w.values.data(), s.Dpad());
+MRT_VECTOR_KERNEL void forwardHead(const Heads<const float *> &in,
+                                   float *out, float *lse, const Shape &s,
+                                   int64_t b, int64_t h, ForwardScratch &w) {
+  const int64_t kv = h / s.group();
+  packTransposed(in.key(s, b, 0, kv), in.ldkv, s.T, s.D, w.keysT.data(),
+                 s.Tpad());
+  copyRows(in.value(s, b, 0, kv), in.ldkv, s.T, s.D, w.values.data(),
+           s.Dpad());
   for (int64_t t0 = 0; t0 < s.T; t0 += kGroupRows)
-    forwardGroup(qkv, out, lse + (b * s.H + h) * s.T, s, b, h, groupAt(s, t0),
+    forwardGroup(in, out, lse + (b * s.H + h) * s.T, s, b, h, groupAt(s, t0),
                  w);
 }
 
@@ -374,12 +388,12 @@ void accumulatePerKey(const float *coeffs, const float *x, int64_t n,
                  true);
 }
 
-void backwardGroup(const float *qkv, const float *dout, const float *headLse,
-                   float *dqkv, const Shape &s, int64_t b, int64_t h,
-                   QueryGroup g, BackwardScratch &w) {
+void backwardGroup(const Heads<const float *> &in, const float *dout,
+                   const float *headLse, const Heads<float *> &grads,
+                   const Shape &s, int64_t b, int64_t h, QueryGroup g,
+                   BackwardScratch &w) {
   const int64_t Dpad = s.Dpad();
-  g.gather(qkv + qkvOffset(s, b, 0, kQuery, h), 3 * s.H * s.D, s.D,
-           w.queries.data(), Dpad);
+  g.gather(in.query(s, b, 0, h), in.ldq, s.D, w.queries.data(), Dpad);
   g.gather(dout + outOffset(s, b, 0, h), s.H * s.D, s.D, w.douts.data(), Dpad);
   std::fill(w.dq.begin(), w.dq.end(), 0.0f);
 
@@ -398,23 +412,27 @@ void backwardGroup(const float *qkv, const float *dout, const float *headLse,
                      w.dvalues.data() + j0 * Dpad, s, w);
   }
 
-  copyRows(w.dq.data(), Dpad, g.count, s.D,
-           dqkv + qkvOffset(s, b, g.t0, kQuery, h), 3 * s.H * s.D);
+  copyRows(w.dq.data(), Dpad, g.count, s.D, grads.query(s, b, g.t0, h),
+           grads.ldq);
 }
 
 // With P the probabilities and dP = dout v^T, the score gradient is
 // dS = P * (dP - delta), delta[t] = sum_j P[t,j] dP[t,j] = dout[t] . out[t].
-MRT_VECTOR_KERNEL void backwardHead(const float *qkv, const float *out,
-                                    const float *dout, const float *lse,
-                                    float *dqkv, const Shape &s, int64_t b,
+// Query head h's share of its key/value head's gradients goes to head
+// `kvOut` of `kvGrads`' k and v.
+MRT_VECTOR_KERNEL void backwardHead(const Heads<const float *> &in,
+                                    const float *out, const float *dout,
+                                    const float *lse,
+                                    const Heads<float *> &grads,
+                                    const Heads<float *> &kvGrads,
+                                    int64_t kvOut, const Shape &s, int64_t b,
                                     int64_t h, BackwardScratch &w) {
-  const int64_t stride = 3 * s.H * s.D;
-  packTransposed(qkv + qkvOffset(s, b, 0, kKey, h), stride, s.T, s.D,
-                 w.keysT.data(), s.Tpad());
-  packTransposed(qkv + qkvOffset(s, b, 0, kValue, h), stride, s.T, s.D,
-                 w.valuesT.data(), s.Tpad());
-  copyRows(qkv + qkvOffset(s, b, 0, kKey, h), stride, s.T, s.D, w.keys.data(),
-           s.Dpad());
+  const int64_t kv = h / s.group();
+  packTransposed(in.key(s, b, 0, kv), in.ldkv, s.T, s.D, w.keysT.data(),
+                 s.Tpad());
+  packTransposed(in.value(s, b, 0, kv), in.ldkv, s.T, s.D, w.valuesT.data(),
+                 s.Tpad());
+  copyRows(in.key(s, b, 0, kv), in.ldkv, s.T, s.D, w.keys.data(), s.Dpad());
   std::fill(w.dkeys.begin(), w.dkeys.end(), 0.0f);
   std::fill(w.dvalues.begin(), w.dvalues.end(), 0.0f);
   for (int64_t t = 0; t < s.T; ++t)
@@ -422,42 +440,87 @@ MRT_VECTOR_KERNEL void backwardHead(const float *qkv, const float *out,
                           out + outOffset(s, b, t, h), s.D);
 
   for (int64_t t0 = 0; t0 < s.T; t0 += kGroupRows)
-    backwardGroup(qkv, dout, lse + (b * s.H + h) * s.T, dqkv, s, b, h,
+    backwardGroup(in, dout, lse + (b * s.H + h) * s.T, grads, s, b, h,
                   groupAt(s, t0), w);
 
-  copyRows(w.dkeys.data(), s.Dpad(), s.T, s.D,
-           dqkv + qkvOffset(s, b, 0, kKey, h), stride);
+  copyRows(w.dkeys.data(), s.Dpad(), s.T, s.D, kvGrads.key(s, b, 0, kvOut),
+           kvGrads.ldkv);
   copyRows(w.dvalues.data(), s.Dpad(), s.T, s.D,
-           dqkv + qkvOffset(s, b, 0, kValue, h), stride);
+           kvGrads.value(s, b, 0, kvOut), kvGrads.ldkv);
+}
+
+// dk (or dv) of each key/value head: the sum of its query heads' shares,
+// [B,T,H,D] in `shares`, in head order.
+void sumGroups(const float *shares, const Shape &s, float *grad,
+               int64_t ldkv) {
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t bt = 0; bt < s.B * s.T; ++bt)
+    for (int64_t g = 0; g < s.KV; ++g) {
+      float *dst = grad + bt * ldkv + g * s.D;
+      const float *first = shares + (bt * s.H + g * s.group()) * s.D;
+      std::copy_n(first, s.D, dst);
+      for (int64_t i = 1; i < s.group(); ++i)
+        for (int64_t d = 0; d < s.D; ++d)
+          dst[d] += first[i * s.D + d];
+    }
+}
+
+void checkGroups(const Shape &s) {
+  if (s.KV < 1 || s.H % s.KV != 0)
+    mrt::fatal("attention: %lld key/value heads do not divide %lld query "
+               "heads",
+               static_cast<long long>(s.KV), static_cast<long long>(s.H));
 }
 
 } // namespace
 
-extern "C" void mrt_attention_fwd_f32(const float *qkv, float *out, float *lse,
+extern "C" void mrt_attention_fwd_f32(const float *q, const float *k,
+                                      const float *v, int64_t ldq,
+                                      int64_t ldkv, float *out, float *lse,
                                       int64_t B, int64_t T, int64_t H,
-                                      int64_t D) {
-  const Shape s{B, T, H, D};
+                                      int64_t KV, int64_t D) {
+  const Shape s{B, T, H, KV, D};
+  checkGroups(s);
+  const Heads<const float *> in{q, k, v, ldq, ldkv};
 #pragma omp parallel
   {
     ForwardScratch scratch(s);
 #pragma omp for collapse(2) schedule(dynamic)
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < H; ++h)
-        forwardHead(qkv, out, lse, s, b, h, scratch);
+        forwardHead(in, out, lse, s, b, h, scratch);
   }
 }
 
-extern "C" void mrt_attention_bwd_f32(const float *qkv, const float *out,
+extern "C" void mrt_attention_bwd_f32(const float *q, const float *k,
+                                      const float *v, int64_t ldq,
+                                      int64_t ldkv, const float *out,
                                       const float *dout, const float *lse,
-                                      float *dqkv, int64_t B, int64_t T,
-                                      int64_t H, int64_t D) {
-  const Shape s{B, T, H, D};
+                                      float *dq, float *dk, float *dv,
+                                      int64_t B, int64_t T, int64_t H,
+                                      int64_t KV, int64_t D) {
+  const Shape s{B, T, H, KV, D};
+  checkGroups(s);
+  const Heads<const float *> in{q, k, v, ldq, ldkv};
+  const Heads<float *> grads{dq, dk, dv, ldq, ldkv};
+  // Multi-head attention writes each head's dk and dv where they belong;
+  // grouped heads write their shares [B,T,H,D] apart, summed after.
+  const bool grouped = s.group() > 1;
+  std::vector<float> dkShares(grouped ? B * T * H * D : 0),
+      dvShares(dkShares.size());
+  const Heads<float *> shares{nullptr, dkShares.data(), dvShares.data(), 0,
+                              H * D};
 #pragma omp parallel
   {
     BackwardScratch scratch(s);
 #pragma omp for collapse(2) schedule(dynamic)
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < H; ++h)
-        backwardHead(qkv, out, dout, lse, dqkv, s, b, h, scratch);
+        backwardHead(in, out, dout, lse, grads, grouped ? shares : grads,
+                     grouped ? h : h / s.group(), s, b, h, scratch);
+  }
+  if (grouped) {
+    sumGroups(dkShares.data(), s, dk, ldkv);
+    sumGroups(dvShares.data(), s, dv, ldkv);
   }
 }

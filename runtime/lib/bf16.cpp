@@ -10,6 +10,7 @@
 #include "megatron_rt/gemm.h"
 #include "megatron_rt/layernorm.h"
 #include "megatron_rt/reduce.h"
+#include "megatron_rt/rope.h"
 
 #include <memory>
 #include <optional>
@@ -194,23 +195,73 @@ extern "C" void mrt_rmsnorm_bwd_bf16(const mrt_bf16 *dy, const mrt_bf16 *x,
                       rows, cols);
 }
 
-extern "C" void mrt_attention_fwd_bf16(const mrt_bf16 *qkv, mrt_bf16 *out,
-                                       float *lse, int64_t B, int64_t T,
-                                       int64_t H, int64_t D) {
-  Widened qkvs(qkv, B * T * 3 * H * D);
-  Narrowed outs(out, B * T * H * D);
-  mrt_attention_fwd_f32(qkvs.data(), outs.data(), lse, B, T, H, D);
+extern "C" void mrt_rope_bf16(const mrt_bf16 *x, const int32_t *positions,
+                              mrt_bf16 *y, int64_t B, int64_t T, int64_t H,
+                              int64_t D, double theta, int64_t direction) {
+  Widened xs(x, B * T * H * D);
+  Narrowed ys(y, B * T * H * D);
+  mrt_rope_f32(xs.data(), positions, ys.data(), B, T, H, D, theta, direction);
 }
 
-extern "C" void mrt_attention_bwd_bf16(const mrt_bf16 *qkv, const mrt_bf16 *out,
+namespace {
+
+/// `rows` rows of `cols` values at row stride `ld` (a section of a fused
+/// tensor, or a whole one) as compact fp32 [rows, cols].
+std::vector<float> widenRows(const mrt_bf16 *src, int64_t rows, int64_t cols,
+                             int64_t ld) {
+  std::vector<float> out(rows * cols);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      out[r * cols + c] = mrt::widen(src[r * ld + c]);
+  return out;
+}
+
+/// The inverse: compact fp32 rows rounded into a strided bf16 matrix, whose
+/// other columns are left alone.
+void narrowRows(const std::vector<float> &values, int64_t rows, int64_t cols,
+                mrt_bf16 *dst, int64_t ld) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      dst[r * ld + c] = mrt::narrow(values[r * cols + c]);
+}
+
+} // namespace
+
+extern "C" void mrt_attention_fwd_bf16(const mrt_bf16 *q, const mrt_bf16 *k,
+                                       const mrt_bf16 *v, int64_t ldq,
+                                       int64_t ldkv, mrt_bf16 *out,
+                                       float *lse, int64_t B, int64_t T,
+                                       int64_t H, int64_t KV, int64_t D) {
+  const int64_t rows = B * T;
+  std::vector<float> qs = widenRows(q, rows, H * D, ldq),
+                     ks = widenRows(k, rows, KV * D, ldkv),
+                     vs = widenRows(v, rows, KV * D, ldkv);
+  Narrowed outs(out, rows * H * D);
+  mrt_attention_fwd_f32(qs.data(), ks.data(), vs.data(), H * D, KV * D,
+                        outs.data(), lse, B, T, H, KV, D);
+}
+
+extern "C" void mrt_attention_bwd_bf16(const mrt_bf16 *q, const mrt_bf16 *k,
+                                       const mrt_bf16 *v, int64_t ldq,
+                                       int64_t ldkv, const mrt_bf16 *out,
                                        const mrt_bf16 *dout, const float *lse,
-                                       mrt_bf16 *dqkv, int64_t B, int64_t T,
-                                       int64_t H, int64_t D) {
-  Widened qkvs(qkv, B * T * 3 * H * D), outs(out, B * T * H * D),
-      douts(dout, B * T * H * D);
-  Narrowed dqkvs(dqkv, B * T * 3 * H * D);
-  mrt_attention_bwd_f32(qkvs.data(), outs.data(), douts.data(), lse,
-                        dqkvs.data(), B, T, H, D);
+                                       mrt_bf16 *dq, mrt_bf16 *dk,
+                                       mrt_bf16 *dv, int64_t B, int64_t T,
+                                       int64_t H, int64_t KV, int64_t D) {
+  const int64_t rows = B * T;
+  std::vector<float> qs = widenRows(q, rows, H * D, ldq),
+                     ks = widenRows(k, rows, KV * D, ldkv),
+                     vs = widenRows(v, rows, KV * D, ldkv);
+  Widened outs(out, rows * H * D), douts(dout, rows * H * D);
+  std::vector<float> dqs(qs.size()), dks(ks.size()), dvs(vs.size());
+  mrt_attention_bwd_f32(qs.data(), ks.data(), vs.data(), H * D, KV * D,
+                        outs.data(), douts.data(), lse, dqs.data(), dks.data(),
+                        dvs.data(), B, T, H, KV, D);
+  narrowRows(dqs, rows, H * D, dq, ldq);
+  narrowRows(dks, rows, KV * D, dk, ldkv);
+  narrowRows(dvs, rows, KV * D, dv, ldkv);
 }
 
 extern "C" void mrt_embedding_fwd_bf16(const mrt_bf16 *table,

@@ -13,20 +13,21 @@
 
 namespace {
 
+// H query heads, KV cache heads; `ld` the row stride of the chunk's input.
 struct Shape {
-  int64_t L, B, T, H, D, N;
+  int64_t L, B, T, H, KV, D, N, ld;
 };
 
-// Row `position` of head h of sequence b in layer `layer` of a cache.
-int64_t cacheRow(const Shape &s, int64_t layer, int64_t b, int64_t h,
+// Row `position` of cache head g of sequence b in layer `layer` of a cache.
+int64_t cacheRow(const Shape &s, int64_t layer, int64_t b, int64_t g,
                  int64_t position) {
-  return (((layer * s.B + b) * s.H + h) * s.N + position) * s.D;
+  return (((layer * s.B + b) * s.KV + g) * s.N + position) * s.D;
 }
 
-// Section 0 (q), 1 (k) or 2 (v) of head h of token t of sequence b in qkv.
-const float *qkvRow(const float *qkv, const Shape &s, int64_t b, int64_t t,
-                    int64_t section, int64_t h) {
-  return qkv + (b * s.T + t) * 3 * s.H * s.D + (section * s.H + h) * s.D;
+// Head h of token t of sequence b in a chunk input at row stride s.ld.
+const float *inputRow(const float *x, const Shape &s, int64_t b, int64_t t,
+                      int64_t h) {
+  return x + (b * s.T + t) * s.ld + h * s.D;
 }
 
 void checkChunk(const int32_t *positions, int64_t layer, const Shape &s) {
@@ -68,38 +69,39 @@ void attendOne(const float *q, const float *keys, const float *values,
 
 } // namespace
 
-void mrt_kv_cache_store_f32(const float *qkv, float *cache,
-                            const int32_t *positions, int64_t section,
-                            int64_t layer, int64_t L, int64_t B, int64_t T,
-                            int64_t H, int64_t D, int64_t N) {
-  const Shape s{L, B, T, H, D, N};
-  if (section != 1 && section != 2)
-    mrt::fatal("generation: KV cache section %lld (1: keys, 2: values)",
-               static_cast<long long>(section));
+void mrt_kv_cache_store_f32(const float *x, int64_t ld, float *cache,
+                            const int32_t *positions, int64_t layer,
+                            int64_t L, int64_t B, int64_t T, int64_t KV,
+                            int64_t D, int64_t N) {
+  const Shape s{L, B, T, KV, KV, D, N, ld};
   checkChunk(positions, layer, s);
   for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < H; ++h)
+    for (int64_t g = 0; g < KV; ++g)
       for (int64_t t = 0; t < T; ++t)
-        std::copy_n(qkvRow(qkv, s, b, t, section, h), D,
-                    cache + cacheRow(s, layer, b, h, positions[b] + t));
+        std::copy_n(inputRow(x, s, b, t, g), D,
+                    cache + cacheRow(s, layer, b, g, positions[b] + t));
 }
 
-void mrt_attention_cached_f32(const float *qkv, const float *k_cache,
-                              const float *v_cache, const int32_t *positions,
-                              float *out, int64_t layer, int64_t L, int64_t B,
-                              int64_t T, int64_t H, int64_t D, int64_t N) {
-  const Shape s{L, B, T, H, D, N};
+void mrt_attention_cached_f32(const float *q, int64_t ldq,
+                              const float *k_cache, const float *v_cache,
+                              const int32_t *positions, float *out,
+                              int64_t layer, int64_t L, int64_t B, int64_t T,
+                              int64_t H, int64_t KV, int64_t D, int64_t N) {
+  const Shape s{L, B, T, H, KV, D, N, ldq};
   checkChunk(positions, layer, s);
+  if (KV < 1 || H % KV != 0)
+    mrt::fatal("generation: %lld cache heads do not divide %lld query heads",
+               static_cast<long long>(KV), static_cast<long long>(H));
 #pragma omp parallel
   {
     std::vector<float> scores(N);
 #pragma omp for collapse(2) schedule(static)
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < H; ++h) {
-        const int64_t head = cacheRow(s, layer, b, h, 0);
+        const int64_t head = cacheRow(s, layer, b, h / (H / KV), 0);
         for (int64_t t = 0; t < T; ++t)
-          attendOne(qkvRow(qkv, s, b, t, 0, h), k_cache + head,
-                    v_cache + head, positions[b] + t, s, scores,
+          attendOne(inputRow(q, s, b, t, h), k_cache + head, v_cache + head,
+                    positions[b] + t, s, scores,
                     out + (b * T + t) * H * D + h * D);
       }
   }

@@ -25,6 +25,17 @@ std::optional<std::string> huggingFaceGPT2(const std::string &fileName) {
   return name;
 }
 
+// Hugging Face Llama: the model's own names; older checkpoints keep each
+// layer's rotary frequencies (self_attn.rotary_emb.inv_freq), a buffer the
+// rotary embedding computes.
+std::optional<std::string> huggingFaceLlama(const std::string &fileName) {
+  static const std::regex buffer(
+      R"(^model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq$)");
+  if (std::regex_match(fileName, buffer))
+    return std::nullopt;
+  return fileName;
+}
+
 } // namespace
 
 CheckpointNames checkpointNamesFor(const std::string &scheme) {
@@ -32,9 +43,12 @@ CheckpointNames checkpointNamesFor(const std::string &scheme) {
     return asIs;
   if (scheme == MGT_CHECKPOINT_NAMES_HF_GPT2)
     return huggingFaceGPT2;
-  throw std::invalid_argument("unknown checkpoint names \"" + scheme +
-                              "\" (known: \"" MGT_CHECKPOINT_NAMES_HF_GPT2
-                              "\", or none for the model's own)");
+  if (scheme == MGT_CHECKPOINT_NAMES_HF_LLAMA)
+    return huggingFaceLlama;
+  throw std::invalid_argument(
+      "unknown checkpoint names \"" + scheme +
+      "\" (known: \"" MGT_CHECKPOINT_NAMES_HF_GPT2
+      "\", \"" MGT_CHECKPOINT_NAMES_HF_LLAMA "\", or none for the model's own)");
 }
 
 } // namespace mrun

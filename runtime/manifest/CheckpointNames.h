@@ -16,8 +16,8 @@ namespace mrun {
 using CheckpointNames =
     std::optional<std::string> (*)(const std::string &fileName);
 
-// The mapping of `scheme`: "" (the model's own names) or
-// MGT_CHECKPOINT_NAMES_HF_GPT2. Throws std::invalid_argument naming the
+// The mapping of `scheme`: "" (the model's own names),
+// MGT_CHECKPOINT_NAMES_HF_GPT2 or MGT_CHECKPOINT_NAMES_HF_LLAMA. Throws std::invalid_argument naming the
 // known schemes for any other.
 CheckpointNames checkpointNamesFor(const std::string &scheme);
 

@@ -1,4 +1,4 @@
-//===- AttentionPatterns.cpp - attention and softmax ----------------------===//
+//===- AttentionPatterns.cpp - attention, rotary embeddings, softmax ------===//
 #include "RuntimeCalls.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -13,13 +13,37 @@ using namespace mlir::tp;
 
 namespace {
 
-/// The shape the attention kernels take: [batch, seq, heads * width].
+/// The shape the attention kernels take: [batch, seq, heads * width] and
+/// the key/value heads.
 struct AttentionShape {
-  int64_t batch, seq, heads, width;
+  int64_t batch, seq, heads, kvHeads, width;
 };
-AttentionShape attentionShape(RankedTensorType out, int64_t heads) {
-  return {out.getDimSize(0), out.getDimSize(1), heads,
+AttentionShape attentionShape(RankedTensorType out, int64_t heads,
+                              int64_t kvHeads) {
+  return {out.getDimSize(0), out.getDimSize(1), heads, kvHeads,
           out.getDimSize(2) / heads};
+}
+
+/// q, k and v as the kernels take them (megatron_rt/attention.h): views
+/// and row strides, the sections of one fused buffer or three of their own.
+struct QKVViews {
+  Value q, k, v;
+  int64_t ldq, ldkv;
+};
+QKVViews qkvViews(CallBuilder &c, ArrayRef<Value> views,
+                  const AttentionShape &s) {
+  const int64_t queryWidth = s.heads * s.width;
+  if (views.size() == 1)
+    return {views[0], c.shifted(views[0], queryWidth),
+            c.shifted(views[0], 2 * queryWidth), 3 * queryWidth,
+            3 * queryWidth};
+  return {views[0], views[1], views[2], queryWidth, s.kvHeads * s.width};
+}
+
+/// The kernels' arguments after their pointers: B, T, H, KV, D.
+SmallVector<Value> sizes(CallBuilder &c, const AttentionShape &s) {
+  return {c.i64(s.batch), c.i64(s.seq), c.i64(s.heads), c.i64(s.kvHeads),
+          c.i64(s.width)};
 }
 
 /// The buffers the forward kernel writes: the attention and the per-row
@@ -32,17 +56,30 @@ forwardOutputs(CallBuilder &c, RankedTensorType out, const AttentionShape &s) {
   return {y, lse};
 }
 
+/// Calls the forward kernel on `in` into `y` and `lse`.
+void callForward(CallBuilder &c, Value storage, const QKVViews &in, Value y,
+                 Value lse, const AttentionShape &s) {
+  SmallVector<Value> args = {in.q,         in.k,       in.v,
+                             c.i64(in.ldq), c.i64(in.ldkv), y,
+                             lse};
+  args.append(sizes(c, s));
+  c.call(kernel("mrt_attention_fwd", storage), args);
+}
+
+SmallVector<Value> inputViews(CallBuilder &c, ValueRange inputs) {
+  return llvm::map_to_vector(inputs, [&](Value v) { return c.input(v); });
+}
+
 struct AttentionToRuntime : RuntimePattern<AttentionOp> {
   using RuntimePattern::RuntimePattern;
   LogicalResult matchAndRewrite(AttentionOp op,
                                 PatternRewriter &rewriter) const override {
     CallBuilder c(rewriter, op.getLoc());
-    AttentionShape s = attentionShape(op.getType(), op.getNumHeads());
-    Value qkv = c.input(op.getQkv());
+    AttentionShape s = attentionShape(op.getType(), op.getNumHeads(),
+                                      op.getKeyValueHeads());
+    QKVViews in = qkvViews(c, inputViews(c, op.getInputs()), s);
     auto [y, lse] = forwardOutputs(c, op.getType(), s);
-    c.call(kernel("mrt_attention_fwd", op.getQkv()),
-           {qkv, y.view, lse.view, c.i64(s.batch), c.i64(s.seq),
-            c.i64(s.heads), c.i64(s.width)});
+    callForward(c, op.getInputs().front(), in, y.view, lse.view, s);
     rewriter.replaceOp(op, c.tensor(y));
     return success();
   }
@@ -56,19 +93,54 @@ struct AttentionGradToRuntime : RuntimePattern<AttentionGradOp> {
                                 PatternRewriter &rewriter) const override {
     CallBuilder c(rewriter, op.getLoc());
     auto grad = op.getGrad().getType();
-    AttentionShape s = attentionShape(grad, op.getNumHeads());
-    Value qkv = c.input(op.getQkv()), dout = c.input(op.getGrad());
+    AttentionShape s =
+        attentionShape(grad, op.getNumHeads(), op.getKeyValueHeads());
+    Value storage = op.getInputs().front();
+    QKVViews in = qkvViews(c, inputViews(c, op.getInputs()), s);
+    Value dout = c.input(op.getGrad());
     auto [out, lse] = forwardOutputs(c, grad, s);
-    SmallVector<Value> sizes = {c.i64(s.batch), c.i64(s.seq), c.i64(s.heads),
-                                c.i64(s.width)};
-    SmallVector<Value> forward = {qkv, out.view, lse.view};
-    forward.append(sizes);
-    c.call(kernel("mrt_attention_fwd", op.getQkv()), forward);
-    CallBuilder::Output dqkv = c.output(op.getType());
-    SmallVector<Value> backward = {qkv, out.view, dout, lse.view, dqkv.view};
-    backward.append(sizes);
-    c.call(kernel("mrt_attention_bwd", op.getQkv()), backward);
-    rewriter.replaceOp(op, c.tensor(dqkv));
+    callForward(c, storage, in, out.view, lse.view, s);
+    SmallVector<CallBuilder::Output> grads = llvm::map_to_vector(
+        op.getInputs().getTypes(), [&](Type type) { return c.output(type); });
+    QKVViews d = qkvViews(
+        c, llvm::map_to_vector(grads, [](auto &g) { return g.view; }), s);
+    SmallVector<Value> args = {in.q,   in.k,       in.v,     c.i64(in.ldq),
+                               c.i64(in.ldkv), out.view, dout,     lse.view,
+                               d.q,    d.k,        d.v};
+    args.append(sizes(c, s));
+    c.call(kernel("mrt_attention_bwd", storage), args);
+    rewriter.replaceOp(op, llvm::map_to_vector(grads, [&](auto &g) {
+                         return c.tensor(g);
+                       }));
+    return success();
+  }
+};
+
+/// The rotation of each pair by its position's angle (negated when
+/// inverse); a training sequence starts at position 0.
+struct RoPEToRuntime : RuntimePattern<RoPEOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(RoPEOp op,
+                                PatternRewriter &rewriter) const override {
+    CallBuilder c(rewriter, op.getLoc());
+    RankedTensorType type = op.getType();
+    AttentionShape s =
+        attentionShape(type, op.getNumHeads(), op.getNumHeads());
+    Value starts = op.getPositions();
+    if (!starts)
+      starts = arith::ConstantOp::create(
+          rewriter, op.getLoc(),
+          DenseElementsAttr::get(
+              RankedTensorType::get({s.batch}, rewriter.getI32Type()),
+              rewriter.getI32IntegerAttr(0)));
+    Value x = c.input(op.getInput()), positions = c.input(starts);
+    CallBuilder::Output y = c.output(type);
+    c.call(kernel("mrt_rope", op.getInput()),
+           {x, positions, y.view, c.i64(s.batch), c.i64(s.seq),
+            c.i64(s.heads), c.i64(s.width),
+            c.f64(op.getTheta().convertToDouble()),
+            c.i64(op.getInverse() ? -1 : 1)});
+    rewriter.replaceOp(op, c.tensor(y));
     return success();
   }
 };
@@ -133,6 +205,7 @@ struct SoftmaxGradToRuntime : RuntimePattern<SoftmaxGradOp> {
 
 void megatron::populateAttentionToRuntimePatterns(
     RewritePatternSet &patterns, const RuntimeTargetInfo &target) {
-  patterns.add<AttentionToRuntime, AttentionGradToRuntime, SoftmaxToRuntime,
-               SoftmaxGradToRuntime>(patterns.getContext(), target);
+  patterns.add<AttentionToRuntime, AttentionGradToRuntime, RoPEToRuntime,
+               SoftmaxToRuntime, SoftmaxGradToRuntime>(patterns.getContext(),
+                                                       target);
 }

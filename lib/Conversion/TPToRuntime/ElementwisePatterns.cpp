@@ -1,4 +1,4 @@
-//===- ElementwisePatterns.cpp - adds, GELU, conversions, bias sums -------===//
+//===- ElementwisePatterns.cpp - adds, GELU, SwiGLU, conversions, sums ----===//
 //
 // Elementwise ops become linalg.generic on tensors, so that elementwise
 // fusion can merge bias, GELU and residual chains before bufferization.
@@ -73,7 +73,7 @@ struct ConvertToRuntime : RuntimePattern<ConvertOp> {
   }
 };
 
-/// The scalar arithmetic of a GELU body, in the body's element type.
+/// The scalar arithmetic of an elementwise body, in its element type.
 struct ScalarMath {
   OpBuilder &b;
   Location loc;
@@ -83,6 +83,13 @@ struct ScalarMath {
   }
   Value mul(Value l, Value r) { return arith::MulFOp::create(b, loc, l, r); }
   Value add(Value l, Value r) { return arith::AddFOp::create(b, loc, l, r); }
+  Value sub(Value l, Value r) { return arith::SubFOp::create(b, loc, l, r); }
+  /// 1 / (1 + exp(-x)).
+  Value sigmoid(Value x) {
+    Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, x));
+    return arith::DivFOp::create(b, loc, constant(1.0),
+                                 add(constant(1.0), e));
+  }
 };
 
 /// GPT-2's GELU: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the
@@ -143,6 +150,55 @@ struct GeluGradToRuntime : RuntimePattern<GeluGradOp> {
   }
 };
 
+/// silu(gate) * up, silu(x) = x * sigmoid(x).
+struct SwiGLUToRuntime : RuntimePattern<SwiGLUOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(SwiGLUOp op,
+                                PatternRewriter &rewriter) const override {
+    CallBuilder c(rewriter, op.getLoc());
+    rewriter.replaceOp(
+        op, c.elementwise(op.getType(), {op.getGate(), op.getUp()},
+                          [](OpBuilder &nb, Location loc,
+                             ValueRange args) -> Value {
+                            ScalarMath m{nb, loc, args[0].getType()};
+                            Value gate = args[0];
+                            return m.mul(m.mul(gate, m.sigmoid(gate)), args[1]);
+                          }));
+    return success();
+  }
+};
+
+/// d/dgate = grad * up * s (1 + gate (1 - s)) and d/dup = grad * silu(gate)
+/// with s = sigmoid(gate): two elementwise generics, which elementwise
+/// fusion merges.
+struct SwiGLUGradToRuntime : RuntimePattern<SwiGLUGradOp> {
+  using RuntimePattern::RuntimePattern;
+  LogicalResult matchAndRewrite(SwiGLUGradOp op,
+                                PatternRewriter &rewriter) const override {
+    CallBuilder c(rewriter, op.getLoc());
+    auto type = cast<RankedTensorType>(op.getGrad().getType());
+    ValueRange inputs = op->getOperands(); // gate, up, grad
+    Value gateGrad = c.elementwise(
+        type, inputs,
+        [](OpBuilder &nb, Location loc, ValueRange args) -> Value {
+          ScalarMath m{nb, loc, args[0].getType()};
+          Value gate = args[0], s = m.sigmoid(gate);
+          Value slope =
+              m.mul(s, m.add(m.constant(1.0),
+                             m.mul(gate, m.sub(m.constant(1.0), s))));
+          return m.mul(m.mul(args[2], args[1]), slope);
+        });
+    Value upGrad = c.elementwise(
+        type, {op.getGate(), op.getGrad()},
+        [](OpBuilder &nb, Location loc, ValueRange args) -> Value {
+          ScalarMath m{nb, loc, args[0].getType()};
+          return m.mul(args[1], m.mul(args[0], m.sigmoid(args[0])));
+        });
+    rewriter.replaceOp(op, {gateGrad, upGrad});
+    return success();
+  }
+};
+
 /// The bias gradient: a sum over every leading (token) dimension, which
 /// the runtime splits across threads by rows as well as columns.
 struct SumRowsToRuntime : RuntimePattern<SumToOp> {
@@ -166,6 +222,7 @@ struct SumRowsToRuntime : RuntimePattern<SumToOp> {
 void megatron::populateElementwiseToRuntimePatterns(
     RewritePatternSet &patterns, const RuntimeTargetInfo &target) {
   patterns.add<SumToRuntime<AddOp>, SumToRuntime<BiasAddOp>, ConvertToRuntime,
-               GeluToRuntime, GeluGradToRuntime, SumRowsToRuntime>(
+               GeluToRuntime, GeluGradToRuntime, SwiGLUToRuntime,
+               SwiGLUGradToRuntime, SumRowsToRuntime>(
       patterns.getContext(), target);
 }

@@ -12,14 +12,18 @@ using namespace mlir::tp;
 namespace {
 
 /// The sizes the cache kernels take after their pointers: layer, L, B, T,
-/// H, D, N.
-SmallVector<Value> cacheSizes(CallBuilder &c, RankedTensorType qkv,
-                              Type cacheType, int64_t layer, int64_t heads) {
+/// then `heads` (H, or H and KV), D and N.
+SmallVector<Value> cacheSizes(CallBuilder &c, RankedTensorType chunk,
+                              Type cacheType, int64_t layer,
+                              ArrayRef<int64_t> heads) {
   auto cache = cast<RankedTensorType>(cacheType);
-  return {c.i64(layer),           c.i64(cache.getDimSize(0)),
-          c.i64(qkv.getDimSize(0)), c.i64(qkv.getDimSize(1)),
-          c.i64(heads),           c.i64(cache.getDimSize(4)),
-          c.i64(cache.getDimSize(3))};
+  SmallVector<Value> sizes = {c.i64(layer), c.i64(cache.getDimSize(0)),
+                              c.i64(chunk.getDimSize(0)),
+                              c.i64(chunk.getDimSize(1))};
+  for (int64_t count : heads)
+    sizes.push_back(c.i64(count));
+  sizes.append({c.i64(cache.getDimSize(4)), c.i64(cache.getDimSize(3))});
+  return sizes;
 }
 
 /// Every other use of `value` reads it before `op` in its block, or writes
@@ -46,13 +50,17 @@ struct KVCacheStoreToRuntime : RuntimePattern<KVCacheStoreOp> {
       return rewriter.notifyMatchFailure(
           op, "the cache is read after this update, which writes in place");
     CallBuilder c(rewriter, op.getLoc());
-    Value qkv = c.input(op.getQkv()), positions = c.input(op.getPositions());
+    auto input = op.getInput().getType();
+    Value x = c.input(op.getInput()), positions = c.input(op.getPositions());
+    // A fused qkv's keys or values are its section-th third.
+    int64_t ld = input.getDimSize(2);
+    if (std::optional<CacheSection> section = op.getSection())
+      x = c.shifted(x, static_cast<int64_t>(*section) * ld / 3);
     CallBuilder::Output cache = c.inPlace(op.getCache());
-    SmallVector<Value> args = {qkv, cache.view, positions,
-                               c.i64(static_cast<int64_t>(op.getSection()))};
-    args.append(cacheSizes(c, op.getQkv().getType(), op.getCache().getType(),
-                           op.getLayer(), op.getNumHeads()));
-    c.call(kernel("mrt_kv_cache_store", op.getQkv()), args);
+    SmallVector<Value> args = {x, c.i64(ld), cache.view, positions};
+    args.append(cacheSizes(c, input, op.getCache().getType(), op.getLayer(),
+                           {op.getNumHeads()}));
+    c.call(kernel("mrt_kv_cache_store", op.getInput()), args);
     rewriter.replaceOp(op, c.tensor(cache));
     return success();
   }
@@ -63,13 +71,17 @@ struct CachedAttentionToRuntime : RuntimePattern<CachedAttentionOp> {
   LogicalResult matchAndRewrite(CachedAttentionOp op,
                                 PatternRewriter &rewriter) const override {
     CallBuilder c(rewriter, op.getLoc());
-    Value qkv = c.input(op.getQkv()), positions = c.input(op.getPositions());
+    auto queries = op.getQueries().getType();
+    Value q = c.input(op.getQueries()), positions = c.input(op.getPositions());
     Value keys = c.input(op.getKCache()), values = c.input(op.getVCache());
     CallBuilder::Output y = c.output(op.getType());
-    SmallVector<Value> args = {qkv, keys, values, positions, y.view};
-    args.append(cacheSizes(c, op.getQkv().getType(), op.getKCache().getType(),
-                           op.getLayer(), op.getNumHeads()));
-    c.call(kernel("mrt_attention_cached", op.getQkv()), args);
+    // The q section of a fused qkv is its first third, read at its stride.
+    SmallVector<Value> args = {q,    c.i64(queries.getDimSize(2)), keys,
+                               values, positions,                  y.view};
+    args.append(cacheSizes(c, queries, op.getKCache().getType(),
+                           op.getLayer(),
+                           {op.getNumHeads(), op.getKeyValueHeads()}));
+    c.call(kernel("mrt_attention_cached", op.getQueries()), args);
     rewriter.replaceOp(op, c.tensor(y));
     return success();
   }

@@ -89,6 +89,11 @@ Value CallBuilder::f32(float value) {
                                         APFloat(value));
 }
 
+Value CallBuilder::f64(double value) {
+  return arith::ConstantFloatOp::create(b, loc, b.getF64Type(),
+                                        APFloat(value));
+}
+
 Value CallBuilder::scalar(Value tensor, int64_t index) {
   Value position = arith::ConstantIndexOp::create(b, loc, index);
   return tensor::ExtractOp::create(b, loc, tensor, position);
@@ -132,6 +137,16 @@ Value CallBuilder::input(Value value) {
   Value buffer = bufferization::ToBufferOp::create(
       b, loc, contiguousAnywhere(type), value, /*read_only=*/true);
   return flat(buffer);
+}
+
+Value CallBuilder::shifted(Value view, int64_t elements) {
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value size = memref::DimOp::create(b, loc, view, zero);
+  Value offset = arith::ConstantIndexOp::create(b, loc, elements);
+  Value rest = arith::SubIOp::create(b, loc, size, offset);
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  return memref::SubViewOp::create(b, loc, view, ValueRange{offset},
+                                   ValueRange{rest}, ValueRange{one});
 }
 
 CallBuilder::Output CallBuilder::output(Type type) {

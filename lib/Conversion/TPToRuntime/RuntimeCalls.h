@@ -59,6 +59,7 @@ public:
   Value i64(int64_t value);
   Value i32(int64_t value);
   Value f32(float value);
+  Value f64(double value);
   /// Element `index` of a 1-D tensor.
   Value scalar(Value tensor, int64_t index);
 
@@ -70,6 +71,9 @@ public:
   MemRefType contiguousAnywhere(RankedTensorType type);
   /// The buffer behind tensor `value`, read-only, as a flat view.
   Value input(Value value);
+  /// A flat view `elements` past the start of flat view `view`: a section
+  /// of a fused tensor, which a kernel reads at its own row stride.
+  Value shifted(Value view, int64_t elements);
 
   /// A fresh buffer a kernel writes; `tensor()` hands it back to the tensor
   /// program once written.

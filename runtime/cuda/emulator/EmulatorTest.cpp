@@ -15,6 +15,7 @@
 #include "megatron_rt/layernorm.h"
 #include "megatron_rt/optimizer.h"
 #include "megatron_rt/reduce.h"
+#include "megatron_rt/rope.h"
 
 #include "TestUtil.h"
 
@@ -108,6 +109,10 @@ public:
   };
 
   Pointer data() { return Pointer(bytes_.data() + offset_ * width_, storage_); }
+  // Element `index` onwards: a section of a packed tensor.
+  Pointer at(size_t index) {
+    return Pointer(bytes_.data() + (offset_ + index) * width_, storage_);
+  }
   Storage storage() const { return storage_; }
   // The values, widened to float.
   std::vector<float> values() const {
@@ -259,12 +264,83 @@ std::string flags(bool misaligned, bool aliased = false) {
 
 // --- attention ----------------------------------------------------------
 
+// Tokens of H query heads and KV key/value heads of width D. Packed: rows
+// [q (H D) | k (KV D) | v (KV D)] of one buffer, read in place at its row
+// stride (GPT-2's fused projection when KV = H); separate: three tensors
+// (Llama's projections).
 struct AttentionShape {
-  int64_t B, T, H, D;
-  bool misaligned;
-  size_t qkv() const { return B * T * 3 * H * D; }
+  int64_t B, T, H, KV, D;
+  bool misaligned, separate = false;
+  int64_t row() const { return (H + 2 * KV) * D; }
+  size_t packed() const { return B * T * row(); }
   size_t out() const { return B * T * H * D; }
   size_t lse() const { return B * H * T; }
+  // Where section 0 (q), 1 (k) or 2 (v) starts in a packed row.
+  int64_t column(int section) const {
+    return section == 0 ? 0 : section == 1 ? H * D : (H + KV) * D;
+  }
+  int64_t width(int section) const { return (section == 0 ? H : KV) * D; }
+};
+
+// Section `section` of packed rows as a compact tensor, and back.
+std::vector<float> unpackSection(const AttentionShape &s,
+                                 const std::vector<float> &packed,
+                                 int section) {
+  std::vector<float> out(s.B * s.T * s.width(section));
+  for (int64_t r = 0; r < s.B * s.T; ++r)
+    std::copy_n(packed.begin() + r * s.row() + s.column(section),
+                s.width(section), out.begin() + r * s.width(section));
+  return out;
+}
+std::vector<float> packSections(const AttentionShape &s,
+                                const std::vector<float> (&sections)[3]) {
+  std::vector<float> packed(s.packed());
+  for (int section = 0; section < 3; ++section)
+    for (int64_t r = 0; r < s.B * s.T; ++r)
+      std::copy_n(sections[section].begin() + r * s.width(section),
+                  s.width(section),
+                  packed.begin() + r * s.row() + s.column(section));
+  return packed;
+}
+
+// The device copies of q, k and v (or of their gradients) in the shape's
+// layout, and their pointers and row strides as the kernels take them.
+class DeviceQKV {
+public:
+  DeviceQKV(const AttentionShape &s, const std::vector<float> &packed,
+            Storage storage, bool garbage = false)
+      : s(s) {
+    auto make = [&](const std::vector<float> &values) {
+      return garbage ? Buffer::garbage(values.size(), s.misaligned, storage)
+                     : Buffer(values, s.misaligned, storage);
+    };
+    if (s.separate)
+      for (int section = 0; section < 3; ++section)
+        buffers.push_back(make(unpackSection(s, packed, section)));
+    else
+      buffers.push_back(make(packed));
+  }
+  Buffer::Pointer section(int i) {
+    return s.separate ? buffers[i].data() : buffers[0].at(s.column(i));
+  }
+  int64_t ldq() const { return s.separate ? s.width(0) : s.row(); }
+  int64_t ldkv() const { return s.separate ? s.width(1) : s.row(); }
+  bool guardsIntact() const {
+    return std::all_of(buffers.begin(), buffers.end(),
+                       [](const Buffer &b) { return b.guardsIntact(); });
+  }
+  // The values in the packed layout.
+  Buffer packed() const {
+    if (!s.separate)
+      return buffers[0];
+    std::vector<float> sections[3] = {buffers[0].values(), buffers[1].values(),
+                                      buffers[2].values()};
+    return Buffer(packSections(s, sections), false, buffers[0].storage());
+  }
+
+private:
+  AttentionShape s;
+  std::vector<Buffer> buffers;
 };
 
 // Head sizes that are multiples of 16 take the tensor-core kernels, which
@@ -322,22 +398,27 @@ bool tensorCores(int64_t D) { return D % 16 == 0; }
 
 class AttentionTest : public TypedTest<AttentionShape> {
 protected:
-  std::vector<float> qkv = typed(randomVector(s.qkv(), 1, -2.0f, 2.0f));
+  std::vector<float> x = typed(randomVector(s.packed(), 1, -2.0f, 2.0f));
   std::vector<float> dout = typed(randomVector(s.out(), 2));
   std::vector<float> out = std::vector<float>(s.out());
   std::vector<float> lse = std::vector<float>(s.lse());
+  // x's q, k and v in place (the CPU runtime reads the packed rows).
+  const float *q = x.data() + s.column(0), *k = x.data() + s.column(1),
+              *v = x.data() + s.column(2);
   void SetUp() override {
-    mrt_attention_fwd_f32(qkv.data(), out.data(), lse.data(), s.B, s.T, s.H,
-                          s.D);
+    mrt_attention_fwd_f32(q, k, v, s.row(), s.row(), out.data(), lse.data(),
+                          s.B, s.T, s.H, s.KV, s.D);
   }
 };
 
 TEST_P(AttentionTest, Forward) {
-  Buffer gQkv = typedBuffer(qkv, s.misaligned),
-         gOut = typedGarbage(s.out(), s.misaligned),
+  DeviceQKV gX(s, x, storage);
+  Buffer gOut = typedGarbage(s.out(), s.misaligned),
          gLse = Buffer::garbage(s.lse());
-  GPU_CALL(storage, mrt_attention_fwd, gQkv.data(), gOut.data(), gLse.data(),
-           s.B, s.T, s.H, s.D);
+  GPU_CALL(storage, mrt_attention_fwd, gX.section(0), gX.section(1),
+           gX.section(2), gX.ldq(), gX.ldkv(), gOut.data(), gLse.data(), s.B,
+           s.T, s.H, s.KV, s.D);
+  EXPECT_TRUE(gX.guardsIntact());
   EXPECT_TRUE(attentionMatches(s, gOut, out)) << "out";
   // lse = max + log(sum): bf16 scores move it by about u * |score|, more
   // than u relative to max |lse| in rows of small lse, so no floor.
@@ -350,45 +431,57 @@ TEST_P(AttentionTest, Forward) {
 TEST_P(AttentionTest, Backward) {
   // The forward's output as the bf16 program would have stored it.
   out = typed(out);
-  std::vector<float> dqkv(s.qkv());
-  mrt_attention_bwd_f32(qkv.data(), out.data(), dout.data(), lse.data(),
-                        dqkv.data(), s.B, s.T, s.H, s.D);
-  Buffer gQkv = typedBuffer(qkv, s.misaligned),
-         gOut = typedBuffer(out, s.misaligned),
-         gDout = typedBuffer(dout, s.misaligned), gLse(lse),
-         gDqkv = typedGarbage(s.qkv(), s.misaligned);
-  GPU_CALL(storage, mrt_attention_bwd, gQkv.data(), gOut.data(), gDout.data(),
-           gLse.data(), gDqkv.data(), s.B, s.T, s.H, s.D);
-  EXPECT_TRUE(attentionMatches(s, gDqkv, dqkv));
+  std::vector<float> dx(s.packed());
+  mrt_attention_bwd_f32(q, k, v, s.row(), s.row(), out.data(), dout.data(),
+                        lse.data(), dx.data() + s.column(0),
+                        dx.data() + s.column(1), dx.data() + s.column(2), s.B,
+                        s.T, s.H, s.KV, s.D);
+  DeviceQKV gX(s, x, storage), gDx(s, dx, storage, /*garbage=*/true);
+  Buffer gOut = typedBuffer(out, s.misaligned),
+         gDout = typedBuffer(dout, s.misaligned), gLse(lse);
+  GPU_CALL(storage, mrt_attention_bwd, gX.section(0), gX.section(1),
+           gX.section(2), gX.ldq(), gX.ldkv(), gOut.data(), gDout.data(),
+           gLse.data(), gDx.section(0), gDx.section(1), gDx.section(2), s.B,
+           s.T, s.H, s.KV, s.D);
+  EXPECT_TRUE(gDx.guardsIntact());
+  EXPECT_TRUE(attentionMatches(s, gDx.packed(), dx));
 }
 
 // Tiles are 64 rows; the kernels are built for head sizes 64 and 128 with
 // the columns past D zero-filled, and copy 16 bytes at a time when D % 4 == 0
-// and qkv is aligned, 4 otherwise.
+// and q, k and v are aligned, 4 otherwise. KV < H: grouped-query attention,
+// whose dK and dV sum their query heads' shares.
 std::string attentionName(const AttentionShape &s) {
   return "B" + std::to_string(s.B) + "_T" + std::to_string(s.T) + "_H" +
-         std::to_string(s.H) + "_D" + std::to_string(s.D) + flags(s.misaligned);
+         std::to_string(s.H) + "_KV" + std::to_string(s.KV) + "_D" +
+         std::to_string(s.D) + flags(s.misaligned) +
+         (s.separate ? "_separate" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, AttentionTest,
-    ::testing::Combine(::testing::Values(AttentionShape{2, 150, 3, 20, false},
-                                         AttentionShape{3, 5, 2, 7, false},
-                                         AttentionShape{1, 1, 2, 3, false},
-                                         AttentionShape{1, 130, 2, 64, false},
-                                         AttentionShape{1, 130, 1, 64, true},
-                                         AttentionShape{1, 129, 1, 100, false},
-                                         AttentionShape{1, 70, 1, 128, true},
-                                         AttentionShape{1, 64, 1, 64, false},
-                                         AttentionShape{1, 65, 2, 33, false},
-                                         AttentionShape{1, 200, 1, 72, false},
-                                         AttentionShape{2, 300, 2, 64, false}),
-                       kBothStorages),
+    ::testing::Combine(
+        ::testing::Values(AttentionShape{2, 150, 3, 3, 20, false},
+                          AttentionShape{3, 5, 2, 2, 7, false},
+                          AttentionShape{1, 1, 2, 2, 3, false},
+                          AttentionShape{1, 130, 2, 2, 64, false},
+                          AttentionShape{1, 130, 1, 1, 64, true},
+                          AttentionShape{1, 129, 1, 1, 100, false},
+                          AttentionShape{1, 70, 1, 1, 128, true},
+                          AttentionShape{1, 64, 1, 1, 64, false},
+                          AttentionShape{1, 65, 2, 2, 33, false},
+                          AttentionShape{1, 200, 1, 1, 72, false},
+                          AttentionShape{2, 300, 2, 2, 64, false},
+                          AttentionShape{2, 70, 4, 2, 20, false, true},
+                          AttentionShape{1, 130, 4, 1, 64, false, true},
+                          AttentionShape{2, 65, 6, 2, 64, true},
+                          AttentionShape{1, 70, 4, 2, 128, false, true}),
+        kBothStorages),
     typedName(attentionName));
 
 // 16 key tiles: 15 s of emulation, which the bf16 kernels, the same code
 // with other loads and stores, need not repeat.
-const AttentionShape kLongAttention{1, 1000, 2, 64, false};
+const AttentionShape kLongAttention{1, 1000, 2, 2, 64, false};
 INSTANTIATE_TEST_SUITE_P(Long, AttentionTest,
                          ::testing::Combine(::testing::Values(kLongAttention),
                                             kF32Only),
@@ -396,10 +489,13 @@ INSTANTIATE_TEST_SUITE_P(Long, AttentionTest,
 
 // --- generation: the KV cache ----------------------------------------------
 
+// A chunk of packed rows [q (H D) | k (KV D) | v (KV D)] and caches of KV
+// heads.
 struct CacheShape {
-  int64_t L, B, T, H, D, N;
-  size_t qkv() const { return B * T * 3 * H * D; }
-  size_t cache() const { return L * B * H * N * D; }
+  int64_t L, B, T, H, KV, D, N;
+  int64_t row() const { return (H + 2 * KV) * D; }
+  size_t packed() const { return B * T * row(); }
+  size_t cache() const { return L * B * KV * N * D; }
   size_t out() const { return B * T * H * D; }
 };
 
@@ -415,52 +511,57 @@ std::vector<int32_t> chunkPositions(const CacheShape &s) {
 class KVCacheTest : public ::testing::TestWithParam<CacheShape> {
 protected:
   const CacheShape s = GetParam();
-  std::vector<float> qkv = randomVector(s.qkv(), 41, -2.0f, 2.0f);
+  std::vector<float> x = randomVector(s.packed(), 41, -2.0f, 2.0f);
   std::vector<float> keys = randomVector(s.cache(), 42);
   std::vector<float> values = randomVector(s.cache(), 43);
   std::vector<int32_t> positions = chunkPositions(s);
   const int64_t layer = s.L - 1;
 };
 
-// Both sections land where the CPU puts them and nothing else changes.
+// The keys and the values land where the CPU puts them and nothing else
+// changes.
 TEST_P(KVCacheTest, Store) {
-  for (int64_t section : {1, 2}) {
+  for (int64_t column : {s.H * s.D, (s.H + s.KV) * s.D}) {
     std::vector<float> cache = keys;
-    Buffer gQkv(qkv), gCache(cache);
-    mrt_kv_cache_store_f32(qkv.data(), cache.data(), positions.data(), section,
-                           layer, s.L, s.B, s.T, s.H, s.D, s.N);
-    gpu_mrt_kv_cache_store_f32(gQkv.data(), gCache.data(), positions.data(),
-                               section, layer, s.L, s.B, s.T, s.H, s.D, s.N);
-    EXPECT_TRUE(matches(gCache, cache, kExact)) << "section " << section;
+    Buffer gX(x), gCache(cache);
+    mrt_kv_cache_store_f32(x.data() + column, s.row(), cache.data(),
+                           positions.data(), layer, s.L, s.B, s.T, s.KV, s.D,
+                           s.N);
+    gpu_mrt_kv_cache_store_f32(gX.at(column), s.row(), gCache.data(),
+                               positions.data(), layer, s.L, s.B, s.T, s.KV,
+                               s.D, s.N);
+    EXPECT_TRUE(matches(gCache, cache, kExact)) << "column " << column;
   }
 }
 
 TEST_P(KVCacheTest, CachedAttention) {
   std::vector<float> out(s.out());
-  mrt_attention_cached_f32(qkv.data(), keys.data(), values.data(),
+  mrt_attention_cached_f32(x.data(), s.row(), keys.data(), values.data(),
                            positions.data(), out.data(), layer, s.L, s.B, s.T,
-                           s.H, s.D, s.N);
-  Buffer gQkv(qkv), gKeys(keys), gValues(values),
-      gOut = Buffer::garbage(s.out());
-  gpu_mrt_attention_cached_f32(gQkv.data(), gKeys.data(), gValues.data(),
-                               positions.data(), gOut.data(), layer, s.L, s.B,
-                               s.T, s.H, s.D, s.N);
+                           s.H, s.KV, s.D, s.N);
+  Buffer gX(x), gKeys(keys), gValues(values), gOut = Buffer::garbage(s.out());
+  gpu_mrt_attention_cached_f32(gX.data(), s.row(), gKeys.data(),
+                               gValues.data(), positions.data(), gOut.data(),
+                               layer, s.L, s.B, s.T, s.H, s.KV, s.D, s.N);
   EXPECT_TRUE(matches(gOut, out, 1e-5));
 }
 
 // Decoding (one token), a prefill chunk, more positions than a block has
-// threads, and a cache past the 48 KiB of scores a kernel gets unasked.
+// threads, a cache past the 48 KiB of scores a kernel gets unasked, and
+// grouped cache heads.
 INSTANTIATE_TEST_SUITE_P(
     Shapes, KVCacheTest,
-    ::testing::Values(CacheShape{2, 3, 1, 2, 16, 40},
-                      CacheShape{1, 2, 7, 3, 20, 30},
-                      CacheShape{2, 1, 1, 1, 64, 700},
-                      CacheShape{1, 1, 1, 1, 4, 13000}),
+    ::testing::Values(CacheShape{2, 3, 1, 2, 2, 16, 40},
+                      CacheShape{1, 2, 7, 3, 3, 20, 30},
+                      CacheShape{2, 1, 1, 1, 1, 64, 700},
+                      CacheShape{1, 1, 1, 1, 1, 4, 13000},
+                      CacheShape{1, 2, 5, 4, 2, 16, 20}),
     [](const auto &info) {
       const CacheShape &s = info.param;
       return "L" + std::to_string(s.L) + "_B" + std::to_string(s.B) + "_T" +
-             std::to_string(s.T) + "_H" + std::to_string(s.H) + "_D" +
-             std::to_string(s.D) + "_N" + std::to_string(s.N);
+             std::to_string(s.T) + "_H" + std::to_string(s.H) + "_KV" +
+             std::to_string(s.KV) + "_D" + std::to_string(s.D) + "_N" +
+             std::to_string(s.N);
     });
 
 // A token past the cache's end: the GPU traps (the next CUDA call fails)
@@ -469,11 +570,11 @@ INSTANTIATE_TEST_SUITE_P(
 void storeAtPosition(int32_t position) {
   std::fflush(stdout);
   dup2(STDERR_FILENO, STDOUT_FILENO);
-  const CacheShape s{1, 1, 2, 1, 4, 8};
-  std::vector<float> qkv(s.qkv(), 1.0f), cache(s.cache());
+  const CacheShape s{1, 1, 2, 1, 1, 4, 8};
+  std::vector<float> x(s.packed(), 1.0f), cache(s.cache());
   const int32_t positions[] = {position};
-  gpu_mrt_kv_cache_store_f32(qkv.data(), cache.data(), positions, 1, 0, s.L,
-                             s.B, s.T, s.H, s.D, s.N);
+  gpu_mrt_kv_cache_store_f32(x.data(), s.row(), cache.data(), positions, 0,
+                             s.L, s.B, s.T, s.KV, s.D, s.N);
 }
 
 TEST(KVCacheDeathTest, PositionOutsideTheCacheTraps) {
@@ -723,6 +824,50 @@ INSTANTIATE_TEST_SUITE_P(
                                          Rows{5, 1000, true, false}),
                        kBothStorages),
     typedName(rowsLabel));
+
+// --- rotary embeddings --------------------------------------------------
+
+struct RoPEShape {
+  int64_t B, T, H, D;
+  bool aliased;
+  size_t size() const { return B * T * H * D; }
+};
+
+std::string ropeLabel(const RoPEShape &s) {
+  return std::to_string(s.B) + "x" + std::to_string(s.T) + "x" +
+         std::to_string(s.H) + "x" + std::to_string(s.D) +
+         flags(false, s.aliased);
+}
+
+class RoPETest : public TypedTest<RoPEShape> {};
+
+// Both directions against the CPU kernel, at per-sequence starts far into
+// a context (angles of thousands of radians).
+TEST_P(RoPETest, BothDirections) {
+  const std::vector<float> x = typed(randomVector(s.size(), 17));
+  std::vector<int32_t> positions(s.B);
+  for (int64_t b = 0; b < s.B; ++b)
+    positions[b] = static_cast<int32_t>(b * 4093);
+  for (int64_t direction : {1, -1}) {
+    std::vector<float> y(s.size());
+    mrt_rope_f32(x.data(), positions.data(), y.data(), s.B, s.T, s.H, s.D,
+                 500000.0, direction);
+    Buffer gX = typedBuffer(x), gY = typedGarbage(s.size());
+    Buffer &result = s.aliased ? gX : gY; // y may alias x
+    GPU_CALL(storage, mrt_rope, gX.data(), positions.data(), result.data(),
+             s.B, s.T, s.H, s.D, 500000.0, direction);
+    EXPECT_TRUE(matches(result, y, 1e-6)) << "direction " << direction;
+  }
+}
+
+// Llama's 128-wide heads, a small odd-sized case, and one sequence.
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, RoPETest,
+    ::testing::Combine(::testing::Values(RoPEShape{2, 5, 3, 8, false},
+                                         RoPEShape{3, 7, 2, 128, true},
+                                         RoPEShape{1, 33, 4, 6, false}),
+                       kBothStorages),
+    typedName(ropeLabel));
 
 // --- embeddings ---------------------------------------------------------
 
@@ -975,6 +1120,7 @@ TEST(EntryPoints, EveryOneIsTested) {
                                         "mrt_rmsnorm_stats_f32",
                                         "mrt_rmsnorm_bwd_f32",
                                         "mrt_residual_rmsnorm_fwd_f32",
+                                        "mrt_rope_f32",
                                         "mrt_embedding_fwd_f32",
                                         "mrt_embedding_bwd_f32",
                                         "mrt_vocab_ce_local_max_f32",
@@ -994,6 +1140,7 @@ TEST(EntryPoints, EveryOneIsTested) {
                                         "mrt_rmsnorm_stats_bf16",
                                         "mrt_rmsnorm_bwd_bf16",
                                         "mrt_residual_rmsnorm_fwd_bf16",
+                                        "mrt_rope_bf16",
                                         "mrt_embedding_fwd_bf16",
                                         "mrt_embedding_bwd_bf16",
                                         "mrt_vocab_ce_local_max_bf16",

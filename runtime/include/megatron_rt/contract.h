@@ -117,6 +117,9 @@ enum {
 /* Hugging Face GPT-2: "transformer." prefixes, attention-mask buffers and
  * the tied lm_head.weight. */
 #define MGT_CHECKPOINT_NAMES_HF_GPT2 "hf-gpt2"
+/* Hugging Face Llama: its own names, and the rotary_emb.inv_freq buffers of
+ * older checkpoints. */
+#define MGT_CHECKPOINT_NAMES_HF_LLAMA "hf-llama"
 
 /* Argument roles: what the launcher feeds. The generator states the model's
  * (tokens, targets, params) in the IR; tp-optimizer and tp-export-logits

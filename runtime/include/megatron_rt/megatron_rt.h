@@ -13,5 +13,6 @@
 #include "megatron_rt/optimizer.h"
 #include "megatron_rt/parallel.h"
 #include "megatron_rt/reduce.h"
+#include "megatron_rt/rope.h"
 
 #endif /* MEGATRON_RT_MEGATRON_RT_H */

@@ -261,23 +261,87 @@ static LogicalResult expectPerSequence(Operation *op, StringRef what,
   return expectShape(op, what, perSequence.getShape(), {batch});
 }
 
-LogicalResult AttentionOp::verify() {
-  return verifyFusedQkv(*this, getQkv().getType(), getNumHeads(), getType());
+/// Separate q `[B, T, H D]` and k and v `[B, T, KV D]` of `heads` = H and
+/// `kvHeads` = KV heads, KV dividing H, and the `[B, T, H D]` result: the
+/// separate form of tp.attention. Returns D.
+static FailureOr<int64_t> verifySeparateQkv(Operation *op,
+                                            RankedTensorType q,
+                                            RankedTensorType k,
+                                            RankedTensorType v, int64_t heads,
+                                            int64_t kvHeads,
+                                            RankedTensorType result) {
+  if (q.getRank() != 3)
+    return op->emitOpError("q must be [batch, seq, heads * head width], got ")
+           << shapeString(q.getShape());
+  if (heads % kvHeads != 0)
+    return op->emitOpError("kv_heads ")
+           << kvHeads << " does not divide num_heads " << heads;
+  if (q.getDimSize(2) % heads != 0)
+    return op->emitOpError("num_heads ")
+           << heads << " does not divide the query width " << q.getDimSize(2);
+  int64_t width = q.getDimSize(2) / heads;
+  SmallVector<int64_t> kvShape = {q.getDimSize(0), q.getDimSize(1),
+                                  kvHeads * width};
+  if (failed(expectSameElementType(op, q, k, "k")) ||
+      failed(expectSameElementType(op, q, v, "v")) ||
+      failed(expectShape(op, "k", k.getShape(), kvShape)) ||
+      failed(expectShape(op, "v", v.getShape(), kvShape)) ||
+      failed(expectSameElementType(op, q, result, "result")) ||
+      failed(expectShape(op, "result", result.getShape(),
+                         {q.getDimSize(0), q.getDimSize(1), heads * width})))
+    return failure();
+  return width;
 }
 
-/// A KV cache [L, B, H, N, D] of the heads of a fused `qkv` and a
-/// chunk's `positions`, its layer `layer`: what tp.kv_cache_store and
-/// tp.cached_attention take.
-static LogicalResult verifyKVCache(Operation *op, RankedTensorType qkv,
-                                   int64_t heads, Type cacheType,
-                                   int64_t layer, RankedTensorType positions) {
+/// tp.attention's inputs and result, in either form; `result` is the
+/// attention (the gradient's `grad`).
+static LogicalResult verifyAttentionInputs(Operation *op, ValueRange inputs,
+                                           int64_t heads,
+                                           std::optional<int64_t> kvHeads,
+                                           RankedTensorType result) {
+  auto typeOf = [&](unsigned i) {
+    return cast<RankedTensorType>(inputs[i].getType());
+  };
+  if (inputs.size() == 1) {
+    if (kvHeads)
+      return op->emitOpError("kv_heads belongs to separate q, k and v; a "
+                             "fused qkv has num_heads heads of each");
+    return verifyFusedQkv(op, typeOf(0), heads, result);
+  }
+  if (inputs.size() != 3)
+    return op->emitOpError("takes a fused qkv or q, k and v, got ")
+           << inputs.size() << " inputs";
+  return verifySeparateQkv(op, typeOf(0), typeOf(1), typeOf(2), heads,
+                           kvHeads.value_or(heads), result);
+}
+
+LogicalResult AttentionOp::verify() {
+  return verifyAttentionInputs(*this, getInputs(), getNumHeads(),
+                               getKvHeads(), getType());
+}
+
+LogicalResult AttentionGradOp::verify() {
+  if (failed(verifyAttentionInputs(*this, getInputs(), getNumHeads(),
+                                   getKvHeads(), getGrad().getType())))
+    return failure();
+  if (getInputGrads().getTypes() != getInputs().getTypes())
+    return emitOpError("input_grads must have the inputs' types");
+  return success();
+}
+
+/// A KV cache [L, B, heads, N, width] for a chunk of [batch, chunk] tokens
+/// of `element` values at `positions`, its layer `layer`: what
+/// tp.kv_cache_store and tp.cached_attention take.
+static LogicalResult verifyKVCache(Operation *op, RankedTensorType chunkType,
+                                   int64_t heads, int64_t width,
+                                   Type cacheType, int64_t layer,
+                                   RankedTensorType positions) {
   auto cache = cast<RankedTensorType>(cacheType);
   if (cache.getRank() != 5)
     return op->emitOpError("the caches must be [layers, batch, heads, "
                            "context, head width], got rank ")
            << cache.getRank();
-  int64_t batch = qkv.getDimSize(0), chunk = qkv.getDimSize(1);
-  int64_t headWidth = qkv.getDimSize(2) / 3 / heads;
+  int64_t batch = chunkType.getDimSize(0), chunk = chunkType.getDimSize(1);
   if (layer >= cache.getDimSize(0))
     return op->emitOpError("layer ") << layer << " is beyond the caches' "
                                      << cache.getDimSize(0) << " layers";
@@ -285,31 +349,77 @@ static LogicalResult verifyKVCache(Operation *op, RankedTensorType qkv,
     return op->emitOpError("the chunk of ")
            << chunk << " tokens does not fit the caches' context of "
            << cache.getDimSize(3);
-  if (failed(expectSameElementType(op, qkv, cache, "the caches")) ||
+  if (failed(expectSameElementType(op, chunkType, cache, "the caches")) ||
       failed(expectShape(op, "the caches' [batch, heads, head width]",
                          {cache.getDimSize(1), cache.getDimSize(2),
                           cache.getDimSize(4)},
-                         {batch, heads, headWidth})))
+                         {batch, heads, width})))
     return failure();
   return expectPerSequence(op, "positions", positions, batch);
 }
 
 LogicalResult KVCacheStoreOp::verify() {
-  auto qkv = getQkv().getType();
-  if (failed(verifyFusedQkv(*this, qkv, getNumHeads(),
-                            qkv.clone({qkv.getDimSize(0), qkv.getDimSize(1),
-                                       qkv.getDimSize(2) / 3}))))
-    return failure();
-  return verifyKVCache(*this, qkv, getNumHeads(), getCache().getType(),
+  auto input = getInput().getType();
+  int64_t heads = getNumHeads();
+  if (getSection()) {
+    if (failed(verifyFusedQkv(*this, input, heads,
+                              input.clone({input.getDimSize(0),
+                                           input.getDimSize(1),
+                                           input.getDimSize(2) / 3}))))
+      return failure();
+  } else if (input.getRank() != 3 || input.getDimSize(2) % heads != 0) {
+    return emitOpError("without a section the input must be [batch, seq, ")
+           << heads << " heads * head width], got "
+           << shapeString(input.getShape());
+  }
+  int64_t width = input.getDimSize(2) / (getSection() ? 3 : 1) / heads;
+  return verifyKVCache(*this, input, heads, width, getCache().getType(),
                        getLayer(), getPositions().getType());
 }
 
 LogicalResult CachedAttentionOp::verify() {
-  auto qkv = getQkv().getType();
-  if (failed(verifyFusedQkv(*this, qkv, getNumHeads(), getType())))
-    return failure();
-  return verifyKVCache(*this, qkv, getNumHeads(), getKCache().getType(),
-                       getLayer(), getPositions().getType());
+  auto queries = getQueries().getType();
+  int64_t heads = getNumHeads();
+  FailureOr<int64_t> width = failure();
+  if (!getKvHeads()) {
+    if (failed(verifyFusedQkv(*this, queries, heads, getType())))
+      return failure();
+    width = queries.getDimSize(2) / 3 / heads;
+  } else {
+    // The queries alone: their keys and values are the caches'.
+    auto kvType = queries.clone(
+        {queries.getDimSize(0), queries.getDimSize(1),
+         queries.getDimSize(2) / heads * getKeyValueHeads()});
+    width = verifySeparateQkv(*this, queries, kvType, kvType, heads,
+                              getKeyValueHeads(), getType());
+    if (failed(width))
+      return failure();
+  }
+  return verifyKVCache(*this, queries, getKeyValueHeads(), *width,
+                       getKCache().getType(), getLayer(),
+                       getPositions().getType());
+}
+
+LogicalResult RoPEOp::verify() {
+  auto input = getInput().getType();
+  if (input.getRank() != 3)
+    return emitOpError("input must be [batch, seq, heads * head width], got ")
+           << shapeString(input.getShape());
+  int64_t width = input.getDimSize(2), heads = getNumHeads();
+  if (width % heads != 0)
+    return emitOpError("") << heads << " heads do not divide the width "
+                           << width;
+  if ((width / heads) % 2 != 0)
+    return emitOpError("rotary embeddings pair the halves of each head: the "
+                       "head width ")
+           << width / heads << " is odd";
+  if (!(getTheta().convertToDouble() > 0.0))
+    return emitOpError("theta must be positive, got ")
+           << getTheta().convertToDouble();
+  if (!getPositions())
+    return success();
+  return expectPerSequence(*this, "positions", getPositions().getType(),
+                           input.getDimSize(0));
 }
 
 LogicalResult PositionEmbeddingAtOp::verify() {

@@ -49,44 +49,66 @@ void PartitionContext::replaceOp(Operation *op, Value replacement) {
   op->erase();
 }
 
-/// Megatron splits the fused [q|k|v] columns per section: whole heads.
-int64_t AttentionOp::getColumnSections() { return 3; }
-int64_t CachedAttentionOp::getColumnSections() { return 3; }
+/// Megatron splits a fused [q|k|v]'s columns per section: whole heads.
+int64_t AttentionOp::getColumnSections() {
+  return getInputs().size() == 1 ? 3 : 1;
+}
+int64_t CachedAttentionOp::getColumnSections() { return getKvHeads() ? 1 : 3; }
 
-/// Ranks share attention by whole heads.
+/// Ranks share attention by whole heads, of the queries and of the keys and
+/// values.
 static LogicalResult verifyHeadsDivide(Operation *op, int64_t heads,
-                                       int64_t tp) {
+                                       int64_t kvHeads, int64_t tp) {
   if (heads % tp != 0)
     return op->emitError("tensor-parallel size ")
            << tp << " does not divide the " << heads << " attention heads";
+  if (kvHeads % tp != 0)
+    return op->emitError("tensor-parallel size ")
+           << tp << " does not divide the " << kvHeads << " key/value heads";
   return success();
 }
 
 LogicalResult AttentionOp::verifyTensorParallelSize(int64_t tp) {
-  return verifyHeadsDivide(*this, getNumHeads(), tp);
+  return verifyHeadsDivide(*this, getNumHeads(), getKeyValueHeads(), tp);
 }
 LogicalResult CachedAttentionOp::verifyTensorParallelSize(int64_t tp) {
-  return verifyHeadsDivide(*this, getNumHeads(), tp);
+  return verifyHeadsDivide(*this, getNumHeads(), getKeyValueHeads(), tp);
+}
+LogicalResult RoPEOp::verifyTensorParallelSize(int64_t tp) {
+  return verifyHeadsDivide(*this, getNumHeads(), getNumHeads(), tp);
 }
 
-/// The heads of a rank whose qkv is split as it is in `context`.
-static int64_t localHeads(PartitionContext &context, Value qkv,
-                          int64_t heads) {
-  return heads / context.shardCount(context.shardingOf(qkv), 2);
+/// The ranks sharing the heads of `value` (split as it is in `context`)
+/// along its last dimension.
+static int64_t headShards(PartitionContext &context, Value value) {
+  return context.shardCount(context.shardingOf(value),
+                            cast<RankedTensorType>(value.getType()).getRank() -
+                                1);
 }
 
-/// Each rank keeps num_heads / N whole heads of q, k and v (and, generating,
-/// the caches of those heads).
+/// Each rank keeps num_heads / N whole query heads and kv_heads / N whole
+/// key/value heads (and, generating, the caches of those heads).
 LogicalResult AttentionOp::partition(PartitionContext &context) {
-  setNumHeads(localHeads(context, getQkv(), getNumHeads()));
+  int64_t shards = headShards(context, getInputs().front());
+  setNumHeads(getNumHeads() / shards);
+  if (getKvHeads())
+    setKvHeads(*getKvHeads() / shards);
   return success();
 }
 LogicalResult CachedAttentionOp::partition(PartitionContext &context) {
-  setNumHeads(localHeads(context, getQkv(), getNumHeads()));
+  int64_t shards = headShards(context, getQueries());
+  setNumHeads(getNumHeads() / shards);
+  if (getKvHeads())
+    setKvHeads(*getKvHeads() / shards);
   return success();
 }
 LogicalResult KVCacheStoreOp::partition(PartitionContext &context) {
-  setNumHeads(localHeads(context, getQkv(), getNumHeads()));
+  setNumHeads(getNumHeads() / headShards(context, getInput()));
+  return success();
+}
+/// Each rank rotates its own whole heads.
+LogicalResult RoPEOp::partition(PartitionContext &context) {
+  setNumHeads(getNumHeads() / headShards(context, getInput()));
   return success();
 }
 

@@ -39,6 +39,9 @@ PrecisionRule TakePositionOp::getPrecisionRule() { return low(*this); }
 PrecisionRule AttentionGradOp::getPrecisionRule() { return low(*this); }
 PrecisionRule GeluOp::getPrecisionRule() { return low(*this); }
 PrecisionRule GeluGradOp::getPrecisionRule() { return low(*this); }
+PrecisionRule SwiGLUOp::getPrecisionRule() { return low(*this); }
+PrecisionRule RoPEOp::getPrecisionRule() { return low(*this); }
+PrecisionRule SwiGLUGradOp::getPrecisionRule() { return low(*this); }
 PrecisionRule BiasAddOp::getPrecisionRule() { return low(*this); }
 
 // Parameter gradients accumulate in fp32.

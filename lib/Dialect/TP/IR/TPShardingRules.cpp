@@ -88,6 +88,10 @@ ShardingRule GeluOp::getShardingRule() {
   return ShardingRule::elementwise(1, rankOf(getResult()));
 }
 
+ShardingRule SwiGLUOp::getShardingRule() {
+  return ShardingRule::elementwise(2, rankOf(getResult()));
+}
+
 ShardingRule BiasAddOp::getShardingRule() {
   ShardingRule rule = ShardingRule::elementwise(1, rankOf(getInput()));
   Dims input = rule.operands.front();
@@ -95,21 +99,28 @@ ShardingRule BiasAddOp::getShardingRule() {
   return rule;
 }
 
+/// The heads' dimension of attention's inputs: a fused qkv's three
+/// sections split one by one, or q, k and v each split by whole heads.
+static int64_t headSections(bool fused) { return fused ? 3 : 1; }
+
 ShardingRule AttentionOp::getShardingRule() {
   ShardingRule rule;
   int64_t batch = rule.addFactor();
   int64_t heads = rule.addFactor();
-  // Every query attends to every earlier key: the sequence stays whole. The
-  // fused qkv dimension holds q, k and v, each split by whole heads.
-  rule.operands = {{{batch, 1}, {ShardingRule::kWhole, 1}, {heads, 3}}};
+  // Every query attends to every earlier key: the sequence stays whole.
+  Dims input = {{batch, 1},
+                {ShardingRule::kWhole, 1},
+                {heads, headSections(getInputs().size() == 1)}};
+  rule.operands.assign(getInputs().size(), input);
   rule.results = {{{batch, 1}, {ShardingRule::kWhole, 1}, {heads, 1}}};
   return rule;
 }
 
-/// A generation op's operands by whole heads, as tp.attention's: the fused
-/// qkv, the caches of the same heads (every layer, position and head width
-/// whole) and the positions of each sequence; `caches` of them.
-static ShardingRule cacheRule(int64_t caches) {
+/// A generation op's operands by whole heads, as tp.attention's: its chunk
+/// (a fused qkv's sections split one by one), the caches of the same heads
+/// (every layer, position and head width whole) and the positions of each
+/// sequence; `caches` of them.
+static ShardingRule cacheRule(bool fused, int64_t caches) {
   ShardingRule rule;
   int64_t batch = rule.addFactor();
   int64_t heads = rule.addFactor();
@@ -118,20 +129,36 @@ static ShardingRule cacheRule(int64_t caches) {
                 {heads, 1},
                 {ShardingRule::kWhole, 1},
                 {ShardingRule::kWhole, 1}};
-  rule.operands = {{{batch, 1}, {ShardingRule::kWhole, 1}, {heads, 3}}};
+  rule.operands = {
+      {{batch, 1}, {ShardingRule::kWhole, 1}, {heads, headSections(fused)}}};
   rule.operands.append(caches, cache);
   rule.operands.push_back({{batch, 1}});
   rule.results = {cache};
   return rule;
 }
 
-ShardingRule KVCacheStoreOp::getShardingRule() { return cacheRule(1); }
+ShardingRule KVCacheStoreOp::getShardingRule() {
+  return cacheRule(getSection().has_value(), 1);
+}
 
 ShardingRule CachedAttentionOp::getShardingRule() {
-  ShardingRule rule = cacheRule(2);
+  ShardingRule rule = cacheRule(!getKvHeads(), 2);
   rule.results = {{rule.operands[0][0],
                    {ShardingRule::kWhole, 1},
                    {rule.operands[0][2].factor, 1}}};
+  return rule;
+}
+
+ShardingRule RoPEOp::getShardingRule() {
+  ShardingRule rule;
+  int64_t batch = rule.addFactor();
+  int64_t heads = rule.addFactor();
+  // A token's angle is its position: the sequence stays whole.
+  Dims dims = {{batch, 1}, {ShardingRule::kWhole, 1}, {heads, 1}};
+  rule.operands = {dims};
+  if (getPositions())
+    rule.operands.push_back({{batch, 1}});
+  rule.results = {dims};
   return rule;
 }
 

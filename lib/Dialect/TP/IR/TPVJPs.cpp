@@ -56,6 +56,26 @@ LogicalResult GeluOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
   return success();
 }
 
+LogicalResult SwiGLUOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                 Accumulate accumulate) {
+  auto grads = SwiGLUGradOp::create(b, getLoc(), getGate(), getUp(),
+                                    resultGrads[0]);
+  accumulate(getGate(), grads.getGateGrad());
+  accumulate(getUp(), grads.getUpGrad());
+  return success();
+}
+
+/// A rotation's transpose is the rotation by the negated angle.
+LogicalResult RoPEOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                               Accumulate accumulate) {
+  accumulate(getInput(),
+             RoPEOp::create(b, getLoc(), resultGrads[0].getType(),
+                            resultGrads[0], getPositions(), getNumHeadsAttr(),
+                            getThetaAttr(),
+                            getInverse() ? UnitAttr() : b.getUnitAttr()));
+  return success();
+}
+
 LogicalResult SoftmaxOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
                                   Accumulate accumulate) {
   accumulate(getInput(), SoftmaxGradOp::create(b, getLoc(), getResult(),
@@ -88,9 +108,11 @@ LogicalResult RMSNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
 
 LogicalResult AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
                                     Accumulate accumulate) {
-  accumulate(getQkv(), AttentionGradOp::create(b, getLoc(), getQkv(),
-                                               resultGrads[0],
-                                               getNumHeadsAttr()));
+  auto grads = AttentionGradOp::create(
+      b, getLoc(), getInputs().getTypes(), resultGrads[0], getInputs(),
+      getNumHeadsAttr(), getKvHeadsAttr());
+  for (auto [input, grad] : llvm::zip(getInputs(), grads.getInputGrads()))
+    accumulate(input, grad);
   return success();
 }
 

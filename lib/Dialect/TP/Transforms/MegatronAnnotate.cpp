@@ -67,6 +67,8 @@ public:
         return WalkResult(annotateRegion(region));
       if (auto embedding = dyn_cast<EmbeddingOp>(op))
         return WalkResult(annotateEmbedding(embedding));
+      if (auto matmul = dyn_cast<MatmulOp>(op); matmul && isLMHead(matmul))
+        return WalkResult(annotateHead(matmul));
       return WalkResult::advance();
     });
     if (result.wasInterrupted())
@@ -135,46 +137,76 @@ private:
   }
 
   LogicalResult annotateEmbedding(EmbeddingOp embedding) {
-    Value table = embedding.getTable();
-    if (!isa<BlockArgument>(table) || getSharding(table))
+    auto table = dyn_cast<BlockArgument>(embedding.getTable());
+    if (!table || getSharding(table))
       return success();
-    if (failed(padVocabulary(embedding)))
+    if (failed(padVocabulary(table, 0, embedding)))
       return failure();
     annotateParameter(table, split(table, 0));
     return success();
   }
 
-  /// A vocabulary that tp does not divide grows to a multiple of 128 * tp;
-  /// the tied LM head's logits grow with it, and the loss keeps its
-  /// valid_vocab so padded logits never reach it.
-  LogicalResult padVocabulary(EmbeddingOp embedding) {
-    auto table = cast<BlockArgument>(embedding.getTable());
+  /// The LM head: a GEMM whose every use is the loss or a generation step's
+  /// logits output.
+  bool isLMHead(MatmulOp matmul) {
+    return !matmul->use_empty() &&
+           llvm::all_of(matmul->getUsers(), [&](Operation *op) {
+             return isa<CrossEntropyOp>(op) || logitsOutput(op);
+           });
+  }
+
+  /// The vocabulary dimension of an LM head's weight: rows of a [V, C]
+  /// table (x * W^T), columns of a [C, V] one.
+  static unsigned vocabDim(MatmulOp head) {
+    return head.getTransposeRhs() ? 0 : 1;
+  }
+
+  /// The LM head's weight splits by vocabulary, tied to the embedding (the
+  /// embedding's table came first and is annotated) or not: the logits
+  /// stay vocabulary-parallel into the loss.
+  LogicalResult annotateHead(MatmulOp head) {
+    auto weight = dyn_cast<BlockArgument>(head.getRhs());
+    if (!weight || getSharding(weight))
+      return success();
+    unsigned dim = vocabDim(head);
+    if (failed(padVocabulary(weight, dim, head)))
+      return failure();
+    annotateParameter(weight, split(weight, dim));
+    return success();
+  }
+
+  /// A vocabulary that tp does not divide grows to a multiple of 128 * tp
+  /// along `dim` of `table` (an embedding table, an LM head's weight, or
+  /// both when tied); the heads' logits grow with it, and the loss keeps
+  /// its valid_vocab so padded logits never reach it.
+  LogicalResult padVocabulary(BlockArgument table, unsigned dim,
+                              Operation *anchor) {
     auto type = cast<RankedTensorType>(table.getType());
-    int64_t vocab = type.getDimSize(0);
+    int64_t vocab = type.getDimSize(dim);
     if (vocab % tp == 0)
       return success();
     int64_t multiple = 0, padded = 0;
     if (__builtin_mul_overflow(kVocabPadMultiple, tp, &multiple) ||
         __builtin_add_overflow(vocab, multiple - 1, &padded))
-      return embedding.emitError("cannot pad the vocabulary of ")
+      return anchor->emitError("cannot pad the vocabulary of ")
              << vocab << " rows to a multiple of " << kVocabPadMultiple
              << " x tp=" << tp << ": the size overflows 64 bits";
     padded = padded / multiple * multiple;
     for (Operation *user : table.getUsers()) {
-      if (isa<EmbeddingOp>(user))
+      if (isa<EmbeddingOp>(user) && dim == 0)
         continue;
       auto head = dyn_cast<MatmulOp>(user);
-      if (!head || head.getRhs() != table || !head.getTransposeRhs() ||
-          !llvm::all_of(head->getUsers(), [&](Operation *op) {
-            return isa<CrossEntropyOp>(op) || logitsOutput(op);
-          }))
+      if (!head || head.getRhs() != table || vocabDim(head) != dim ||
+          !isLMHead(head))
         return user->emitError("cannot pad the vocabulary from ")
                << vocab << " to " << padded
                << " rows: the table is used other than by the embedding and "
-                  "a tied LM head feeding the loss or the logits output";
+                  "an LM head feeding the loss or the logits output";
     }
     setUnpadded(table);
-    table.setType(type.clone({padded, type.getDimSize(1)}));
+    SmallVector<int64_t> shape(type.getShape());
+    shape[dim] = padded;
+    table.setType(type.clone(shape));
     for (Operation *user : table.getUsers())
       if (auto head = dyn_cast<MatmulOp>(user)) {
         head.getResult().setType(withVocab(head.getType(), padded));

@@ -33,13 +33,20 @@
 // Backward: one block per (key tile, b*h) keeps dK and dV in registers while
 // walking the query tiles from the diagonal down, recomputing P from the
 // forward's log-sum-exp. dQ of a query tile gets a contribution from every
-// key tile; blocks add theirs with fp32 atomics into the q columns of dqkv,
-// zeroed first (the k and v columns are each written by exactly one block).
+// key tile; blocks add theirs with fp32 atomics into dq, zeroed first. With
+// one query head per key/value head, dK and dV of a (key tile, head) are
+// written by exactly one block; grouped-query attention writes each query
+// head's share into fp32 scratch, and a last sweep sums a group's shares.
 //
-// Every kernel templates on the storage type of qkv, out, dout and dqkv
-// (float, or bf16 for mixed precision); lse, delta and all arithmetic stay
-// fp32. A bf16 dqkv cannot take the atomics (each addition would round), so
-// dQ then accumulates in fp32 scratch, rounded into dqkv once complete.
+// q, k and v are pointers with row strides (attention.h): the sections of
+// one fused qkv or tensors of their own. Query head h reads key/value head
+// h / group.
+//
+// Every kernel templates on the storage type of q, k, v, out, dout and the
+// gradients (float, or bf16 for mixed precision); lse, delta and all
+// arithmetic stay fp32. A bf16 dq cannot take the atomics (each addition
+// would round), so dQ then accumulates in fp32 scratch, rounded into dq once
+// complete.
 
 namespace {
 
@@ -78,11 +85,16 @@ template <int kHeadDim> struct HeadTile {
 
 struct Geometry {
   int T, H, D;
+  int group;       // query heads per key/value head
   int tiles;       // ceil(T / kTile)
   int heads;       // B * H
-  int64_t qkvRow;  // elements per token of qkv: 3 H D
+  int64_t qRow;    // elements per token of q (and dq): its row stride
+  int64_t kvRow;   // elements per token of k and v (and dk, dv)
   int64_t outRow;  // elements per token of out: H D
   int64_t dqRow;   // floats per token of the dQ accumulator (backward)
+  // Where the backward kernels write dK and dV: per key/value head at
+  // kvRow (group 1), or per query head into [B, T, H, D] fp32 shares.
+  int64_t kvOutRow;
   float scale;     // 1/sqrt(D)
   float scaleLog2; // scale log2(e): exp(scale x) = exp2(scaleLog2 x)
   bool vec4;       // every tile row starts 4-element aligned: vector copies
@@ -267,29 +279,44 @@ __device__ __forceinline__ int headColumn(int col, int e) {
   return (e / 4 * kGroupLanes + col) * 4 + e % 4;
 }
 
+// The attention's inputs (a kernel argument): q, k and v at row strides
+// g.qRow and g.kvRow.
+template <typename Storage> struct Inputs {
+  const Storage *q, *k, *v;
+};
+
 // The (tile, b*h) pair of a block in the one-dimensional grid: `order` is
 // the tile's place in launch order. Every head of (b, h) starts at its
-// offset in qkv (the q head; k and v follow, H D apart) or out and dout.
+// offset in q, k and v (key/value head h / group) or out and dout.
 template <typename Storage> struct BlockHead {
   int order, bh, b, h;
-  int64_t qkvOffset, outOffset;
-  const Storage *q, *k, *v; // the heads of qkv
+  int64_t outOffset;
+  const Storage *q, *k, *v; // the heads' first rows
 };
 
 template <typename Storage>
-__device__ __forceinline__ BlockHead<Storage> blockHead(const Storage *qkv,
-                                                        const Geometry &g) {
+__device__ __forceinline__ BlockHead<Storage>
+blockHead(const Inputs<Storage> &in, const Geometry &g) {
   BlockHead<Storage> k;
   k.order = static_cast<int>(blockIdx.x / g.heads);
   k.bh = static_cast<int>(blockIdx.x % g.heads);
   k.b = k.bh / g.H;
   k.h = k.bh % g.H;
-  k.qkvOffset = int64_t(k.b) * g.T * g.qkvRow + k.h * g.D;
   k.outOffset = int64_t(k.b) * g.T * g.outRow + k.h * g.D;
-  k.q = qkv + k.qkvOffset;
-  k.k = k.q + g.H * g.D;
-  k.v = k.k + g.H * g.D;
+  const int64_t kvOffset = int64_t(k.b) * g.T * g.kvRow + k.h / g.group * g.D;
+  k.q = in.q + int64_t(k.b) * g.T * g.qRow + k.h * g.D;
+  k.k = in.k + kvOffset;
+  k.v = in.v + kvOffset;
   return k;
+}
+
+// Row t of query head h's dK (or dV) in `base`: the gradient itself when
+// each key/value head has one query head (h is then its key/value head), or
+// the fp32 shares [B, T, H, D] of grouped heads.
+template <typename Out>
+__device__ __forceinline__ Out *kvOutRow(Out *base, int b, int h, int t,
+                                         const Geometry &g) {
+  return base + (int64_t(b) * g.T + t) * g.kvOutRow + int64_t(h) * g.D;
 }
 
 // The thread's place in a 64 x 64 tile (see the top of the file): rows
@@ -396,12 +423,12 @@ template <typename Storage> struct BackwardHeads {
   const float *lse, *delta;
   float *dq;
 
-  __device__ __forceinline__ BackwardHeads(const Storage *qkv,
+  __device__ __forceinline__ BackwardHeads(const Inputs<Storage> &in,
                                            const Storage *dout,
                                            const float *lse,
                                            const float *delta, float *dq,
                                            const Geometry &g)
-      : blk(blockHead(qkv, g)), dout(dout + blk.outOffset),
+      : blk(blockHead(in, g)), dout(dout + blk.outOffset),
         lse(lse + int64_t(blk.bh) * g.T), delta(delta + int64_t(blk.bh) * g.T),
         dq(dq + int64_t(blk.b) * g.T * g.dqRow + blk.h * g.D) {}
 };
@@ -409,9 +436,8 @@ template <typename Storage> struct BackwardHeads {
 
 template <int kHeadDim, typename Storage>
 __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
-    attentionForward(const Storage *__restrict__ qkv,
-                     Storage *__restrict__ out, float *__restrict__ lse,
-                     Geometry g) {
+    attentionForward(Inputs<Storage> in, Storage *__restrict__ out,
+                     float *__restrict__ lse, Geometry g) {
   using Tile = HeadTile<kHeadDim>;
   constexpr int kCols = Tile::kGroups * 4;
   extern __shared__ float4 sharedRaw[];
@@ -421,21 +447,21 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
   float *sP = sV + Tile::kFloats;
 
   // The last query tiles see the most keys: schedule them first.
-  const auto blk = blockHead(qkv, g);
+  const auto blk = blockHead(in, g);
   const int qTile = g.tiles - 1 - blk.order;
   const int q0 = qTile * kTile;
   const Lanes at = threadLanes();
   const int col = at.col, row0 = at.row0;
 
-  loadTile<kHeadDim>(sQ, blk.q, g.qkvRow, q0, g);
-  loadTile<kHeadDim>(sK, blk.k, g.qkvRow, 0, g);
+  loadTile<kHeadDim>(sQ, blk.q, g.qRow, q0, g);
+  loadTile<kHeadDim>(sK, blk.k, g.kvRow, 0, g);
   commitAsync();
 
   float acc[kMicro][kCols] = {};
   SoftmaxRows softmax;
 
   for (int kTileIndex = 0; kTileIndex <= qTile; ++kTileIndex) {
-    loadTile<kHeadDim>(sV, blk.v, g.qkvRow, kTileIndex * kTile, g);
+    loadTile<kHeadDim>(sV, blk.v, g.kvRow, kTileIndex * kTile, g);
     commitAsync();
     waitAsync<1>(); // Q and this K
     __syncthreads();
@@ -459,7 +485,7 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
     // more: the next K may load during O += P V.
     __syncthreads();
     if (kTileIndex < qTile) {
-      loadTile<kHeadDim>(sK, blk.k, g.qkvRow, (kTileIndex + 1) * kTile, g);
+      loadTile<kHeadDim>(sK, blk.k, g.kvRow, (kTileIndex + 1) * kTile, g);
       commitAsync();
     }
     weightedRows<kHeadDim>(sP, row0, sV, col, acc);
@@ -494,14 +520,12 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <int kHeadDim, typename Storage>
+template <int kHeadDim, typename Storage, typename Out>
 __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
-    attentionBackward(const Storage *__restrict__ qkv,
-                      const Storage *__restrict__ dout,
+    attentionBackward(Inputs<Storage> in, const Storage *__restrict__ dout,
                       const float *__restrict__ lse,
-                      const float *__restrict__ delta,
-                      Storage *__restrict__ dqkv,
-                      float *dq, // may be dqkv itself (its q columns)
+                      const float *__restrict__ delta, Out *dk, Out *dv,
+                      float *dq, // may be the gradient itself (fp32)
                       Geometry g) {
   using Tile = HeadTile<kHeadDim>;
   constexpr int kCols = Tile::kGroups * 4;
@@ -515,7 +539,7 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
   float *sDelta = sLse + kTile;
 
   // The first key tiles are seen by the most queries: schedule them first.
-  const BackwardHeads<Storage> heads(qkv, dout, lse, delta, dq, g);
+  const BackwardHeads<Storage> heads(in, dout, lse, delta, dq, g);
   const int kTileIndex = heads.blk.order;
   const int k0 = kTileIndex * kTile;
   // The thread's key rows in the score and dK/dV tiles, and its query rows
@@ -535,8 +559,8 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
     }
   };
 
-  loadTile<kHeadDim>(sK, heads.blk.k, g.qkvRow, k0, g);
-  loadTile<kHeadDim>(sV, heads.blk.v, g.qkvRow, k0, g);
+  loadTile<kHeadDim>(sK, heads.blk.k, g.kvRow, k0, g);
+  loadTile<kHeadDim>(sV, heads.blk.v, g.kvRow, k0, g);
   loadQueryGrads(k0);
   commitAsync();
 
@@ -544,7 +568,7 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
 
   for (int qTileIndex = kTileIndex; qTileIndex < g.tiles; ++qTileIndex) {
     const int q0 = qTileIndex * kTile;
-    loadTile<kHeadDim>(sQ, heads.blk.q, g.qkvRow, q0, g);
+    loadTile<kHeadDim>(sQ, heads.blk.q, g.qRow, q0, g);
     commitAsync();
     waitAsync<0>();
     __syncthreads();
@@ -637,14 +661,14 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
     const int t = k0 + row0 + i;
     if (t >= g.T)
       continue;
-    Storage *dk = dqkv + heads.blk.qkvOffset + t * g.qkvRow + g.H * g.D;
-    Storage *dv = dk + g.H * g.D;
+    Out *dkRow = kvOutRow(dk, heads.blk.b, heads.blk.h, t, g);
+    Out *dvRow = kvOutRow(dv, heads.blk.b, heads.blk.h, t, g);
 #pragma unroll
     for (int e = 0; e < kCols; ++e) {
       int d = headColumn(col, e);
       if (d < g.D) {
-        dk[d] = fromFloat<Storage>(dK[i][e] * g.scale);
-        dv[d] = fromFloat<Storage>(dV[i][e]);
+        dkRow[d] = fromFloat<Out>(dK[i][e] * g.scale);
+        dvRow[d] = fromFloat<Out>(dV[i][e]);
       }
     }
   }
@@ -790,9 +814,8 @@ __device__ void blockProduct(const bf16 *a, int lda, const bf16 *b, int ldb,
 
 template <int kHeadDim, typename Storage>
 __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
-    attentionForwardMma(const Storage *__restrict__ qkv,
-                        Storage *__restrict__ out, float *__restrict__ lse,
-                        Geometry g) {
+    attentionForwardMma(Inputs<Storage> in, Storage *__restrict__ out,
+                        float *__restrict__ lse, Geometry g) {
   using Tile = MmaTile<kHeadDim>;
   // The thread's head columns: col + kGroupLanes e.
   constexpr int kCols = kHeadDim / kGroupLanes;
@@ -803,19 +826,19 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
   bf16 *sV = sK + Tile::kHalves;
   bf16 *sP = sV + Tile::kHalves;
 
-  const auto blk = blockHead(qkv, g);
+  const auto blk = blockHead(in, g);
   const int qTile = g.tiles - 1 - blk.order;
   const int q0 = qTile * kTile;
   const Lanes at = threadLanes();
   const int col = at.col, row0 = at.row0;
-  stageTile<kHeadDim>(sQ, blk.q, g.qkvRow, q0, g);
+  stageTile<kHeadDim>(sQ, blk.q, g.qRow, q0, g);
 
   float acc[kMicro][kCols] = {};
   SoftmaxRows softmax;
 
   for (int kTileIndex = 0; kTileIndex <= qTile; ++kTileIndex) {
-    stageTile<kHeadDim>(sK, blk.k, g.qkvRow, kTileIndex * kTile, g);
-    stageTile<kHeadDim>(sV, blk.v, g.qkvRow, kTileIndex * kTile, g);
+    stageTile<kHeadDim>(sK, blk.k, g.kvRow, kTileIndex * kTile, g);
+    stageTile<kHeadDim>(sV, blk.v, g.kvRow, kTileIndex * kTile, g);
     __syncthreads();
     blockProduct<kTile, wmma::row_major, wmma::col_major>(
         sQ, Tile::kStride, sK, Tile::kStride, g.D, sOut, Tile::kOutStride);
@@ -873,14 +896,12 @@ __device__ void writeRows(const float *tile, int ldt, float factor,
   }
 }
 
-template <int kHeadDim, typename Storage>
+template <int kHeadDim, typename Storage, typename Out>
 __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
-    attentionBackwardMma(const Storage *__restrict__ qkv,
-                         const Storage *__restrict__ dout,
+    attentionBackwardMma(Inputs<Storage> in, const Storage *__restrict__ dout,
                          const float *__restrict__ lse,
-                         const float *__restrict__ delta,
-                         Storage *__restrict__ dqkv,
-                         float *dq, // may be dqkv itself (its q columns)
+                         const float *__restrict__ delta, Out *dk, Out *dv,
+                         float *dq, // may be the gradient itself (fp32)
                          Geometry g) {
   using Tile = MmaTile<kHeadDim>;
   constexpr int kOutStride = kHeadDim + kPad; // dQ, dK, dV tiles in sScores
@@ -898,19 +919,19 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
   bf16 *sP = sDout + Tile::kHalves; // P^T, bf16 [key][query]
   bf16 *sDs = sP + kMmaScoreHalves; // dS^T
 
-  const BackwardHeads<Storage> heads(qkv, dout, lse, delta, dq, g);
+  const BackwardHeads<Storage> heads(in, dout, lse, delta, dq, g);
   const int kTileIndex = heads.blk.order;
   const int k0 = kTileIndex * kTile;
 
-  stageTile<kHeadDim>(sK, heads.blk.k, g.qkvRow, k0, g);
-  stageTile<kHeadDim>(sV, heads.blk.v, g.qkvRow, k0, g);
+  stageTile<kHeadDim>(sK, heads.blk.k, g.kvRow, k0, g);
+  stageTile<kHeadDim>(sV, heads.blk.v, g.kvRow, k0, g);
   Accumulator dK[Tile::kWarpBlocks], dV[Tile::kWarpBlocks];
   zero(dK);
   zero(dV);
 
   for (int qTileIndex = kTileIndex; qTileIndex < g.tiles; ++qTileIndex) {
     const int q0 = qTileIndex * kTile;
-    stageTile<kHeadDim>(sQ, heads.blk.q, g.qkvRow, q0, g);
+    stageTile<kHeadDim>(sQ, heads.blk.q, g.qRow, q0, g);
     stageTile<kHeadDim>(sDout, heads.dout, g.outRow, q0, g);
     const int r = static_cast<int>(threadIdx.x);
     if (r < kTile && q0 + r < g.T) {
@@ -954,39 +975,48 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
     __syncthreads(); // Q, dO, lse, delta and sScores are overwritten next
   }
 
-  Storage *dkHead = dqkv + heads.blk.qkvOffset + g.H * g.D;
   storeBlocks<kHeadDim>(dK, sScores, kOutStride);
   __syncthreads();
-  writeRows<kHeadDim, false>(sScores, kOutStride, g.scale, dkHead, g.qkvRow,
-                             k0, g);
+  writeRows<kHeadDim, false>(sScores, kOutStride, g.scale,
+                             kvOutRow(dk, heads.blk.b, heads.blk.h, 0, g),
+                             g.kvOutRow, k0, g);
   __syncthreads();
   storeBlocks<kHeadDim>(dV, sScores, kOutStride);
   __syncthreads();
-  writeRows<kHeadDim, false>(sScores, kOutStride, 1.0f, dkHead + g.H * g.D,
-                             g.qkvRow, k0, g);
+  writeRows<kHeadDim, false>(sScores, kOutStride, 1.0f,
+                             kvOutRow(dv, heads.blk.b, heads.blk.h, 0, g),
+                             g.kvOutRow, k0, g);
 }
 
-Geometry makeGeometry(int64_t B, int64_t T, int64_t H, int64_t D,
-                      bool aligned) {
+Geometry makeGeometry(int64_t B, int64_t T, int64_t H, int64_t KV,
+                      int64_t D, int64_t ldq, int64_t ldkv, bool aligned) {
   if (D < 1 || D > kMaxHeadDim)
     mrt::fatal("attention head dimension %lld outside [1, %d]",
                static_cast<long long>(D), kMaxHeadDim);
+  if (KV < 1 || H % KV != 0)
+    mrt::fatal("attention: %lld key/value heads do not divide %lld query "
+               "heads",
+               static_cast<long long>(KV), static_cast<long long>(H));
   Geometry g;
   g.T = mrt::checkedInt(T, "attention sequence length");
   g.H = mrt::checkedInt(H, "attention heads");
   g.D = static_cast<int>(D);
+  g.group = static_cast<int>(H / KV);
   g.tiles = static_cast<int>(mrt::cuda::ceilDiv(T, kTile));
   g.heads = mrt::checkedInt(B * H, "attention batch * heads");
   // One block per (tile, b*h) in a one-dimensional grid, and head offsets
   // within a token's row in int.
   mrt::checkedInt(int64_t(g.tiles) * g.heads, "attention blocks");
-  g.qkvRow = mrt::checkedInt(3 * H * D, "attention qkv columns");
+  g.qRow = mrt::checkedInt(ldq, "attention q row stride");
+  g.kvRow = mrt::checkedInt(ldkv, "attention k/v row stride");
   g.outRow = H * D;
-  g.dqRow = g.qkvRow;
+  g.dqRow = g.qRow;
+  g.kvOutRow = g.group == 1 ? g.kvRow : g.outRow;
   const double scale = 1.0 / std::sqrt(double(D));
   g.scale = static_cast<float>(scale);
   g.scaleLog2 = static_cast<float>(scale * kLog2e);
-  g.vec4 = D % 4 == 0 && aligned;
+  // Vector copies need every row of q, k and v 4-element aligned.
+  g.vec4 = D % 4 == 0 && ldq % 4 == 0 && ldkv % 4 == 0 && aligned;
   return g;
 }
 
@@ -1021,7 +1051,7 @@ template <int kHeadDim> constexpr size_t backwardMmaSharedBytes() {
 // The kernels for head tiles of kHeadDim columns: on the tensor cores when
 // D allows it.
 template <int kHeadDim, typename Storage>
-void launchForward(const Storage *qkv, Storage *out, float *lse,
+void launchForward(const Inputs<Storage> &in, Storage *out, float *lse,
                    const Geometry &g) {
   const bool mma = tensorCorePath(g.D);
   const auto kernel = mma ? attentionForwardMma<kHeadDim, Storage>
@@ -1029,45 +1059,45 @@ void launchForward(const Storage *qkv, Storage *out, float *lse,
   const size_t bytes = mma ? forwardMmaSharedBytes<kHeadDim>()
                            : forwardSharedBytes<kHeadDim>();
   allowSharedBytes(kernel, bytes);
-  kernel<<<g.tiles * g.heads, kThreads, bytes, computeStream()>>>(qkv, out,
+  kernel<<<g.tiles * g.heads, kThreads, bytes, computeStream()>>>(in, out,
                                                                   lse, g);
   MRT_CUDA_CHECK_LAUNCH();
 }
 
-template <int kHeadDim, typename Storage>
-void launchBackward(const Storage *qkv, const Storage *dout, const float *lse,
-                    const float *delta, Storage *dqkv, float *dq,
-                    const Geometry &g) {
+template <int kHeadDim, typename Storage, typename Out>
+void launchBackward(const Inputs<Storage> &in, const Storage *dout,
+                    const float *lse, const float *delta, Out *dk, Out *dv,
+                    float *dq, const Geometry &g) {
   const bool mma = tensorCorePath(g.D);
-  const auto kernel = mma ? attentionBackwardMma<kHeadDim, Storage>
-                          : attentionBackward<kHeadDim, Storage>;
+  const auto kernel = mma ? attentionBackwardMma<kHeadDim, Storage, Out>
+                          : attentionBackward<kHeadDim, Storage, Out>;
   const size_t bytes = mma ? backwardMmaSharedBytes<kHeadDim>()
                            : backwardSharedBytes<kHeadDim>();
   allowSharedBytes(kernel, bytes);
   kernel<<<g.tiles * g.heads, kThreads, bytes, computeStream()>>>(
-      qkv, dout, lse, delta, dqkv, dq, g);
+      in, dout, lse, delta, dk, dv, dq, g);
   MRT_CUDA_CHECK_LAUNCH();
 }
 
-// The finished fp32 dQ ([B*T, H*D]) into the q columns of a bf16 dqkv.
+// The finished fp32 dQ ([B*T, H*D]) into a bf16 dq at its row stride.
 struct RoundDq {
-  const float *dq;
-  bf16 *dqkv;
-  int64_t qkvRow, outRow;
+  const float *scratch;
+  bf16 *dq;
+  int64_t qRow, outRow;
   template <int kVec> __device__ void apply(int64_t r, int64_t c) const {
     float v[kVec];
-    mrt::cuda::loadVec(dq + r * outRow + c, v);
-    mrt::cuda::storeVec(dqkv + r * qkvRow + c, v);
+    mrt::cuda::loadVec(scratch + r * outRow + c, v);
+    mrt::cuda::storeVec(dq + r * qRow + c, v);
   }
 };
 
-// dQ sums every key tile's share with atomics: in place in an fp32 dqkv,
-// in fp32 scratch for a bf16 one. Zeroes it, returns it and sets g.dqRow.
+// dQ sums every key tile's share with atomics: in place in an fp32 dq, in
+// fp32 scratch for a bf16 one. Zeroes it, returns it and sets g.dqRow.
 template <typename Storage> class DqAccumulator {
 public:
-  DqAccumulator(Storage *dqkv, int64_t tokens, Geometry &g) {
+  DqAccumulator(Storage *dq, int64_t tokens, Geometry &g) {
     if constexpr (std::is_same_v<Storage, float>) {
-      dq_ = dqkv;
+      dq_ = dq;
     } else {
       scratch_ = std::make_unique<mrt::cuda::DeviceScratch<float>>(
           tokens * g.outRow);
@@ -1080,12 +1110,12 @@ public:
   }
   float *get() const { return dq_; }
 
-  // After the backward kernel: a bf16 dqkv gets its q columns.
-  void finish(Storage *dqkv, int64_t tokens, const Geometry &g) const {
+  // After the backward kernel: a bf16 dq gets its values.
+  void finish(Storage *dq, int64_t tokens, const Geometry &g) const {
     if constexpr (!std::is_same_v<Storage, float>)
       mrt::cuda::launchRowSweep(
-          tokens, g.outRow, RoundDq{dq_, dqkv, g.qkvRow, g.outRow},
-          g.vec4 && mrt::cuda::vec4Aligned(dqkv));
+          tokens, g.outRow, RoundDq{dq_, dq, g.qRow, g.outRow},
+          g.vec4 && mrt::cuda::vec4Aligned(dq));
   }
 
 private:
@@ -1093,28 +1123,63 @@ private:
   std::unique_ptr<mrt::cuda::DeviceScratch<float>> scratch_;
 };
 
+// dK (or dV) of each key/value head: the sum of its query heads' fp32
+// shares [B*T, H, D], in head order, into the gradient at its row stride.
+template <typename Storage> struct SumGroups {
+  const float *shares;
+  Storage *grad;
+  int64_t kvRow, outRow;
+  int group, D;
+  template <int kVec> __device__ void apply(int64_t r, int64_t c) const {
+    const int64_t kvHead = c / D, d = c % D;
+    const float *share = shares + r * outRow + kvHead * group * D + d;
+    float sum = 0.0f;
+    for (int i = 0; i < group; ++i)
+      sum += share[int64_t(i) * D];
+    grad[r * kvRow + c] = fromFloat<Storage>(sum);
+  }
+};
+
 template <typename Storage>
-void attentionFwd(const Storage *qkv, Storage *out, float *lse, int64_t B,
-                  int64_t T, int64_t H, int64_t D) {
+void attentionFwd(const Inputs<Storage> &in, int64_t ldq, int64_t ldkv,
+                  Storage *out, float *lse, int64_t B, int64_t T, int64_t H,
+                  int64_t KV, int64_t D) {
   if (B == 0 || T == 0 || H == 0)
     return;
-  const Geometry g = makeGeometry(B, T, H, D, mrt::cuda::vec4Aligned(qkv));
+  const Geometry g = makeGeometry(
+      B, T, H, KV, D, ldq, ldkv,
+      mrt::cuda::vec4Aligned(in.q) && mrt::cuda::vec4Aligned(in.k) &&
+          mrt::cuda::vec4Aligned(in.v));
   if (D <= 64)
-    launchForward<64>(qkv, out, lse, g);
+    launchForward<64>(in, out, lse, g);
   else
-    launchForward<128>(qkv, out, lse, g);
+    launchForward<128>(in, out, lse, g);
+}
+
+// The backward kernels for the head size, writing dK and dV into `dk` and
+// `dv` at g.kvOutRow.
+template <typename Storage, typename Out>
+void backwardInto(const Inputs<Storage> &in, const Storage *dout,
+                  const float *lse, const float *delta, Out *dk, Out *dv,
+                  float *dq, const Geometry &g) {
+  if (g.D <= 64)
+    launchBackward<64>(in, dout, lse, delta, dk, dv, dq, g);
+  else
+    launchBackward<128>(in, dout, lse, delta, dk, dv, dq, g);
 }
 
 template <typename Storage>
-void attentionBwd(const Storage *qkv, const Storage *out, const Storage *dout,
-                  const float *lse, Storage *dqkv, int64_t B, int64_t T,
-                  int64_t H, int64_t D) {
+void attentionBwd(const Inputs<Storage> &in, int64_t ldq, int64_t ldkv,
+                  const Storage *out, const Storage *dout, const float *lse,
+                  Storage *dq, Storage *dk, Storage *dv, int64_t B, int64_t T,
+                  int64_t H, int64_t KV, int64_t D) {
   if (B == 0 || T == 0 || H == 0)
     return;
-  Geometry g = makeGeometry(B, T, H, D,
-                            mrt::cuda::vec4Aligned(qkv) &&
-                                mrt::cuda::vec4Aligned(dout));
-  const DqAccumulator<Storage> dq(dqkv, B * T, g);
+  Geometry g = makeGeometry(
+      B, T, H, KV, D, ldq, ldkv,
+      mrt::cuda::vec4Aligned(in.q) && mrt::cuda::vec4Aligned(in.k) &&
+          mrt::cuda::vec4Aligned(in.v) && mrt::cuda::vec4Aligned(dout));
+  const DqAccumulator<Storage> dqAcc(dq, B * T, g);
 
   const int64_t rows = B * T * H;
   mrt::cuda::DeviceScratch<float> delta(rows);
@@ -1124,41 +1189,64 @@ void attentionBwd(const Storage *qkv, const Storage *out, const Storage *dout,
       out, dout, delta.get(), g, rows);
   MRT_CUDA_CHECK_LAUNCH();
 
-  if (D <= 64)
-    launchBackward<64>(qkv, dout, lse, delta.get(), dqkv, dq.get(), g);
-  else
-    launchBackward<128>(qkv, dout, lse, delta.get(), dqkv, dq.get(), g);
-  dq.finish(dqkv, B * T, g);
+  if (g.group == 1) {
+    backwardInto(in, dout, lse, delta.get(), dk, dv, dqAcc.get(), g);
+  } else {
+    // Each query head's share, then a group's sum.
+    mrt::cuda::DeviceScratch<float> dkShares(B * T * H * D),
+        dvShares(B * T * H * D);
+    backwardInto(in, dout, lse, delta.get(), dkShares.get(),
+                    dvShares.get(), dqAcc.get(), g);
+    for (auto [shares, grad] : {std::pair{dkShares.get(), dk},
+                                std::pair{dvShares.get(), dv}})
+      mrt::cuda::launchRowSweep(
+          B * T, KV * D,
+          SumGroups<Storage>{shares, grad, g.kvRow, g.outRow, g.group, g.D},
+          /*vec4=*/false);
+  }
+  dqAcc.finish(dq, B * T, g);
 }
 
 } // namespace
 
 using mrt::cuda::asBf16;
 
-extern "C" void mrt_attention_fwd_f32(const float *qkv, float *out, float *lse,
+extern "C" void mrt_attention_fwd_f32(const float *q, const float *k,
+                                      const float *v, int64_t ldq,
+                                      int64_t ldkv, float *out, float *lse,
                                       int64_t B, int64_t T, int64_t H,
-                                      int64_t D) {
-  attentionFwd(qkv, out, lse, B, T, H, D);
+                                      int64_t KV, int64_t D) {
+  attentionFwd(Inputs<float>{q, k, v}, ldq, ldkv, out, lse, B, T, H, KV, D);
 }
 
-extern "C" void mrt_attention_fwd_bf16(const mrt_bf16 *qkv, mrt_bf16 *out,
+extern "C" void mrt_attention_fwd_bf16(const mrt_bf16 *q, const mrt_bf16 *k,
+                                       const mrt_bf16 *v, int64_t ldq,
+                                       int64_t ldkv, mrt_bf16 *out,
                                        float *lse, int64_t B, int64_t T,
-                                       int64_t H, int64_t D) {
-  attentionFwd(asBf16(qkv), asBf16(out), lse, B, T, H, D);
+                                       int64_t H, int64_t KV, int64_t D) {
+  attentionFwd(Inputs<bf16>{asBf16(q), asBf16(k), asBf16(v)}, ldq, ldkv,
+               asBf16(out), lse, B, T, H, KV, D);
 }
 
-extern "C" void mrt_attention_bwd_f32(const float *qkv, const float *out,
+extern "C" void mrt_attention_bwd_f32(const float *q, const float *k,
+                                      const float *v, int64_t ldq,
+                                      int64_t ldkv, const float *out,
                                       const float *dout, const float *lse,
-                                      float *dqkv, int64_t B, int64_t T,
-                                      int64_t H, int64_t D) {
-  attentionBwd(qkv, out, dout, lse, dqkv, B, T, H, D);
+                                      float *dq, float *dk, float *dv,
+                                      int64_t B, int64_t T, int64_t H,
+                                      int64_t KV, int64_t D) {
+  attentionBwd(Inputs<float>{q, k, v}, ldq, ldkv, out, dout, lse, dq, dk, dv,
+               B, T, H, KV, D);
 }
 
-extern "C" void mrt_attention_bwd_bf16(const mrt_bf16 *qkv,
-                                       const mrt_bf16 *out,
+extern "C" void mrt_attention_bwd_bf16(const mrt_bf16 *q, const mrt_bf16 *k,
+                                       const mrt_bf16 *v, int64_t ldq,
+                                       int64_t ldkv, const mrt_bf16 *out,
                                        const mrt_bf16 *dout, const float *lse,
-                                       mrt_bf16 *dqkv, int64_t B, int64_t T,
-                                       int64_t H, int64_t D) {
-  attentionBwd(asBf16(qkv), asBf16(out), asBf16(dout), lse, asBf16(dqkv), B,
-               T, H, D);
+                                       mrt_bf16 *dq, mrt_bf16 *dk,
+                                       mrt_bf16 *dv, int64_t B, int64_t T,
+                                       int64_t H, int64_t KV, int64_t D) {
+  attentionBwd(Inputs<bf16>{asBf16(q), asBf16(k), asBf16(v)}, ldq, ldkv,
+               asBf16(out), asBf16(dout), lse, asBf16(dq), asBf16(dk),
+               asBf16(dv), B, T, H, KV, D);
 }

@@ -25,18 +25,19 @@ using mrt::cuda::kBlockThreads;
 using mrt::cuda::MaxOp;
 using mrt::cuda::SumOp;
 
+// H query heads, KV cache heads; `ld` the row stride of the chunk's input.
 struct Shape {
-  int64_t L, B, T, H, D, N;
+  int64_t L, B, T, H, KV, D, N, ld;
 };
 
 __device__ int64_t cacheRow(const Shape &s, int64_t layer, int64_t b,
-                            int64_t h, int64_t position) {
-  return (((layer * s.B + b) * s.H + h) * s.N + position) * s.D;
+                            int64_t g, int64_t position) {
+  return (((layer * s.B + b) * s.KV + g) * s.N + position) * s.D;
 }
 
-__device__ int64_t qkvRow(const Shape &s, int64_t b, int64_t t,
-                          int64_t section, int64_t h) {
-  return (b * s.T + t) * 3 * s.H * s.D + (section * s.H + h) * s.D;
+// Head h of token t of sequence b in a chunk input at row stride s.ld.
+__device__ int64_t inputRow(const Shape &s, int64_t b, int64_t t, int64_t h) {
+  return (b * s.T + t) * s.ld + h * s.D;
 }
 
 __device__ void checkPosition(const Shape &s, int64_t b, int64_t position) {
@@ -49,27 +50,27 @@ __device__ void checkPosition(const Shape &s, int64_t b, int64_t position) {
   }
 }
 
-// One thread per element of the chunk's [B, T, H, D] keys or values.
+// One thread per element of the chunk's [B, T, KV, D] keys or values.
 __global__ void __launch_bounds__(kBlockThreads)
-    storeChunk(const float *__restrict__ qkv, float *__restrict__ cache,
-               const int32_t *__restrict__ positions, int64_t section,
-               int64_t layer, Shape s) {
-  const int64_t n = s.B * s.T * s.H * s.D;
+    storeChunk(const float *__restrict__ x, float *__restrict__ cache,
+               const int32_t *__restrict__ positions, int64_t layer,
+               Shape s) {
+  const int64_t n = s.B * s.T * s.KV * s.D;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t d = i % s.D, h = (i / s.D) % s.H, t = (i / (s.D * s.H)) % s.T,
-                  b = i / (s.D * s.H * s.T);
+    const int64_t d = i % s.D, g = (i / s.D) % s.KV,
+                  t = (i / (s.D * s.KV)) % s.T, b = i / (s.D * s.KV * s.T);
     const int64_t position = positions[b] + t;
     checkPosition(s, b, position);
-    cache[cacheRow(s, layer, b, h, position) + d] =
-        qkv[qkvRow(s, b, t, section, h) + d];
+    cache[cacheRow(s, layer, b, g, position) + d] = x[inputRow(s, b, t, g) + d];
   }
 }
 
 // Block (b * H + h) * T + t: query t of head h of sequence b over cached
-// positions [0, positions[b] + t]. Dynamic shared memory: N scores.
+// positions [0, positions[b] + t] of cache head h / (H / KV). Dynamic
+// shared memory: N scores.
 __global__ void __launch_bounds__(kBlockThreads)
-    attendCached(const float *__restrict__ qkv,
+    attendCached(const float *__restrict__ queries,
                  const float *__restrict__ keys,
                  const float *__restrict__ values,
                  const int32_t *__restrict__ positions,
@@ -80,9 +81,10 @@ __global__ void __launch_bounds__(kBlockThreads)
                 b = blockIdx.x / (s.T * s.H);
   const int64_t last = positions[b] + t;
   checkPosition(s, b, last);
-  const float *q = qkv + qkvRow(s, b, t, 0, h);
-  const float *k = keys + cacheRow(s, layer, b, h, 0);
-  const float *v = values + cacheRow(s, layer, b, h, 0);
+  const float *q = queries + inputRow(s, b, t, h);
+  const int64_t g = h / (s.H / s.KV);
+  const float *k = keys + cacheRow(s, layer, b, g, 0);
+  const float *v = values + cacheRow(s, layer, b, g, 0);
   const float scale = 1.0f / sqrtf(static_cast<float>(s.D));
   float max = -INFINITY;
   for (int64_t j = threadIdx.x; j <= last; j += blockDim.x) {
@@ -108,36 +110,40 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 } // namespace
 
-extern "C" void mrt_kv_cache_store_f32(const float *qkv, float *cache,
-                                       const int32_t *positions,
-                                       int64_t section, int64_t layer,
-                                       int64_t L, int64_t B, int64_t T,
-                                       int64_t H, int64_t D, int64_t N) {
-  if (section != 1 && section != 2)
-    mrt::fatal("generation: KV cache section %lld (1: keys, 2: values)",
-               static_cast<long long>(section));
+namespace {
+void checkLayer(int64_t layer, int64_t L) {
   if (layer < 0 || layer >= L)
     mrt::fatal("generation: layer %lld of a KV cache of %lld layers",
                static_cast<long long>(layer), static_cast<long long>(L));
-  const Shape s{L, B, T, H, D, N};
-  const int64_t n = B * T * H * D;
+}
+} // namespace
+
+extern "C" void mrt_kv_cache_store_f32(const float *x, int64_t ld,
+                                       float *cache, const int32_t *positions,
+                                       int64_t layer, int64_t L, int64_t B,
+                                       int64_t T, int64_t KV, int64_t D,
+                                       int64_t N) {
+  checkLayer(layer, L);
+  const Shape s{L, B, T, KV, KV, D, N, ld};
+  const int64_t n = B * T * KV * D;
   if (n == 0)
     return;
   storeChunk<<<gridStrideBlocks(n), kBlockThreads, 0, computeStream()>>>(
-      qkv, cache, positions, section, layer, s);
+      x, cache, positions, layer, s);
   MRT_CUDA_CHECK_LAUNCH();
 }
 
-extern "C" void mrt_attention_cached_f32(const float *qkv,
+extern "C" void mrt_attention_cached_f32(const float *q, int64_t ldq,
                                          const float *k_cache,
                                          const float *v_cache,
                                          const int32_t *positions, float *out,
                                          int64_t layer, int64_t L, int64_t B,
-                                         int64_t T, int64_t H, int64_t D,
-                                         int64_t N) {
-  if (layer < 0 || layer >= L)
-    mrt::fatal("generation: layer %lld of a KV cache of %lld layers",
-               static_cast<long long>(layer), static_cast<long long>(L));
+                                         int64_t T, int64_t H, int64_t KV,
+                                         int64_t D, int64_t N) {
+  checkLayer(layer, L);
+  if (KV < 1 || H % KV != 0)
+    mrt::fatal("generation: %lld cache heads do not divide %lld query heads",
+               static_cast<long long>(KV), static_cast<long long>(H));
   const int64_t blocks = B * H * T;
   if (blocks == 0)
     return;
@@ -149,7 +155,7 @@ extern "C" void mrt_attention_cached_f32(const float *qkv,
         attendCached, cudaFuncAttributeMaxDynamicSharedMemorySize,
         static_cast<int>(scoreBytes)));
   attendCached<<<static_cast<unsigned>(blocks), kBlockThreads, scoreBytes,
-                 computeStream()>>>(qkv, k_cache, v_cache, positions, out,
-                                    layer, Shape{L, B, T, H, D, N});
+                 computeStream()>>>(q, k_cache, v_cache, positions, out,
+                                    layer, Shape{L, B, T, H, KV, D, N, ldq});
   MRT_CUDA_CHECK_LAUNCH();
 }

@@ -350,11 +350,17 @@ TEST(CheckpointNames, Schemes) {
   EXPECT_EQ(gpt2("transformer.h.11.attn.masked_bias"), std::nullopt);
   EXPECT_EQ(gpt2("lm_head.weight"), std::nullopt);
   EXPECT_EQ(gpt2("h.3.attn.c_attn.bias"), "h.3.attn.c_attn.bias");
-  EXPECT_THROW(checkpointNamesFor("hf-llama"), std::invalid_argument);
-  std::string llama = manifestWith("");
-  llama.insert(1, "\"checkpoint_names\":\"hf-llama\",");
-  EXPECT_NE(manifestError(llama).find("unknown checkpoint names \"hf-llama\" "
-                                      "(known: \"hf-gpt2\""),
+  CheckpointNames llama = checkpointNamesFor(MGT_CHECKPOINT_NAMES_HF_LLAMA);
+  EXPECT_EQ(llama("model.layers.3.mlp.gate_proj.weight"),
+            "model.layers.3.mlp.gate_proj.weight");
+  EXPECT_EQ(llama("lm_head.weight"), "lm_head.weight");
+  EXPECT_EQ(llama("model.layers.3.self_attn.rotary_emb.inv_freq"),
+            std::nullopt);
+  EXPECT_THROW(checkpointNamesFor("hf-mamba"), std::invalid_argument);
+  std::string unknown = manifestWith("");
+  unknown.insert(1, "\"checkpoint_names\":\"hf-mamba\",");
+  EXPECT_NE(manifestError(unknown).find("unknown checkpoint names \"hf-mamba\" "
+                                        "(known: \"hf-gpt2\", \"hf-llama\""),
             std::string::npos);
   std::string gpt2Manifest = manifestWith("");
   gpt2Manifest.insert(1, "\"checkpoint_names\":\"hf-gpt2\",");

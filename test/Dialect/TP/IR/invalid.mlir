@@ -931,3 +931,43 @@ func.func @narrow_rms_norm_grad(%x: tensor<2x8xf32>, %w: tensor<8xf32>) -> tenso
   %dx, %dw = tp.rms_norm_grad %x, %w, %x {epsilon = 1.0e-5 : f32} : tensor<2x8xf32>, tensor<8xf32> -> tensor<8xbf16>
   return %dw : tensor<8xbf16>
 }
+
+// -----
+
+func.func @rope_heads(%x: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{'tp.rope' op 3 heads do not divide the width 16}}
+  %0 = tp.rope %x heads = 3 theta = 1.0e4 : tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @rope_odd_head(%x: tensor<2x8x18xf32>) {
+  // expected-error @+1 {{'tp.rope' op rotary embeddings pair the halves of each head: the head width 9 is odd}}
+  %0 = tp.rope %x heads = 2 theta = 1.0e4 : tensor<2x8x18xf32>
+  return
+}
+
+// -----
+
+func.func @rope_rank(%x: tensor<8x16xf32>) {
+  // expected-error @+1 {{'tp.rope' op input must be [batch, seq, heads * head width], got [8, 16]}}
+  %0 = tp.rope %x heads = 2 theta = 1.0e4 : tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @rope_theta(%x: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{'tp.rope' op theta must be positive, got 0}}
+  %0 = tp.rope %x heads = 2 theta = 0.0 : tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @rope_positions(%x: tensor<2x8x16xf32>, %p: tensor<3xi32>) {
+  // expected-error @+1 {{'tp.rope' op positions has shape [3] but [2] is expected}}
+  %0 = tp.rope %x, %p heads = 2 theta = 1.0e4 : tensor<2x8x16xf32>, tensor<3xi32>
+  return
+}

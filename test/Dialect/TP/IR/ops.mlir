@@ -27,6 +27,15 @@ func.func @transformer_ops(%wte: tensor<64x16xf32> {tp.sharding = #tp.sharding<@
   %rsum, %rr = tp.residual_rms_norm %x, %rn, %w : tensor<2x8x16xf32>, tensor<16xf32>
   // CHECK: tp.rms_norm_grad %{{.*}} {epsilon = 9.99999974E-6 : f32} : tensor<2x8x16xf32>, tensor<16xf32> -> tensor<16xf32>
   %rdx, %rdw = tp.rms_norm_grad %x, %w, %rr {epsilon = 1.0e-5 : f32} : tensor<2x8x16xf32>, tensor<16xf32> -> tensor<16xf32>
+  // CHECK: tp.swiglu %{{.*}}, %{{.*}} : tensor<2x8x16xf32>
+  %sw = tp.swiglu %x, %rn : tensor<2x8x16xf32>
+  // CHECK: tp.swiglu_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x8x16xf32>
+  %sdg, %sdu = tp.swiglu_grad %x, %rn, %sw : tensor<2x8x16xf32>
+  // CHECK: tp.rope %{{.*}} heads = 4 theta = 1.000000e+04 : tensor<2x8x16xf32>
+  %rq = tp.rope %x heads = 4 theta = 1.0e4 : tensor<2x8x16xf32>
+  // CHECK: tp.rope %{{.*}}, %{{.*}} heads = 4 theta = 5.000000e+05 {inverse} : tensor<2x8x16xf32>, tensor<2xi32>
+  %starts = arith.constant dense<[0, 3]> : tensor<2xi32>
+  %rk = tp.rope %x, %starts heads = 4 theta = 5.0e5 {inverse} : tensor<2x8x16xf32>, tensor<2xi32>
   // CHECK: %[[QKV:.*]] = tp.matmul {{.*}} : tensor<2x8x16xf32>, tensor<16x48xf32> -> tensor<2x8x48xf32>
   %qkv = tp.matmul %h, %c_attn : tensor<2x8x16xf32>, tensor<16x48xf32> -> tensor<2x8x48xf32>
   // CHECK: tp.attention %[[QKV]] heads = 4 : tensor<2x8x48xf32> -> tensor<2x8x16xf32>

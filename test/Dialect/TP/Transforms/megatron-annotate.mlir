@@ -91,7 +91,7 @@ func.func @width(%x: tensor<2x8xf32>, %w: tensor<8x3xf32>) -> tensor<2x3xf32> {
 
 func.func @pad_escapes(%wte: tensor<15x8xf32>, %ids: tensor<2x4xi32>) -> tensor<2x4x15xf32> {
   %x = tp.embedding %wte[%ids] : tensor<15x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
-  // expected-error @+1 {{cannot pad the vocabulary from 15 to 256 rows: the table is used other than by the embedding and a tied LM head feeding the loss}}
+  // expected-error @+1 {{cannot pad the vocabulary from 15 to 256 rows: the table is used other than by the embedding and an LM head feeding the loss}}
   %l = tp.matmul %x, %wte {transpose_rhs} : tensor<2x4x8xf32>, tensor<15x8xf32> -> tensor<2x4x15xf32>
   return %l : tensor<2x4x15xf32>
 }
@@ -110,4 +110,46 @@ func.func @other_mesh(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
 tp.mesh @mesh axes = ["dp" = 2]
 func.func @no_tp_axis(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   return %x : tensor<2x8xf32>
+}
+
+// -----
+
+// A Llama block's GEMMs (nn.Linear [out, in] weights, transposed): q and k
+// through rotary embeddings, v, and SwiGLU's gate and up split by columns
+// (the weights' rows), o and down by rows (their columns).
+
+// CHECK-LABEL: func.func @llama_block(
+// CHECK-SAME: %{{.*}}: tensor<8x8xf32> {tp.sharding = #tp.sharding<@mesh, {{\[}}["tp"], []]>}
+// CHECK-SAME: %{{.*}}: tensor<8x8xf32> {tp.sharding = #tp.sharding<@mesh, {{\[}}["tp"], []]>}
+// CHECK-SAME: %{{.*}}: tensor<8x8xf32> {tp.sharding = #tp.sharding<@mesh, {{\[}}["tp"], []]>}
+// CHECK-SAME: %{{.*}}: tensor<8x8xf32> {tp.sharding = #tp.sharding<@mesh, {{\[\[}}], ["tp"]]>}
+// CHECK-SAME: %{{.*}}: tensor<32x8xf32> {tp.sharding = #tp.sharding<@mesh, {{\[}}["tp"], []]>}
+// CHECK-SAME: %{{.*}}: tensor<32x8xf32> {tp.sharding = #tp.sharding<@mesh, {{\[}}["tp"], []]>}
+// CHECK-SAME: %{{.*}}: tensor<8x32xf32> {tp.sharding = #tp.sharding<@mesh, {{\[\[}}], ["tp"]]>}
+func.func @llama_block(%x: tensor<2x4x8xf32>, %wq: tensor<8x8xf32>, %wk: tensor<8x8xf32>,
+                       %wv: tensor<8x8xf32>, %wo: tensor<8x8xf32>,
+                       %wg: tensor<32x8xf32>, %wu: tensor<32x8xf32>,
+                       %wd: tensor<8x32xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>) {
+  %q = tp.matmul %x, %wq {transpose_rhs} : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+  %k = tp.matmul %x, %wk {transpose_rhs} : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+  %v = tp.matmul %x, %wv {transpose_rhs} : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+  %rq = tp.rope %q heads = 2 theta = 1.0e4 : tensor<2x4x8xf32>
+  %rk = tp.rope %k heads = 2 theta = 1.0e4 : tensor<2x4x8xf32>
+  %m = tp.add %rq, %rk : tensor<2x4x8xf32>
+  %mv = tp.add %m, %v : tensor<2x4x8xf32>
+  %o = tp.matmul %mv, %wo {transpose_rhs} : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+  %g = tp.matmul %x, %wg {transpose_rhs} : tensor<2x4x8xf32>, tensor<32x8xf32> -> tensor<2x4x32xf32>
+  %u = tp.matmul %x, %wu {transpose_rhs} : tensor<2x4x8xf32>, tensor<32x8xf32> -> tensor<2x4x32xf32>
+  %a = tp.swiglu %g, %u : tensor<2x4x32xf32>
+  %y = tp.matmul %a, %wd {transpose_rhs} : tensor<2x4x32xf32>, tensor<8x32xf32> -> tensor<2x4x8xf32>
+  return %o, %y : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+}
+
+// -----
+
+func.func @rope_heads_tp(%x: tensor<2x4x12xf32>, %w: tensor<12x12xf32>) -> tensor<2x4x12xf32> {
+  %q = tp.matmul %x, %w : tensor<2x4x12xf32>, tensor<12x12xf32> -> tensor<2x4x12xf32>
+  // expected-error @+1 {{tensor-parallel size 2 does not divide the 3 attention heads}}
+  %r = tp.rope %q heads = 3 theta = 1.0e4 : tensor<2x4x12xf32>
+  return %r : tensor<2x4x12xf32>
 }

@@ -327,30 +327,104 @@ def TP_GeluOp : TP_Op<"gelu", [TP_MegatronRegionOpInterface, DeclareOpInterfaceM
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-def TP_AttentionOp : TP_Op<"attention", [DeclareOpInterfaceMethods<TP_MegatronRegionOpInterface, ["getColumnSections", "verifyTensorParallelSize"]>, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>]> {
-  let summary = "Causal multi-head self-attention on a fused [q|k|v] tensor";
+def TP_SwiGLUOp : TP_Op<"swiglu", [TP_MegatronRegionOpInterface, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
+  let summary = "SwiGLU: silu(gate) * up (Llama's MLP)";
   let description = [{
-    `qkv` is `[B, T, 3C]`: q, k and v sections of width C each, every section
-    holding `num_heads` heads of width `D = C / num_heads`. Each head
-    computes `softmax(q k^T / sqrt(D)) v` under a causal mask (query t attends
-    to keys 0 to t). The result is `[B, T, C]` with the heads concatenated.
+    `silu(gate) * up` elementwise, with `silu(x) = x / (1 + exp(-x))`:
+    the gated unit between Llama's gate and up projections and its down
+    projection. Operands and result have one type. Like `tp.gelu` it is a
+    Megatron region op: tp-megatron-annotate splits the GEMMs producing
+    `gate` and `up` by columns and the GEMM consuming the result by rows,
+    so each rank gates its own columns with no communication. The gradient
+    is `tp.swiglu_grad`.
+
+    Example:
+
+    ```mlir
+    %a = tp.swiglu %gate, %up : tensor<2x32x256xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$gate, TP_FloatTensor:$up);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = "$gate `,` $up attr-dict `:` type($result)";
+}
+
+def TP_RoPEOp : TP_Op<"rope", [DeclareOpInterfaceMethods<TP_MegatronRegionOpInterface, ["verifyTensorParallelSize"]>, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>, AllTypesMatch<["input", "result"]>]> {
+  let summary = "Rotary position embedding of each head (Hugging Face's rotate_half)";
+  let description = [{
+    `input` is `[B, T, H D]`: `num_heads` heads of even width D per token.
+    Token t of sequence b sits at position `p = positions[b] + t` (`p = t`
+    without `positions`). Within each head, element i < D/2 and element
+    i + D/2 form a pair rotated by the angle `p * theta^(-2i/D)`:
+    `(x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin)`, which is Hugging
+    Face's `x * cos + rotate_half(x) * sin` (Llama, Mistral, Qwen). Angles
+    are computed in double precision. With `inverse` the rotation is by the
+    negated angle: the gradient of the rotation, so the op is its own VJP.
+
+    Applied to q and to k before attention, inside the head-parallel region:
+    the GEMM producing `input` is split by columns (tp-megatron-annotate),
+    each rank rotating its own whole heads; the sequence stays whole.
+
+    Example:
+
+    ```mlir
+    %q = tp.rope %x heads = 4 theta = 1.0e+04 : tensor<2x32x64xf32>
+    %k = tp.rope %x, %pos heads = 4 theta = 5.0e+05 : tensor<2x1x64xf32>, tensor<2xi32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$input,
+                   Optional<TP_IndexTensor>:$positions,
+                   ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                   F64Attr:$theta, UnitAttr:$inverse);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input (`,` $positions^)? `heads` `=` $num_heads `theta` `=` $theta
+    attr-dict `:` type($input) (`,` type($positions)^)?
+  }];
+  let hasVerifier = 1;
+}
+
+def TP_AttentionOp : TP_Op<"attention", [DeclareOpInterfaceMethods<TP_MegatronRegionOpInterface, ["getColumnSections", "verifyTensorParallelSize"]>, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>]> {
+  let summary = "Causal self-attention: multi-head or grouped-query";
+  let description = [{
+    Two forms. Fused (GPT-2): one `qkv` `[B, T, 3C]` of q, k and v sections
+    of width C each, every section holding `num_heads` heads of width
+    `D = C / num_heads`. Separate (Llama): `q` `[B, T, H D]` with
+    `num_heads` = H heads, and `k` and `v` `[B, T, KV D]` with `kv_heads` =
+    KV heads (grouped-query attention: KV divides H, and query head h reads
+    key/value head `h / (H / KV)`; KV = H is multi-head attention, 1
+    multi-query). `kv_heads` defaults to `num_heads` and belongs to the
+    separate form. Each head computes `softmax(q k^T / sqrt(D)) v` under a
+    causal mask (query t attends to keys 0 to t). The result is `[B, T, H
+    D]` with the heads concatenated.
 
     The sequence dimension stays whole; the batch may be split. After
-    tp-partition each rank holds whole heads of all three sections, so the
-    local op is the same op with `num_heads / TP` heads;
-    tp-megatron-annotate rejects a TP size that does not divide `num_heads`.
-    The gradient is `tp.attention_grad`.
+    tp-partition each rank holds whole heads of q, k and v (the fused
+    form's sections split one by one), so the local op is the same op with
+    `num_heads / TP` and `kv_heads / TP` heads; tp-megatron-annotate
+    rejects a TP size that does not divide them. The gradient is
+    `tp.attention_grad`.
 
     Example:
 
     ```mlir
     %a = tp.attention %qkv heads = 4 : tensor<2x32x192xf32> -> tensor<2x32x64xf32>
+    %g = tp.attention %q, %k, %v heads = 8 kv_heads = 2 : tensor<2x32x64xf32>, tensor<2x32x16xf32>, tensor<2x32x16xf32> -> tensor<2x32x64xf32>
     ```
   }];
-  let arguments = (ins TP_FloatTensor:$qkv, ConfinedAttr<I64Attr, [IntPositive]>:$num_heads);
+  let arguments = (ins Variadic<TP_FloatTensor>:$inputs,
+                   ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                   OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$kv_heads);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = [{
-    $qkv `heads` `=` $num_heads attr-dict `:` type($qkv) `->` type($result)
+    $inputs `heads` `=` $num_heads (`kv_heads` `=` $kv_heads^)? attr-dict
+    `:` type($inputs) `->` type($result)
+  }];
+  let extraClassDeclaration = [{
+    /// The key/value heads: kv_heads, or num_heads when absent.
+    int64_t getKeyValueHeads() {
+      return getKvHeads().value_or(getNumHeads());
+    }
   }];
   let hasVerifier = 1;
 }
@@ -358,15 +432,17 @@ def TP_AttentionOp : TP_Op<"attention", [DeclareOpInterfaceMethods<TP_MegatronRe
 def TP_KVCacheStoreOp : TP_Op<"kv_cache_store", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>, AllTypesMatch<["cache", "result"]>]> {
   let summary = "Writes a chunk's keys or values into a KV cache";
   let description = [{
-    Generation's cache update. `qkv` is `[B, T, 3C]` as for `tp.attention`:
-    T new tokens of each of B sequences, token t of sequence b at position
-    `positions[b] + t`. `cache` is `[L, B, H, N, D]`: the keys (or values)
-    of every layer, sequence, head and position (N the context,
-    `D = C / H`). The result is `cache` with the chunk's `section` (key or
-    value) of each head written into layer `layer` at those positions; the
-    lowering writes the cache's buffer in place, so the cache is threaded
-    from layer to layer and read only before it is written again. A
-    position beyond the cache is a runtime error.
+    Generation's cache update. `input` holds T new tokens of each of B
+    sequences, token t of sequence b at position `positions[b] + t`: with
+    `section`, a fused `[B, T, 3C]` qkv as for `tp.attention`, of which the
+    keys or values are written; without, the keys or values themselves,
+    `[B, T, H D]`. `cache` is `[L, B, H, N, D]`: the keys (or values) of
+    every layer, sequence, head and position (N the context, H =
+    `num_heads` the heads the cache holds). The result is `cache` with the
+    chunk written into layer `layer` at those positions; the lowering
+    writes the cache's buffer in place, so the cache is threaded from layer
+    to layer and read only before it is written again. A position beyond
+    the cache is a runtime error.
 
     It splits by whole heads, as `tp.attention`: after tp-partition each
     rank keeps the cache of its own `H / TP` heads.
@@ -376,18 +452,20 @@ def TP_KVCacheStoreOp : TP_Op<"kv_cache_store", [DeclareOpInterfaceMethods<TP_Pr
     ```mlir
     %k1 = tp.kv_cache_store %qkv, %k, %pos layer = 0 section = key heads = 4
         : tensor<2x1x192xf32>, tensor<2x2x4x64x16xf32>, tensor<2xi32>
+    %k2 = tp.kv_cache_store %keys, %k, %pos layer = 0 heads = 2
+        : tensor<2x1x32xf32>, tensor<2x2x2x64x16xf32>, tensor<2xi32>
     ```
   }];
-  let arguments = (ins TP_FloatTensor:$qkv, TP_FloatTensor:$cache,
+  let arguments = (ins TP_FloatTensor:$input, TP_FloatTensor:$cache,
                    TP_IndexTensor:$positions,
                    ConfinedAttr<I64Attr, [IntNonNegative]>:$layer,
-                   TP_CacheSection:$section,
+                   OptionalAttr<TP_CacheSection>:$section,
                    ConfinedAttr<I64Attr, [IntPositive]>:$num_heads);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = [{
-    $qkv `,` $cache `,` $positions `layer` `=` $layer `section` `=` $section
-    `heads` `=` $num_heads attr-dict `:` type($qkv) `,` type($cache) `,`
-    type($positions)
+    $input `,` $cache `,` $positions `layer` `=` $layer
+    (`section` `=` $section^)? `heads` `=` $num_heads attr-dict `:`
+    type($input) `,` type($cache) `,` type($positions)
   }];
   let hasVerifier = 1;
 }
@@ -395,17 +473,19 @@ def TP_KVCacheStoreOp : TP_Op<"kv_cache_store", [DeclareOpInterfaceMethods<TP_Pr
 def TP_CachedAttentionOp : TP_Op<"cached_attention", [DeclareOpInterfaceMethods<TP_MegatronRegionOpInterface, ["getColumnSections", "verifyTensorParallelSize"]>, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>, AllTypesMatch<["k_cache", "v_cache"]>]> {
   let summary = "Causal attention of a chunk of tokens over a KV cache";
   let description = [{
-    Generation's attention: the queries of `qkv` (`[B, T, 3C]`, as for
-    `tp.attention`; token t of sequence b at position `positions[b] + t`)
-    attend to the keys and values of layer `layer` of `k_cache` and
-    `v_cache` (`[L, B, H, N, D]`, which `tp.kv_cache_store` filled with
-    this chunk's) at positions 0 to their own (causal), as
-    `softmax(q k^T / sqrt(D)) v`. The result is `[B, T, C]`, heads
+    Generation's attention: the queries of `queries` (token t of sequence b
+    at position `positions[b] + t`) attend to the keys and values of layer
+    `layer` of `k_cache` and `v_cache` (`[L, B, KV, N, D]`, which
+    `tp.kv_cache_store` filled with this chunk's) at positions 0 to their
+    own (causal), as `softmax(q k^T / sqrt(D)) v`. `queries` is a fused
+    `[B, T, 3C]` qkv as for `tp.attention` (its q section read; KV =
+    `num_heads`), or, with `kv_heads`, the queries alone `[B, T, H D]` of H
+    = `num_heads` heads over caches of KV = `kv_heads` heads (query head h
+    reads cache head `h / (H / KV)`). The result is `[B, T, H D]`, heads
     concatenated.
 
-    Like `tp.attention` it splits by whole heads of q, k and v, and the
-    caches by the same heads. It has no gradient: generation is not
-    trained.
+    Like `tp.attention` it splits by whole heads of the queries and of the
+    caches. It has no gradient: generation is not trained.
 
     Example:
 
@@ -415,15 +495,23 @@ def TP_CachedAttentionOp : TP_Op<"cached_attention", [DeclareOpInterfaceMethods<
         -> tensor<2x1x64xf32>
     ```
   }];
-  let arguments = (ins TP_FloatTensor:$qkv, TP_FloatTensor:$k_cache,
+  let arguments = (ins TP_FloatTensor:$queries, TP_FloatTensor:$k_cache,
                    TP_FloatTensor:$v_cache, TP_IndexTensor:$positions,
                    ConfinedAttr<I64Attr, [IntNonNegative]>:$layer,
-                   ConfinedAttr<I64Attr, [IntPositive]>:$num_heads);
+                   ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                   OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$kv_heads);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = [{
-    $qkv `,` $k_cache `,` $v_cache `,` $positions `layer` `=` $layer
-    `heads` `=` $num_heads attr-dict `:` type($qkv) `,` type($k_cache) `,`
-    type($positions) `->` type($result)
+    $queries `,` $k_cache `,` $v_cache `,` $positions `layer` `=` $layer
+    `heads` `=` $num_heads (`kv_heads` `=` $kv_heads^)? attr-dict `:`
+    type($queries) `,` type($k_cache) `,` type($positions) `->`
+    type($result)
+  }];
+  let extraClassDeclaration = [{
+    /// The cache's heads: kv_heads, or num_heads for a fused qkv.
+    int64_t getKeyValueHeads() {
+      return getKvHeads().value_or(getNumHeads());
+    }
   }];
   let hasVerifier = 1;
 }
@@ -597,6 +685,27 @@ def TP_GeluGradOp : TP_Op<"gelu_grad", [DeclareOpInterfaceMethods<TP_PrecisionOp
   let assemblyFormat = "$input `,` $grad attr-dict `:` type($result)";
 }
 
+def TP_SwiGLUGradOp : TP_Op<"swiglu_grad", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure,
+    AllTypesMatch<["gate", "up", "grad", "gate_grad", "up_grad"]>]> {
+  let summary = "Gradients of tp.swiglu at `gate` and `up` given `grad`";
+  let description = [{
+    With `s = sigmoid(gate)`: the gradient of the gate,
+    `grad * up * s * (1 + gate * (1 - s))`, and of up, `grad * silu(gate)`,
+    elementwise. All operands and results have one type. Built by
+    tp.swiglu's gradient rule.
+
+    Example:
+
+    ```mlir
+    %dg, %du = tp.swiglu_grad %gate, %up, %da : tensor<2x32x256xf32>
+    ```
+  }];
+  let arguments = (ins TP_FloatTensor:$gate, TP_FloatTensor:$up,
+                       TP_FloatTensor:$grad);
+  let results = (outs TP_FloatTensor:$gate_grad, TP_FloatTensor:$up_grad);
+  let assemblyFormat = "$gate `,` $up `,` $grad attr-dict `:` type($grad)";
+}
+
 def TP_SoftmaxGradOp : TP_Op<"softmax_grad", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, SameOperandsAndResultType]> {
   let summary = "Gradient of tp.softmax from its output: y * (dy - sum(dy * y))";
   let description = [{
@@ -679,29 +788,37 @@ def TP_RMSNormGradOp : TP_Op<"rms_norm_grad", [DeclareOpInterfaceMethods<TP_Prec
   }];
 }
 
-def TP_AttentionGradOp : TP_Op<"attention_grad", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure,
-    AllTypesMatch<["qkv", "qkv_grad"]>]> {
+def TP_AttentionGradOp : TP_Op<"attention_grad", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure]> {
   let summary = "Gradient of tp.attention; probabilities are recomputed";
   let description = [{
-    From tp.attention's `qkv` `[B, T, 3C]` and the gradient `grad` `[B, T, C]`
-    of its result, the gradient of `qkv`, in the same fused q|k|v layout and
-    of its type. `num_heads` is the forward op's (per rank after
-    tp-partition). The forward pass keeps no probabilities: they are
-    recomputed from q and k, so the T x T matrix is never stored.
+    From the gradient `grad` `[B, T, H D]` of tp.attention's result and
+    its `inputs` (a fused qkv, or q, k and v), the gradient of each input,
+    of the input's type (a fused gradient for a fused qkv). `num_heads` and
+    `kv_heads` are the forward op's (per rank after tp-partition); a
+    key/value head's gradient sums those of the query heads reading it. The
+    forward pass keeps no probabilities: they are recomputed from q and k,
+    so the T x T matrix is never stored.
 
     Example:
 
     ```mlir
-    %dqkv = tp.attention_grad %qkv, %da heads = 4 : tensor<2x32x192xf32>, tensor<2x32x64xf32>
+    %dqkv = tp.attention_grad %da, %qkv heads = 4 : tensor<2x32x64xf32>, tensor<2x32x192xf32> -> tensor<2x32x192xf32>
     ```
   }];
-  let arguments = (ins TP_FloatTensor:$qkv, TP_FloatTensor:$grad,
-                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads);
-  let results = (outs TP_FloatTensor:$qkv_grad);
+  let arguments = (ins TP_FloatTensor:$grad, Variadic<TP_FloatTensor>:$inputs,
+                   ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                   OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$kv_heads);
+  let results = (outs Variadic<TP_FloatTensor>:$input_grads);
   let assemblyFormat = [{
-    $qkv `,` $grad `heads` `=` $num_heads attr-dict `:` type($qkv) `,`
-    type($grad)
+    $grad `,` $inputs `heads` `=` $num_heads (`kv_heads` `=` $kv_heads^)?
+    attr-dict `:` type($grad) `,` type($inputs) `->` type($input_grads)
   }];
+  let extraClassDeclaration = [{
+    int64_t getKeyValueHeads() {
+      return getKvHeads().value_or(getNumHeads());
+    }
+  }];
+  let hasVerifier = 1;
 }
 
 def TP_EmbeddingGradOp : TP_Op<"embedding_grad", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure]> {

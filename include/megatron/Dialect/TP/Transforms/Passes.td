@@ -9,13 +9,16 @@ def MegatronAnnotate : Pass<"tp-megatron-annotate", "ModuleOp"> {
   let description = [{
     Creates `tp.mesh @mesh axes = ["tp" = N]` and gives every parameter
     (function argument) Megatron's sharding, recognised from how it is used:
-    the weight and bias of a GEMM feeding attention (QKV) or GELU (MLP up)
-    are split by columns, the fused QKV per q/k/v section; the weight of a
-    GEMM consuming attention or GELU output is split by rows; the token
-    embedding table, shared with the LM head, by vocabulary rows. Everything
-    else (layer norms, row-parallel biases, the position embedding) is
-    replicated. A vocabulary that N does not divide is padded to a multiple
-    of 128 * N, as Megatron does; the padded logits never reach the loss.
+    the weight and bias of a GEMM feeding a region op (declaring
+    MegatronRegionOpInterface: attention, GELU, SwiGLU, rotary embeddings)
+    are split by columns, a fused QKV per q/k/v section; the weight of a
+    GEMM consuming a region op's output is split by rows; the token
+    embedding table by vocabulary rows, and the weight of the LM head (the
+    GEMM whose result feeds the loss or the logits output) by vocabulary,
+    tied to the embedding or not. Everything else (norms, row-parallel
+    biases, the position embedding) is replicated. A vocabulary that N does
+    not divide is padded to a multiple of 128 * N, as Megatron does; the
+    padded logits never reach the loss.
     Parameters that already carry a tp.sharding are left as the user set them.
     With dp > 1 the mesh gains a leading "dp" axis and the batch (dimension
     0) of the tokens and targets is split over it; with micro-batches K > 1
