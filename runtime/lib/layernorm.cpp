@@ -91,129 +91,157 @@ void normalizeRow(const float *x, const float *w, const float *b, float *y,
   }
 }
 
-template <Norm kNorm>
-void forward(const float *x, const float *w, const float *b, float *y,
-             float *mean, float *rstd, int64_t rows, int64_t cols, float eps) {
+// The drivers take the norm as an argument rather than a template one: a
+// vector kernel's OpenMP region is cloned with it (isa.h), and a template's
+// would be outlined once at the baseline. The per-row work is the
+// templates', inlined into each copy.
+
+MRT_VECTOR_KERNEL void forward(Norm norm, const float *x, const float *w,
+                               const float *b, float *y, float *mean,
+                               float *rstd, int64_t rows, int64_t cols,
+                               float eps) {
 #pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r)
-    normalizeRow<kNorm>(x + r * cols, w, b, y + r * cols, cols, eps,
-                        mean + r, rstd[r]);
+  for (int64_t r = 0; r < rows; ++r) {
+    if (norm == Norm::Layer)
+      normalizeRow<Norm::Layer>(x + r * cols, w, b, y + r * cols, cols, eps,
+                                mean + r, rstd[r]);
+    else
+      normalizeRow<Norm::RMS>(x + r * cols, w, b, y + r * cols, cols, eps,
+                              nullptr, rstd[r]);
+  }
 }
 
 // sum = x + (delta + delta_bias) (x + delta without a bias), then its norm.
-template <Norm kNorm>
-void residualForward(const float *x, const float *delta,
-                     const float *delta_bias, float *sum, const float *w,
-                     const float *b, float *y, float *mean, float *rstd,
-                     int64_t rows, int64_t cols, float eps) {
+MRT_VECTOR_KERNEL void residualForward(Norm norm, const float *x,
+                                       const float *delta,
+                                       const float *delta_bias, float *sum,
+                                       const float *w, const float *b,
+                                       float *y, float *mean, float *rstd,
+                                       int64_t rows, int64_t cols, float eps) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const float *xr = x + r * cols, *dr = delta + r * cols;
     float *sr = sum + r * cols;
+    if (norm == Norm::Layer) {
 #pragma omp simd
-    for (int64_t c = 0; c < cols; ++c) {
-      if constexpr (kNorm == Norm::Layer)
+      for (int64_t c = 0; c < cols; ++c)
         sr[c] = xr[c] + (dr[c] + delta_bias[c]);
-      else
+      normalizeRow<Norm::Layer>(sr, w, b, y + r * cols, cols, eps, mean + r,
+                                rstd[r]);
+    } else {
+#pragma omp simd
+      for (int64_t c = 0; c < cols; ++c)
         sr[c] = xr[c] + dr[c];
+      normalizeRow<Norm::RMS>(sr, w, b, y + r * cols, cols, eps, nullptr,
+                              rstd[r]);
     }
-    normalizeRow<kNorm>(sr, w, b, y + r * cols, cols, eps, mean + r, rstd[r]);
   }
 }
 
-template <Norm kNorm>
-void stats(const float *x, float *mean, float *rstd, int64_t rows,
-           int64_t cols, float eps) {
+MRT_VECTOR_KERNEL void stats(Norm norm, const float *x, float *mean,
+                             float *rstd, int64_t rows, int64_t cols,
+                             float eps) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
-    RowStats s = rowStats<kNorm>(x + r * cols, cols, eps);
-    if constexpr (kNorm == Norm::Layer)
+    if (norm == Norm::Layer) {
+      RowStats s = rowStats<Norm::Layer>(x + r * cols, cols, eps);
       mean[r] = s.mean;
-    rstd[r] = s.rstd;
+      rstd[r] = s.rstd;
+    } else {
+      rstd[r] = rowStats<Norm::RMS>(x + r * cols, cols, eps).rstd;
+    }
   }
 }
 
-template <Norm kNorm>
-void backward(const float *dy, const float *x, const float *w,
-              const float *mean, const float *rstd, float *dx, float *dw,
-              float *db, int64_t rows, int64_t cols) {
+MRT_VECTOR_KERNEL void backward(Norm norm, const float *dy, const float *x,
+                                const float *w, const float *mean,
+                                const float *rstd, float *dx, float *dw,
+                                float *db, int64_t rows, int64_t cols) {
   enum { DW, DB };
-  mrt::ColumnSums sums(kNorm == Norm::Layer ? 2 : 1, cols);
+  const bool layer = norm == Norm::Layer;
+  mrt::ColumnSums sums(layer ? 2 : 1, cols);
 #pragma omp parallel
   {
     double *dwLocal = sums.local(DW);
-    double *dbLocal = kNorm == Norm::Layer ? sums.local(DB) : nullptr;
+    double *dbLocal = layer ? sums.local(DB) : nullptr;
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
-      RowStats s{kNorm == Norm::Layer ? mean[r] : 0.0f, rstd[r]};
       const float *dyr = dy + r * cols, *xr = x + r * cols;
-      // Before the input gradient, which may overwrite dy in place.
-      accumulateParamGrads<kNorm>(dyr, xr, s, dwLocal, dbLocal, cols);
-      inputGradRow<kNorm>(dyr, xr, w, s, dx + r * cols, cols);
+      // The parameter gradients before the input gradient, which may
+      // overwrite dy in place.
+      if (layer) {
+        RowStats s{mean[r], rstd[r]};
+        accumulateParamGrads<Norm::Layer>(dyr, xr, s, dwLocal, dbLocal, cols);
+        inputGradRow<Norm::Layer>(dyr, xr, w, s, dx + r * cols, cols);
+      } else {
+        RowStats s{0.0f, rstd[r]};
+        accumulateParamGrads<Norm::RMS>(dyr, xr, s, dwLocal, dbLocal, cols);
+        inputGradRow<Norm::RMS>(dyr, xr, w, s, dx + r * cols, cols);
+      }
     }
   }
   for (int64_t c = 0; c < cols; ++c) {
     dw[c] = static_cast<float>(sums.total(DW, c));
-    if constexpr (kNorm == Norm::Layer)
+    if (layer)
       db[c] = static_cast<float>(sums.total(DB, c));
   }
 }
 
 } // namespace
 
-extern "C" MRT_VECTOR_KERNEL void
+extern "C" void
 mrt_layernorm_fwd_f32(const float *x, const float *w, const float *b, float *y,
                       float *mean, float *rstd, int64_t rows, int64_t cols,
                       float eps) {
-  forward<Norm::Layer>(x, w, b, y, mean, rstd, rows, cols, eps);
+  forward(Norm::Layer, x, w, b, y, mean, rstd, rows, cols, eps);
 }
 
-extern "C" MRT_VECTOR_KERNEL void mrt_residual_layernorm_fwd_f32(
+extern "C" void mrt_residual_layernorm_fwd_f32(
     const float *x, const float *delta, const float *delta_bias, float *sum,
     const float *w, const float *b, float *y, float *mean, float *rstd,
     int64_t rows, int64_t cols, float eps) {
-  residualForward<Norm::Layer>(x, delta, delta_bias, sum, w, b, y, mean, rstd,
+  residualForward(Norm::Layer, x, delta, delta_bias, sum, w, b, y, mean, rstd,
                                rows, cols, eps);
 }
 
-extern "C" MRT_VECTOR_KERNEL void
+extern "C" void
 mrt_layernorm_stats_f32(const float *x, float *mean, float *rstd, int64_t rows,
                         int64_t cols, float eps) {
-  stats<Norm::Layer>(x, mean, rstd, rows, cols, eps);
+  stats(Norm::Layer, x, mean, rstd, rows, cols, eps);
 }
 
-extern "C" MRT_VECTOR_KERNEL void
+extern "C" void
 mrt_layernorm_bwd_f32(const float *dy, const float *x, const float *w,
                       const float *mean, const float *rstd, float *dx,
                       float *dw, float *db, int64_t rows, int64_t cols) {
-  backward<Norm::Layer>(dy, x, w, mean, rstd, dx, dw, db, rows, cols);
+  backward(Norm::Layer, dy, x, w, mean, rstd, dx, dw, db, rows, cols);
 }
 
-extern "C" MRT_VECTOR_KERNEL void
+extern "C" void
 mrt_rmsnorm_fwd_f32(const float *x, const float *w, float *y, float *rstd,
                     int64_t rows, int64_t cols, float eps) {
-  forward<Norm::RMS>(x, w, nullptr, y, nullptr, rstd, rows, cols, eps);
+  forward(Norm::RMS, x, w, nullptr, y, nullptr, rstd, rows, cols, eps);
 }
 
-extern "C" MRT_VECTOR_KERNEL void
+extern "C" void
 mrt_residual_rmsnorm_fwd_f32(const float *x, const float *delta, float *sum,
                              const float *w, float *y, float *rstd,
                              int64_t rows, int64_t cols, float eps) {
-  residualForward<Norm::RMS>(x, delta, nullptr, sum, w, nullptr, y, nullptr,
+  residualForward(Norm::RMS, x, delta, nullptr, sum, w, nullptr, y, nullptr,
                              rstd, rows, cols, eps);
 }
 
-extern "C" MRT_VECTOR_KERNEL void mrt_rmsnorm_stats_f32(const float *x,
+extern "C" void mrt_rmsnorm_stats_f32(const float *x,
                                                         float *rstd,
                                                         int64_t rows,
                                                         int64_t cols,
                                                         float eps) {
-  stats<Norm::RMS>(x, nullptr, rstd, rows, cols, eps);
+  stats(Norm::RMS, x, nullptr, rstd, rows, cols, eps);
 }
 
-extern "C" MRT_VECTOR_KERNEL void
+extern "C" void
 mrt_rmsnorm_bwd_f32(const float *dy, const float *x, const float *w,
                     const float *rstd, float *dx, float *dw, int64_t rows,
                     int64_t cols) {
-  backward<Norm::RMS>(dy, x, w, nullptr, rstd, dx, dw, nullptr, rows, cols);
+  backward(Norm::RMS, dy, x, w, nullptr, rstd, dx, dw, nullptr, rows, cols);
 }

@@ -1,5 +1,7 @@
 #include "megatron_rt/rope.h"
 
+#include "isa.h"
+
 #include <cmath>
 #include <vector>
 
@@ -40,7 +42,7 @@ void rotateToken(const float *x, float *y, int64_t H, int64_t D,
 
 } // namespace
 
-extern "C" void mrt_rope_f32(const float *x, const int32_t *positions,
+extern "C" MRT_VECTOR_KERNEL void mrt_rope_f32(const float *x, const int32_t *positions,
                              float *y, int64_t B, int64_t T, int64_t H,
                              int64_t D, double theta, int64_t direction) {
 #pragma omp parallel

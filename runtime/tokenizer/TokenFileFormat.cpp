@@ -28,72 +28,93 @@ uint32_t getLittleEndian(const std::string &in, size_t offset, int bytes) {
   throw std::runtime_error("tokens " + path + ": " + what);
 }
 
-void checkWritable(const std::string &path,
-                   const std::vector<int32_t> &tokens) {
+void checkWritable(const std::string &path, const std::vector<int32_t> &tokens,
+                   const TokenFileLayout &layout) {
   if (tokens.size() > static_cast<size_t>(INT32_MAX))
     fail(path, std::to_string(tokens.size()) +
                    " tokens, more than the header's int32 count holds");
   for (size_t i = 0; i < tokens.size(); ++i)
-    if (tokens[i] < 0 || tokens[i] > kTokenFileMaxId)
+    if (tokens[i] < 0 || tokens[i] > layout.maxId)
       fail(path, "token at position " + std::to_string(i) + " has id " +
-                     std::to_string(tokens[i]) +
-                     ", which does not fit the file's uint16 tokens (0.." +
-                     std::to_string(kTokenFileMaxId) + ")");
+                     std::to_string(tokens[i]) + ", which does not fit the " +
+                     layout.name + " file's tokens (0.." +
+                     std::to_string(layout.maxId) + ")");
 }
 
 } // namespace
 
-int64_t checkedTokenCount(const int32_t *header, uint64_t fileBytes) {
+const TokenFileLayout *layoutOfMagic(int32_t magic) {
+  for (const TokenFileLayout *layout : {&kTokens16, &kTokens32})
+    if (layout->magic == magic)
+      return layout;
+  return nullptr;
+}
+
+const TokenFileLayout &layoutForVocabulary(int64_t vocab) {
+  return vocab <= kTokens16.maxId + 1 ? kTokens16 : kTokens32;
+}
+
+TokenFileHeader checkedHeader(const int32_t *header, uint64_t fileBytes) {
   auto fail = [](const std::string &what) {
     throw std::runtime_error("bad llm.c header: " + what);
   };
-  if (header[1] != kTokenFileVersion)
-    fail("unsupported version " + std::to_string(header[1]) + " (expected " +
-         std::to_string(kTokenFileVersion) + ")");
+  const TokenFileLayout *layout = layoutOfMagic(header[0]);
+  if (!layout)
+    fail("unknown magic " + std::to_string(header[0]) + " (expected " +
+         std::to_string(kTokens16.magic) + " or " +
+         std::to_string(kTokens32.magic) + ")");
+  if (header[1] != layout->version)
+    fail("unsupported version " + std::to_string(header[1]) + " of the " +
+         layout->name + " layout (expected " +
+         std::to_string(layout->version) + ")");
   const int64_t count = header[2];
   const uint64_t tokenBytes = fileBytes - kHeaderBytes;
-  if (count < 0 || tokenBytes % 2 != 0 ||
-      static_cast<uint64_t>(count) != tokenBytes / 2)
+  const uint64_t width = static_cast<uint64_t>(layout->tokenBytes);
+  if (count < 0 || tokenBytes % width != 0 ||
+      static_cast<uint64_t>(count) != tokenBytes / width)
     fail("it says " + std::to_string(count) + " tokens but the file holds " +
-         std::to_string(tokenBytes) + " bytes of tokens (" +
-         std::to_string(tokenBytes / 2) + " tokens)");
-  return count;
+         std::to_string(tokenBytes) + " bytes of " + layout->name +
+         " tokens (" + std::to_string(tokenBytes / width) + " tokens)");
+  return {layout, count};
 }
 
 void writeTokenFile(const std::string &path,
-                    const std::vector<int32_t> &tokens) {
-  checkWritable(path, tokens);
+                    const std::vector<int32_t> &tokens,
+                    const TokenFileLayout &layout) {
+  checkWritable(path, tokens, layout);
   std::string bytes;
-  bytes.reserve(kHeaderBytes + 2 * tokens.size());
-  putLittleEndian(kTokenFileMagic, 4, bytes);
-  putLittleEndian(kTokenFileVersion, 4, bytes);
+  bytes.reserve(kHeaderBytes + layout.tokenBytes * tokens.size());
+  putLittleEndian(static_cast<uint32_t>(layout.magic), 4, bytes);
+  putLittleEndian(static_cast<uint32_t>(layout.version), 4, bytes);
   putLittleEndian(static_cast<uint32_t>(tokens.size()), 4, bytes);
   bytes.resize(kHeaderBytes, '\0');
   for (int32_t id : tokens)
-    putLittleEndian(static_cast<uint32_t>(id), 2, bytes);
+    putLittleEndian(static_cast<uint32_t>(id), layout.tokenBytes, bytes);
   mfile::writeFileAtomically(path, bytes);
 }
 
 std::vector<int32_t> readTokenFile(const std::string &path) {
   const std::string bytes = mfile::readFileBytes("tokens", path);
   if (bytes.size() < kHeaderBytes ||
-      static_cast<int32_t>(getLittleEndian(bytes, 0, 4)) != kTokenFileMagic)
+      !layoutOfMagic(static_cast<int32_t>(getLittleEndian(bytes, 0, 4))))
     fail(path, "not an llm.c token file (no " + std::to_string(kHeaderBytes) +
                    "-byte header with magic " +
-                   std::to_string(kTokenFileMagic) + ")");
+                   std::to_string(kTokens16.magic) + " or " +
+                   std::to_string(kTokens32.magic) + ")");
   int32_t header[kTokenFileHeaderInts];
   for (int i = 0; i < kTokenFileHeaderInts; ++i)
     header[i] = static_cast<int32_t>(getLittleEndian(bytes, 4 * i, 4));
-  int64_t count = 0;
+  TokenFileHeader checked{};
   try {
-    count = checkedTokenCount(header, bytes.size());
+    checked = checkedHeader(header, bytes.size());
   } catch (const std::runtime_error &e) {
     fail(path, e.what());
   }
-  std::vector<int32_t> tokens(static_cast<size_t>(count));
+  const int width = checked.layout->tokenBytes;
+  std::vector<int32_t> tokens(static_cast<size_t>(checked.count));
   for (size_t i = 0; i < tokens.size(); ++i)
-    tokens[i] =
-        static_cast<int32_t>(getLittleEndian(bytes, kHeaderBytes + 2 * i, 2));
+    tokens[i] = static_cast<int32_t>(
+        getLittleEndian(bytes, kHeaderBytes + width * i, width));
   return tokens;
 }
 

@@ -143,6 +143,21 @@ def test_safetensors_crosscheck_library(tmp_path, model):
         np.testing.assert_array_equal(back[k], model[k])
 
 
+def test_tokens_32_bit_layout(tmp_path):
+    # Llama 3's vocabulary: llm.c's magic 20240801, version 7, uint32 ids.
+    toks = np.array([0, 65536, 128255, 7])
+    f = tmp_path / "t32.bin"
+    write_tokens(f, toks)
+    raw = np.fromfile(f, dtype="<i4", count=256)
+    assert raw[0] == 20240801 and raw[1] == 7 and raw[2] == 4
+    assert os.path.getsize(f) == 256 * 4 + 4 * 4
+    np.testing.assert_array_equal(read_tokens(f), toks)
+    write_tokens(f, [1, 2], wide=True)
+    assert np.fromfile(f, dtype="<i4", count=1)[0] == 20240801
+    with pytest.raises(ValueError, match="uint16"):
+        write_tokens(f, [70000], wide=False)
+
+
 def test_tokens_roundtrip_and_batch(tmp_path):
     toks = np.arange(23, dtype=np.uint16) + 1000
     f = tmp_path / "t.bin"

@@ -54,8 +54,6 @@ def main(argv=None):
     hd = a.head_dim if a.head_dim is not None else a.embd // a.heads
     if hd % 2:
         ap.error("head dim must be even (rotary embeddings)")
-    if a.vocab > 65536:
-        ap.error("--vocab must fit in uint16 tokens")
     os.makedirs(a.out_dir, exist_ok=True)
     params = llama_init(a.layers, a.heads, kv, a.embd, ffn, vp, hd, a.seed,
                         a.perturb)
@@ -66,8 +64,10 @@ def main(argv=None):
             "norm_eps": repr(a.norm_eps), "seed": a.seed, "perturb": a.perturb}
     save_llama(os.path.join(a.out_dir, "model.safetensors"), params, meta)
     rng = np.random.default_rng(a.seed + 1)
+    # llm.c's 32-bit layout where the vocabulary needs it (Llama 3's).
     write_tokens(os.path.join(a.out_dir, "tokens.bin"),
-                 rng.integers(0, a.vocab, size=a.tokens))
+                 rng.integers(0, a.vocab, size=a.tokens),
+                 wide=a.vocab > 0x10000)
     print(f"wrote {a.out_dir}/model.safetensors "
           f"({sum(v.size for v in params.values())} params) and "
           f"{a.out_dir}/tokens.bin ({a.tokens} tokens)")

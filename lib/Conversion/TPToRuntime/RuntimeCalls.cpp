@@ -140,13 +140,14 @@ Value CallBuilder::input(Value value) {
 }
 
 Value CallBuilder::shifted(Value view, int64_t elements) {
-  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-  Value size = memref::DimOp::create(b, loc, view, zero);
-  Value offset = arith::ConstantIndexOp::create(b, loc, elements);
-  Value rest = arith::SubIOp::create(b, loc, size, offset);
-  Value one = arith::ConstantIndexOp::create(b, loc, 1);
-  return memref::SubViewOp::create(b, loc, view, ValueRange{offset},
-                                   ValueRange{rest}, ValueRange{one});
+  Value size = memref::DimOp::create(b, loc, view, 0);
+  Value rest = arith::SubIOp::create(
+      b, loc, size, arith::ConstantIndexOp::create(b, loc, elements));
+  // A static unit stride keeps the flat view's type.
+  return memref::SubViewOp::create(
+      b, loc, view, ArrayRef<OpFoldResult>{b.getIndexAttr(elements)},
+      ArrayRef<OpFoldResult>{rest},
+      ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
 }
 
 CallBuilder::Output CallBuilder::output(Type type) {

@@ -376,7 +376,7 @@ class TokenFile : public TempDir {};
 
 TEST_F(TokenFile, WritesTheLlmcLayout) {
   const std::vector<int32_t> tokens = {0, 1, 65535, 258};
-  mtok::writeTokenFile(path("t.bin"), tokens);
+  mtok::writeTokenFile(path("t.bin"), tokens, mtok::kTokens16);
   const std::string bytes = readAll(path("t.bin"));
   ASSERT_EQ(bytes.size(), 256u * 4 + 2 * tokens.size());
   const auto int32At = [&](size_t i) {
@@ -392,28 +392,32 @@ TEST_F(TokenFile, WritesTheLlmcLayout) {
   EXPECT_EQ(bytes.substr(1024), std::string("\0\0\1\0\xFF\xFF\x02\x01", 8));
   EXPECT_EQ(mtok::readTokenFile(path("t.bin")), tokens);
   EXPECT_FALSE(fs::exists(path("t.bin.tmp")));
-  mtok::writeTokenFile(path("empty.bin"), {});
+  mtok::writeTokenFile(path("empty.bin"), {}, mtok::kTokens16);
   EXPECT_TRUE(mtok::readTokenFile(path("empty.bin")).empty());
 }
 
 TEST_F(TokenFile, RefusesIdsBeyondUint16AndKeepsTheOldFile) {
-  mtok::writeTokenFile(path("t.bin"), {7});
+  mtok::writeTokenFile(path("t.bin"), {7}, mtok::kTokens16);
   const std::string before = readAll(path("t.bin"));
-  expectError([&] { mtok::writeTokenFile(path("t.bin"), {1, 2, 65536}); },
+  expectError([&] {
+    mtok::writeTokenFile(path("t.bin"), {1, 2, 65536}, mtok::kTokens16);
+  },
               {"tokens " + path("t.bin") + ": token at position 2 has id "
-               "65536, which does not fit the file's uint16 tokens "
-               "(0..65535)"});
-  expectError([&] { mtok::writeTokenFile(path("t.bin"), {-1}); },
+               "65536, which does not fit the 16-bit (llm.c gpt-2) file's "
+               "tokens (0..65535)"});
+  expectError([&] { mtok::writeTokenFile(path("t.bin"), {-1}, mtok::kTokens32); },
               {"token at position 0 has id -1"});
   EXPECT_EQ(readAll(path("t.bin")), before);
   EXPECT_FALSE(fs::exists(path("t.bin.tmp")));
-  expectError([&] { mtok::writeTokenFile(path("no/dir/t.bin"), {1}); },
+  expectError([&] {
+    mtok::writeTokenFile(path("no/dir/t.bin"), {1}, mtok::kTokens16);
+  },
               {"cannot write " + path("no/dir/t.bin.tmp") +
                ": No such file or directory"});
 }
 
 TEST_F(TokenFile, ReadErrorsNameTheFile) {
-  mtok::writeTokenFile(path("t.bin"), {1, 2, 3});
+  mtok::writeTokenFile(path("t.bin"), {1, 2, 3}, mtok::kTokens16);
   const std::string good = readAll(path("t.bin"));
   const std::string tokensOf = "tokens " + path("x.bin") + ": ";
   const auto readBytes = [&](const std::string &bytes) {
@@ -428,10 +432,34 @@ TEST_F(TokenFile, ReadErrorsNameTheFile) {
   std::string version = good;
   version[4] = 2;
   expectError([&] { readBytes(version); },
-              {tokensOf + "bad llm.c header: unsupported version 2 (expected 1)"});
+              {tokensOf + "bad llm.c header: unsupported version 2 of the "
+                          "16-bit (llm.c gpt-2) layout (expected 1)"});
   expectError([&] { readBytes(good + "\1"); },
               {tokensOf + "bad llm.c header: it says 3 tokens but the file "
-                          "holds 7 bytes of tokens"});
+                          "holds 7 bytes of 16-bit (llm.c gpt-2) tokens"});
+}
+
+// Llama 3's vocabulary (128,256 ids) needs llm.c's 32-bit layout: magic
+// 20240801, version 7, uint32 tokens; each layout picks its width.
+TEST_F(TokenFile, WritesAndReadsThe32BitLayout) {
+  const std::vector<int32_t> tokens = {0, 65536, 128255, 7};
+  mtok::writeTokenFile(path("t.bin"), tokens, mtok::kTokens32);
+  const std::string bytes = readAll(path("t.bin"));
+  ASSERT_EQ(bytes.size(), 256u * 4 + 4 * tokens.size());
+  int32_t header[3];
+  std::memcpy(header, bytes.data(), sizeof(header));
+  EXPECT_EQ(header[0], 20240801);
+  EXPECT_EQ(header[1], 7);
+  EXPECT_EQ(header[2], 4);
+  EXPECT_EQ(bytes.substr(1024, 8), std::string("\0\0\0\0\0\0\1\0", 8));
+  EXPECT_EQ(mtok::readTokenFile(path("t.bin")), tokens);
+  EXPECT_EQ(&mtok::layoutForVocabulary(65536), &mtok::kTokens16);
+  EXPECT_EQ(&mtok::layoutForVocabulary(65537), &mtok::kTokens32);
+  EXPECT_EQ(&mtok::layoutForVocabulary(128256), &mtok::kTokens32);
+  std::string odd = bytes + "\1\2";
+  expectError([&] { mtok::readTokenFile(write("x.bin", odd)); },
+              {"bad llm.c header: it says 4 tokens but the file holds 18 "
+               "bytes of 32-bit (llm.c llama-3) tokens"});
 }
 
 } // namespace

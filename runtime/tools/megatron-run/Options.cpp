@@ -125,7 +125,8 @@ const OptionSpec kOptions[] = {
      "also the sampling's seed",
      [](Options &o, S f, S v) { o.seed = parseUnsigned(f, v); }},
     {"--data", "FILE", kModelStep, Section::Common,
-     "tokens: llm.c shard (20240520 header) or raw uint16\n"
+     "tokens: llm.c shard (20240520 header, uint16; 20240801,\n"
+     "uint32) or raw uint16\n"
      "(required)",
      [](Options &o, S f, S v) { o.data = fileName(f, v); }},
     {"--eval-only", nullptr, kEvaluation, Section::Common,

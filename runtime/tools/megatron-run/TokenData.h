@@ -1,8 +1,9 @@
 // Token files and the batching rule of utils/gpt2_reference/tokens_io.py.
 //
-// Formats (chosen by the first int32): llm.c shards, 256 x int32 header
-// (20240520 magic, version 1, token count) then uint16 tokens; otherwise raw
-// little-endian uint16 tokens. Batch s of [B,T] takes the tokens at indices
+// Formats (chosen by the first int32): llm.c shards, a 256 x int32 header
+// (magic, version, token count) then uint16 tokens (magic 20240520) or
+// uint32 ones (20240801, Llama 3's vocabulary); otherwise raw little-endian
+// uint16 tokens. Batch s of [B,T] takes the tokens at indices
 // (s*B*T + j) mod count for j in [0, B*T]: inputs are the first B*T, targets
 // the same shifted by one.
 #ifndef MEGATRON_RUN_TOKEN_DATA_H
@@ -28,8 +29,10 @@ public:
   bool isLlmc() const { return llmc_; }
   const std::string &path() const { return file_.path(); }
 
-  // Checks that the file has at least B*T+1 tokens and that the tokens at
-  // indices [0, min(count, uses)) are < validVocab (streamed, bounded memory).
+  // Checks that the file has at least B*T+1 tokens, that its tokens are
+  // wide enough for ids below validVocab (a 16-bit file for a vocabulary
+  // past 65536 ids is refused), and that the tokens at indices
+  // [0, min(count, uses)) are < validVocab (streamed, bounded memory).
   void validate(int64_t batch, int64_t seq, int64_t validVocab,
                 int64_t uses) const;
 
@@ -41,11 +44,13 @@ public:
 private:
   InputFile file_; // errors: "data PATH: ..."
   bool llmc_ = false;
+  // The tokens' layout; raw files are 16-bit.
+  const mtok::TokenFileLayout *layout_ = &mtok::kTokens16;
   int64_t count_ = 0;
   uint64_t dataStart_ = 0;
   // tokens [first, first + n) of the file (no wrap-around), n > 0.
-  void read(int64_t first, int64_t n, uint16_t *out) const;
-  void checkToken(uint16_t id, int64_t position, int64_t validVocab) const;
+  void read(int64_t first, int64_t n, uint32_t *out) const;
+  void checkToken(uint32_t id, int64_t position, int64_t validVocab) const;
 };
 
 // How many token positions batches [0, steps) of [batch, seq] read (the

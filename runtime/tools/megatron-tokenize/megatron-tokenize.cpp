@@ -25,8 +25,9 @@ const char *const kUsage =
     "           [--vocab VOCAB.json --merges MERGES.txt] --decode TOKENS.bin\n"
     "\n"
     "Encodes INPUT.txt into an llm.c token file (a 256 x int32 header:\n"
-    "20240520, 1, N; then N uint16 tokens), what megatron-run --data reads;\n"
-    "or, with --decode, prints the text of such a file.\n"
+    "20240520, 1, N; then N uint16 tokens, or, for a vocabulary past 65536\n"
+    "ids, 20240801, 7, N; then N uint32 tokens), what megatron-run --data\n"
+    "reads; or, with --decode, prints the text of such a file.\n"
     "\n"
     "options:\n"
     "  --tokenizer KIND   byte (default): one token per byte, vocabulary 256;\n"
@@ -118,7 +119,10 @@ Options parseOptions(const std::vector<std::string> &args) {
 void encodeFile(const mtok::Tokenizer &tok, const Options &opt) {
   const std::string text = mfile::readFileBytes("input", opt.input);
   const std::vector<int32_t> tokens = tok.encode(text);
-  mtok::writeTokenFile(opt.output, tokens);
+  // 16-bit tokens while the vocabulary allows (llm.c's GPT-2 files), else
+  // 32-bit ones (its Llama 3 files).
+  mtok::writeTokenFile(opt.output, tokens,
+                       mtok::layoutForVocabulary(tok.vocabSize()));
   std::printf("%s: %zu bytes -> %zu tokens (%s, vocabulary %lld) -> %s\n",
               opt.input.c_str(), text.size(), tokens.size(),
               opt.tokenizer.c_str(), static_cast<long long>(tok.vocabSize()),

@@ -275,6 +275,48 @@ func.func @residual_norm(%x: tensor<2x3x4xf32>, %h: tensor<2x3x4xf32>, %b: tenso
 
 // -----
 
+// Grouped-query attention reads q, k and v where they lie, at row strides
+// H D = 16 and KV D = 8; rotary embeddings of a training sequence start at
+// position 0 (a zero per sequence); SwiGLU is an elementwise generic.
+
+// CHECK-LABEL: func.func private @llama_ops(
+// CHECK-DAG: %[[LDQ:.*]] = arith.constant 16 : i64
+// CHECK-DAG: %[[LDKV:.*]] = arith.constant 8 : i64
+// CHECK-DAG: %[[TWO:.*]] = arith.constant 2 : i64
+// CHECK-DAG: %[[FOUR:.*]] = arith.constant 4 : i64
+// CHECK: call @mrt_attention_fwd_f32(%{{.*}}, %{{.*}}, %{{.*}}, %[[LDQ]], %[[LDKV]], %{{.*}}, %{{.*}}, %[[TWO]], %[[LDKV]], %[[FOUR]], %[[TWO]], %[[FOUR]])
+// CHECK: %[[ZEROS:.*]] = arith.constant dense<0> : tensor<2xi32>
+// CHECK: bufferization.to_buffer %[[ZEROS]]
+// CHECK: %[[THETA:.*]] = arith.constant 5.000000e+05 : f64
+// CHECK: %[[FORWARD:.*]] = arith.constant 1 : i64
+// CHECK: call @mrt_rope_f32({{.*}}, %[[TWO]], %[[LDKV]], %[[FOUR]], %[[FOUR]], %[[THETA]], %[[FORWARD]])
+// CHECK: linalg.generic
+// CHECK: math.exp
+func.func @llama_ops(%q: tensor<2x8x16xf32>, %k: tensor<2x8x8xf32>, %v: tensor<2x8x8xf32>) -> tensor<2x8x16xf32> {
+  %a = tp.attention %q, %k, %v heads = 4 kv_heads = 2 : tensor<2x8x16xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32> -> tensor<2x8x16xf32>
+  %r = tp.rope %a heads = 4 theta = 5.0e5 : tensor<2x8x16xf32>
+  %s = tp.swiglu %r, %a : tensor<2x8x16xf32>
+  return %s : tensor<2x8x16xf32>
+}
+
+// -----
+
+// A fused qkv's k and v are views 16 and 32 elements into it, read at its
+// row stride 3 C = 48.
+
+// CHECK-LABEL: func.func private @fused_attention(
+// CHECK: %[[QKV:.*]] = memref.cast {{.*}} to memref<?xf32, strided<[1], offset: ?>>
+// CHECK-DAG: %[[K:.*]] = memref.subview %[[QKV]][16] [%{{.*}}] [1] : memref<?xf32, strided<[1], offset: ?>> to memref<?xf32, strided<[1], offset: ?>>
+// CHECK-DAG: %[[V:.*]] = memref.subview %[[QKV]][32] [%{{.*}}] [1]
+// CHECK-DAG: %[[LD:.*]] = arith.constant 48 : i64
+// CHECK: call @mrt_attention_fwd_f32(%[[QKV]], %[[K]], %[[V]], %[[LD]], %[[LD]],
+func.func @fused_attention(%qkv: tensor<2x8x48xf32>) -> tensor<2x8x16xf32> {
+  %a = tp.attention %qkv heads = 4 : tensor<2x8x48xf32> -> tensor<2x8x16xf32>
+  return %a : tensor<2x8x16xf32>
+}
+
+// -----
+
 // RMS norm: its forward writes y and rstd; its gradient recomputes rstd and
 // writes dx and dw; the residual form writes the sum too.
 

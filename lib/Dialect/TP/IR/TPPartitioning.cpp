@@ -54,6 +54,7 @@ int64_t AttentionOp::getColumnSections() {
   return getInputs().size() == 1 ? 3 : 1;
 }
 int64_t CachedAttentionOp::getColumnSections() { return getKvHeads() ? 1 : 3; }
+int64_t KVCacheStoreOp::getColumnSections() { return getSection() ? 3 : 1; }
 
 /// Ranks share attention by whole heads, of the queries and of the keys and
 /// values.
@@ -73,6 +74,9 @@ LogicalResult AttentionOp::verifyTensorParallelSize(int64_t tp) {
 }
 LogicalResult CachedAttentionOp::verifyTensorParallelSize(int64_t tp) {
   return verifyHeadsDivide(*this, getNumHeads(), getKeyValueHeads(), tp);
+}
+LogicalResult KVCacheStoreOp::verifyTensorParallelSize(int64_t tp) {
+  return verifyHeadsDivide(*this, getNumHeads(), getNumHeads(), tp);
 }
 LogicalResult RoPEOp::verifyTensorParallelSize(int64_t tp) {
   return verifyHeadsDivide(*this, getNumHeads(), getNumHeads(), tp);

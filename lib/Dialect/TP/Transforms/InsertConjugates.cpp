@@ -71,29 +71,28 @@ SmallVector<StringRef> resultAxes(Operation *op, MeshOp mesh) {
   return axes;
 }
 
-/// The f over `axis` of each function argument, shared by all its uses: its
-/// VJP then all-reduces the argument's whole gradient once, after tp-autodiff
-/// has summed the uses' cotangents, at the end of the backward pass (a tied
-/// embedding's two uses, a parameter's data-parallel reduction).
-/// Keyed by the argument and the axes, in order ("dp,tp"), of its f's.
-using ArgumentConjugates = DenseMap<std::pair<Value, StringAttr>, Value>;
+/// The f over `axis` of each value, shared by all its uses: its VJP then
+/// all-reduces the value's whole gradient once, after tp-autodiff has summed
+/// the uses' cotangents (a tied embedding's two uses, a parameter's
+/// data-parallel reduction, the one normalised activation Llama's separate
+/// q, k and v projections all read). Keyed by the value and the axes, in
+/// order ("dp,tp"), of its f's.
+using SharedConjugates = DenseMap<std::pair<Value, StringAttr>, Value>;
 
-/// `value` through an f over each of `axes`: for a function argument one
-/// chain at the function's start that every use shares, else at `op`.
+/// `value` through an f over each of `axes`: one chain right after the
+/// value is defined (at the function's start for an argument) that every
+/// use shares.
 Value conjugate(OpBuilder &b, Operation *op, Value value,
                 ArrayRef<StringRef> axes, FlatSymbolRefAttr mesh,
-                ShardingAttr sharding, ArgumentConjugates &shared) {
+                ShardingAttr sharding, SharedConjugates &shared) {
   if (axes.empty())
     return value;
-  auto arg = dyn_cast<BlockArgument>(value);
-  Value *cached = nullptr;
+  Value &cached = shared[{value, b.getStringAttr(llvm::join(axes, ","))}];
+  if (cached)
+    return cached;
   OpBuilder::InsertionGuard guard(b);
-  if (arg) {
-    cached = &shared[{arg, b.getStringAttr(llvm::join(axes, ","))}];
-    if (*cached)
-      return *cached;
-    b.setInsertionPointToStart(arg.getOwner());
-  }
+  b.setInsertionPointAfterValue(value);
+  auto arg = dyn_cast<BlockArgument>(value);
   for (StringRef axis : axes) {
     LLVM_DEBUG(llvm::dbgs() << "f over " << axis << " for " << op->getName()
                             << " at " << op->getLoc() << "\n");
@@ -101,15 +100,14 @@ Value conjugate(OpBuilder &b, Operation *op, Value value,
                         b.getStringAttr(axis));
     setSharding(value, sharding);
   }
-  if (cached)
-    *cached = value;
+  cached = value;
   return value;
 }
 
 /// Gives operand `index` of `op` the layout the op's rule requires.
 void conjugateOperand(OpBuilder &b, Operation *op, unsigned index,
                       const ShardingRule &rule, const FactorShardings &factors,
-                      MeshOp mesh, ArgumentConjugates &shared,
+                      MeshOp mesh, SharedConjugates &shared,
                       CompletedSums &completed) {
   auto meshRef = FlatSymbolRefAttr::get(mesh);
   Value value = op->getOperand(index);
@@ -180,7 +178,7 @@ struct InsertConjugatesPass
       return signalPassFailure();
     SymbolTableCollection symbols;
     OpBuilder b(&getContext());
-    ArgumentConjugates shared;
+    SharedConjugates shared;
     CompletedSums completed;
     SmallVector<ShardingRuleOpInterface> ops;
     module.walk([&](ShardingRuleOpInterface op) {

@@ -1528,6 +1528,38 @@ TEST(Tokens, Errors) {
                       "model's valid_vocab 100"),
             std::string::npos);
   EXPECT_NE(tokenError({'a', 'b', 'c'}).find("odd size"), std::string::npos);
+  // A vocabulary past 65536 ids (Llama 3's 128,256) wants 32-bit tokens.
+  EXPECT_NE(tokenError(llmc(toks, 13), 128256)
+                .find("a 16-bit (llm.c gpt-2) token file holds ids up to "
+                      "65535, but the model's vocabulary has 128256 ids"),
+            std::string::npos);
+}
+
+// Llama 3's token files: llm.c's 32-bit layout (magic 20240801, version 7),
+// ids past 65535 read whole.
+TEST(Tokens, ThirtyTwoBitLayout) {
+  std::vector<uint32_t> toks = {128000, 1, 70000, 5, 6, 7, 128255, 9};
+  std::vector<int32_t> header(256, 0);
+  header[0] = 20240801;
+  header[1] = 7;
+  header[2] = static_cast<int32_t>(toks.size());
+  std::vector<char> bytes(1024 + 4 * toks.size());
+  std::memcpy(bytes.data(), header.data(), 1024);
+  std::memcpy(bytes.data() + 1024, toks.data(), 4 * toks.size());
+  std::string path = writeTemp(bytes);
+  TokenFile f(path);
+  EXPECT_TRUE(f.isLlmc());
+  EXPECT_EQ(f.count(), 8);
+  f.validate(2, 3, 128256, 1000);
+  int32_t in[6], tg[6];
+  f.batch(0, 2, 3, 128256, in, tg);
+  EXPECT_EQ(in[0], 128000);
+  EXPECT_EQ(in[2], 70000);
+  EXPECT_EQ(tg[5], 128255);
+  unlink(path.c_str());
+  bytes.push_back(0);
+  EXPECT_NE(tokenError(bytes, 128256).find("it says 8 tokens"),
+            std::string::npos);
 }
 
 TEST(InputFile, ReadsAndNamesTheFileInErrors) {

@@ -971,3 +971,67 @@ func.func @rope_positions(%x: tensor<2x8x16xf32>, %p: tensor<3xi32>) {
   %0 = tp.rope %x, %p heads = 2 theta = 1.0e4 : tensor<2x8x16xf32>, tensor<3xi32>
   return
 }
+
+// -----
+
+func.func @attention_q_rank(%q: tensor<8x16xf32>, %k: tensor<2x8x8xf32>) {
+  // expected-error @+1 {{'tp.attention' op q must be [batch, seq, heads * head width], got [8, 16]}}
+  %0 = tp.attention %q, %k, %k heads = 2 : tensor<8x16xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32> -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_kv_heads(%q: tensor<2x8x16xf32>, %k: tensor<2x8x12xf32>) {
+  // expected-error @+1 {{'tp.attention' op kv_heads 3 does not divide num_heads 4}}
+  %0 = tp.attention %q, %k, %k heads = 4 kv_heads = 3 : tensor<2x8x16xf32>, tensor<2x8x12xf32>, tensor<2x8x12xf32> -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_query_width(%q: tensor<2x8x18xf32>, %k: tensor<2x8x8xf32>) {
+  // expected-error @+1 {{'tp.attention' op num_heads 4 does not divide the query width 18}}
+  %0 = tp.attention %q, %k, %k heads = 4 kv_heads = 2 : tensor<2x8x18xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32> -> tensor<2x8x18xf32>
+  return
+}
+
+// -----
+
+func.func @attention_kv_width(%q: tensor<2x8x16xf32>, %k: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{'tp.attention' op k has shape [2, 8, 16] but [2, 8, 8] is expected}}
+  %0 = tp.attention %q, %k, %k heads = 4 kv_heads = 2 : tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32> -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_fused_kv_heads(%qkv: tensor<2x8x48xf32>) {
+  // expected-error @+1 {{'tp.attention' op kv_heads belongs to separate q, k and v; a fused qkv has num_heads heads of each}}
+  %0 = tp.attention %qkv heads = 4 kv_heads = 2 : tensor<2x8x48xf32> -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_two_inputs(%q: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{'tp.attention' op takes a fused qkv or q, k and v, got 2 inputs}}
+  %0 = tp.attention %q, %q heads = 4 : tensor<2x8x16xf32>, tensor<2x8x16xf32> -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_grad_types(%q: tensor<2x8x16xf32>, %k: tensor<2x8x8xf32>) {
+  // expected-error @+1 {{'tp.attention_grad' op input_grads must have the inputs' types}}
+  %0:3 = tp.attention_grad %q, %q, %k, %k heads = 4 kv_heads = 2 : tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32> -> tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @kv_cache_store_width(%k: tensor<2x1x12xf32>, %c: tensor<1x2x2x16x4xf32>, %p: tensor<2xi32>) {
+  // expected-error @+1 {{'tp.kv_cache_store' op without a section the input must be [batch, seq, 8 heads * head width], got [2, 1, 12]}}
+  %0 = tp.kv_cache_store %k, %c, %p layer = 0 heads = 8 : tensor<2x1x12xf32>, tensor<1x2x2x16x4xf32>, tensor<2xi32>
+  return
+}

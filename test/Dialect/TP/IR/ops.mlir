@@ -91,3 +91,20 @@ func.func @collectives(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %p = tp.add %rs, %rs {tp.sharding = #tp.sharding<@m, [[], []], partial = ["tp"]>} : tensor<4x8xf32>
   return %p : tensor<4x8xf32>
 }
+
+// Llama's forms: grouped-query attention on separate q, k and v, its
+// gradient, and generation's cache of the key/value heads.
+// CHECK-LABEL: func.func @grouped_query(
+// CHECK: tp.attention %{{.*}}, %{{.*}}, %{{.*}} heads = 4 kv_heads = 2 : tensor<2x8x16xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32> -> tensor<2x8x16xf32>
+// CHECK: tp.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} heads = 4 kv_heads = 2 : tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32> -> tensor<2x8x16xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>
+// CHECK: tp.kv_cache_store %{{.*}}, %{{.*}}, %{{.*}} layer = 0 heads = 2 : tensor<2x1x8xf32>, tensor<1x2x2x16x4xf32>, tensor<2xi32>
+// CHECK: tp.cached_attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} layer = 0 heads = 4 kv_heads = 2 : tensor<2x1x16xf32>, tensor<1x2x2x16x4xf32>, tensor<2xi32> -> tensor<2x1x16xf32>
+func.func @grouped_query(%q: tensor<2x8x16xf32>, %k: tensor<2x8x8xf32>, %v: tensor<2x8x8xf32>,
+                         %q1: tensor<2x1x16xf32>, %k1: tensor<2x1x8xf32>,
+                         %cache: tensor<1x2x2x16x4xf32>, %pos: tensor<2xi32>) {
+  %a = tp.attention %q, %k, %v heads = 4 kv_heads = 2 : tensor<2x8x16xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32> -> tensor<2x8x16xf32>
+  %dq, %dk, %dv = tp.attention_grad %a, %q, %k, %v heads = 4 kv_heads = 2 : tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32> -> tensor<2x8x16xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>
+  %c = tp.kv_cache_store %k1, %cache, %pos layer = 0 heads = 2 : tensor<2x1x8xf32>, tensor<1x2x2x16x4xf32>, tensor<2xi32>
+  %o = tp.cached_attention %q1, %c, %c, %pos layer = 0 heads = 4 kv_heads = 2 : tensor<2x1x16xf32>, tensor<1x2x2x16x4xf32>, tensor<2xi32> -> tensor<2x1x16xf32>
+  return
+}

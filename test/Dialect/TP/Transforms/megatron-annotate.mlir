@@ -119,13 +119,13 @@ func.func @no_tp_axis(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
 // (the weights' rows), o and down by rows (their columns).
 
 // CHECK-LABEL: func.func @llama_block(
-// CHECK-SAME: %{{.*}}: tensor<8x8xf32> {tp.sharding = #tp.sharding<@mesh, {{\[}}["tp"], []]>}
-// CHECK-SAME: %{{.*}}: tensor<8x8xf32> {tp.sharding = #tp.sharding<@mesh, {{\[}}["tp"], []]>}
-// CHECK-SAME: %{{.*}}: tensor<8x8xf32> {tp.sharding = #tp.sharding<@mesh, {{\[}}["tp"], []]>}
-// CHECK-SAME: %{{.*}}: tensor<8x8xf32> {tp.sharding = #tp.sharding<@mesh, {{\[\[}}], ["tp"]]>}
-// CHECK-SAME: %{{.*}}: tensor<32x8xf32> {tp.sharding = #tp.sharding<@mesh, {{\[}}["tp"], []]>}
-// CHECK-SAME: %{{.*}}: tensor<32x8xf32> {tp.sharding = #tp.sharding<@mesh, {{\[}}["tp"], []]>}
-// CHECK-SAME: %{{.*}}: tensor<8x32xf32> {tp.sharding = #tp.sharding<@mesh, {{\[\[}}], ["tp"]]>}
+// CHECK-SAME: %{{[a-z0-9]+}}: tensor<8x8xf32> {tp.sharding = #tp.sharding<@mesh, {{\[}}["tp"], []]>}
+// CHECK-SAME: %{{[a-z0-9]+}}: tensor<8x8xf32> {tp.sharding = #tp.sharding<@mesh, {{\[}}["tp"], []]>}
+// CHECK-SAME: %{{[a-z0-9]+}}: tensor<8x8xf32> {tp.sharding = #tp.sharding<@mesh, {{\[}}["tp"], []]>}
+// CHECK-SAME: %{{[a-z0-9]+}}: tensor<8x8xf32> {tp.sharding = #tp.sharding<@mesh, {{\[\[}}], ["tp"]]>}
+// CHECK-SAME: %{{[a-z0-9]+}}: tensor<32x8xf32> {tp.sharding = #tp.sharding<@mesh, {{\[}}["tp"], []]>}
+// CHECK-SAME: %{{[a-z0-9]+}}: tensor<32x8xf32> {tp.sharding = #tp.sharding<@mesh, {{\[}}["tp"], []]>}
+// CHECK-SAME: %{{[a-z0-9]+}}: tensor<8x32xf32> {tp.sharding = #tp.sharding<@mesh, {{\[\[}}], ["tp"]]>}
 func.func @llama_block(%x: tensor<2x4x8xf32>, %wq: tensor<8x8xf32>, %wk: tensor<8x8xf32>,
                        %wv: tensor<8x8xf32>, %wo: tensor<8x8xf32>,
                        %wg: tensor<32x8xf32>, %wu: tensor<32x8xf32>,
@@ -135,9 +135,8 @@ func.func @llama_block(%x: tensor<2x4x8xf32>, %wq: tensor<8x8xf32>, %wk: tensor<
   %v = tp.matmul %x, %wv {transpose_rhs} : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
   %rq = tp.rope %q heads = 2 theta = 1.0e4 : tensor<2x4x8xf32>
   %rk = tp.rope %k heads = 2 theta = 1.0e4 : tensor<2x4x8xf32>
-  %m = tp.add %rq, %rk : tensor<2x4x8xf32>
-  %mv = tp.add %m, %v : tensor<2x4x8xf32>
-  %o = tp.matmul %mv, %wo {transpose_rhs} : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
+  %at = tp.attention %rq, %rk, %v heads = 2 kv_heads = 2 : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32> -> tensor<2x4x8xf32>
+  %o = tp.matmul %at, %wo {transpose_rhs} : tensor<2x4x8xf32>, tensor<8x8xf32> -> tensor<2x4x8xf32>
   %g = tp.matmul %x, %wg {transpose_rhs} : tensor<2x4x8xf32>, tensor<32x8xf32> -> tensor<2x4x32xf32>
   %u = tp.matmul %x, %wu {transpose_rhs} : tensor<2x4x8xf32>, tensor<32x8xf32> -> tensor<2x4x32xf32>
   %a = tp.swiglu %g, %u : tensor<2x4x32xf32>
@@ -152,4 +151,14 @@ func.func @rope_heads_tp(%x: tensor<2x4x12xf32>, %w: tensor<12x12xf32>) -> tenso
   // expected-error @+1 {{tensor-parallel size 2 does not divide the 3 attention heads}}
   %r = tp.rope %q heads = 3 theta = 1.0e4 : tensor<2x4x12xf32>
   return %r : tensor<2x4x12xf32>
+}
+
+// -----
+
+// Grouped-query attention splits whole key/value heads too (for now: each
+// rank owns whole groups).
+func.func @kv_heads_tp(%q: tensor<2x4x8xf32>, %k: tensor<2x4x2xf32>) -> tensor<2x4x8xf32> {
+  // expected-error @+1 {{tensor-parallel size 2 does not divide the 1 key/value heads}}
+  %a = tp.attention %q, %k, %k heads = 4 kv_heads = 1 : tensor<2x4x8xf32>, tensor<2x4x2xf32>, tensor<2x4x2xf32> -> tensor<2x4x8xf32>
+  return %a : tensor<2x4x8xf32>
 }

@@ -41,6 +41,31 @@ func.func @attention(%x: tensor<2x4x8xf32>,
 
 // -----
 
+// Grouped-query attention on separate q, k and v: each rank keeps 4 of the
+// 8 query heads and 1 of the 2 key/value heads (a whole group), and rotates
+// its own heads.
+
+// CHECK-LABEL: func.func @grouped_attention(
+// CHECK: tp.rope %{{.*}} heads = 4 theta = 1.000000e+04 : tensor<2x4x16xf32>
+// CHECK: tp.rope %{{.*}} heads = 1 theta = 1.000000e+04 : tensor<2x4x4xf32>
+// CHECK: tp.attention %{{.*}}, %{{.*}}, %{{.*}} heads = 4 kv_heads = 1 : tensor<2x4x16xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32> -> tensor<2x4x16xf32>
+tp.mesh @m axes = ["tp" = 2]
+func.func @grouped_attention(%x: tensor<2x4x32xf32>,
+    %wq: tensor<32x32xf32> {tp.sharding = #tp.sharding<@m, [["tp"], []]>},
+    %wk: tensor<8x32xf32> {tp.sharding = #tp.sharding<@m, [["tp"], []]>},
+    %wv: tensor<8x32xf32> {tp.sharding = #tp.sharding<@m, [["tp"], []]>}) -> tensor<2x4x32xf32> {
+  %q = tp.matmul %x, %wq {transpose_rhs} : tensor<2x4x32xf32>, tensor<32x32xf32> -> tensor<2x4x32xf32>
+  %k = tp.matmul %x, %wk {transpose_rhs} : tensor<2x4x32xf32>, tensor<8x32xf32> -> tensor<2x4x8xf32>
+  %v = tp.matmul %x, %wv {transpose_rhs} : tensor<2x4x32xf32>, tensor<8x32xf32> -> tensor<2x4x8xf32>
+  %rq = tp.rope %q heads = 8 theta = 1.0e4 : tensor<2x4x32xf32>
+  %rk = tp.rope %k heads = 2 theta = 1.0e4 : tensor<2x4x8xf32>
+  %a = tp.attention %rq, %rk, %v heads = 8 kv_heads = 2 : tensor<2x4x32xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32> -> tensor<2x4x32xf32>
+  %r = tp.reshard %a {tp.sharding = #tp.sharding<@m, [[], [], []]>} : tensor<2x4x32xf32>
+  return %r : tensor<2x4x32xf32>
+}
+
+// -----
+
 // Vocabulary parallelism: the embedding masks ids outside this rank's rows
 // and g sums the ranks; the loss all-reduces only per-token statistics.
 

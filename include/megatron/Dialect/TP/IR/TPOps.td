@@ -429,7 +429,7 @@ def TP_AttentionOp : TP_Op<"attention", [DeclareOpInterfaceMethods<TP_MegatronRe
   let hasVerifier = 1;
 }
 
-def TP_KVCacheStoreOp : TP_Op<"kv_cache_store", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>, AllTypesMatch<["cache", "result"]>]> {
+def TP_KVCacheStoreOp : TP_Op<"kv_cache_store", [DeclareOpInterfaceMethods<TP_MegatronRegionOpInterface, ["getColumnSections", "verifyTensorParallelSize"]>, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>, AllTypesMatch<["cache", "result"]>]> {
   let summary = "Writes a chunk's keys or values into a KV cache";
   let description = [{
     Generation's cache update. `input` holds T new tokens of each of B
@@ -445,7 +445,9 @@ def TP_KVCacheStoreOp : TP_Op<"kv_cache_store", [DeclareOpInterfaceMethods<TP_Pr
     the cache is a runtime error.
 
     It splits by whole heads, as `tp.attention`: after tp-partition each
-    rank keeps the cache of its own `H / TP` heads.
+    rank keeps the cache of its own `H / TP` heads. Like attention it is a
+    Megatron region op, so that the GEMM writing the values it stores is
+    split by columns.
 
     Example:
 
