@@ -4,6 +4,8 @@
 
 #include <unicode/uchar.h>
 
+#include <cstdint>
+
 namespace mtok {
 
 namespace {
@@ -34,21 +36,32 @@ Char charAt(std::string_view text, size_t pos) {
   return {classify(c.codePoint), c.length};
 }
 
-// 's|'t|'re|'ve|'m|'ll|'d (case-sensitive, ASCII apostrophe): the length
-// matched at pos, or 0.
-size_t contractionLength(std::string_view text, size_t pos) {
+// 's|'t|'re|'ve|'m|'ll|'d (ASCII apostrophe; letters of either case when
+// `anyCase`): the length matched at pos, or 0.
+size_t contractionLength(std::string_view text, size_t pos, bool anyCase) {
   if (text[pos] != '\'')
     return 0;
   const std::string_view rest = text.substr(pos + 1);
-  for (std::string_view suffix : {"s", "t", "re", "ve", "m", "ll", "d"})
-    if (rest.substr(0, suffix.size()) == suffix)
+  auto same = [&](char a, char b) {
+    return a == b || (anyCase && a >= 'A' && a <= 'Z' && a - 'A' + 'a' == b);
+  };
+  for (std::string_view suffix : {"s", "t", "re", "ve", "m", "ll", "d"}) {
+    if (rest.size() < suffix.size())
+      continue;
+    bool matches = true;
+    for (size_t i = 0; i < suffix.size(); ++i)
+      matches = matches && same(rest[i], suffix[i]);
+    if (matches)
       return 1 + suffix.size();
+  }
   return 0;
 }
 
-// The end of the run of characters of class cls that starts at pos.
-size_t runEnd(std::string_view text, size_t pos, CharClass cls) {
-  while (pos < text.size()) {
+// The end of the run of characters of class cls that starts at pos, at
+// most `count` of them.
+size_t runEnd(std::string_view text, size_t pos, CharClass cls,
+              int64_t count = INT64_MAX) {
+  for (int64_t i = 0; i < count && pos < text.size(); ++i) {
     const Char c = charAt(text, pos);
     if (c.cls != cls)
       break;
@@ -74,10 +87,10 @@ size_t whitespaceEnd(std::string_view text, size_t pos) {
   return lastStart;
 }
 
-} // namespace
+bool isLineBreak(char c) { return c == '\r' || c == '\n'; }
 
-size_t preTokenEnd(std::string_view text, size_t pos) {
-  if (const size_t n = contractionLength(text, pos))
+size_t gpt2End(std::string_view text, size_t pos) {
+  if (const size_t n = contractionLength(text, pos, /*anyCase=*/false))
     return pos + n;
   const Char first = charAt(text, pos);
   // " ?X+" for X the class of the character after an optional space (the
@@ -90,6 +103,57 @@ size_t preTokenEnd(std::string_view text, size_t pos) {
   if (first.cls != CharClass::Space)
     return runEnd(text, pos, first.cls);
   return whitespaceEnd(text, pos);
+}
+
+// Llama 3's alternatives in order; the first that matches wins.
+size_t llama3End(std::string_view text, size_t pos) {
+  if (const size_t n = contractionLength(text, pos, /*anyCase=*/true))
+    return pos + n;
+  const Char first = charAt(text, pos);
+  // [^\r\n\p{L}\p{N}]?\p{L}+
+  if (first.cls == CharClass::Letter)
+    return runEnd(text, pos, CharClass::Letter);
+  if (first.cls != CharClass::Number && !isLineBreak(text[pos]) &&
+      pos + first.length < text.size() &&
+      charAt(text, pos + first.length).cls == CharClass::Letter)
+    return runEnd(text, pos + first.length, CharClass::Letter);
+  // \p{N}{1,3}
+  if (first.cls == CharClass::Number)
+    return runEnd(text, pos, CharClass::Number, 3);
+  // " ?[^\s\p{L}\p{N}]+[\r\n]*"
+  size_t start = pos;
+  if (text[pos] == ' ' && pos + 1 < text.size() &&
+      charAt(text, pos + 1).cls == CharClass::Other)
+    start = pos + 1;
+  if (charAt(text, start).cls == CharClass::Other) {
+    size_t end = runEnd(text, start, CharClass::Other);
+    while (end < text.size() && isLineBreak(text[end]))
+      ++end;
+    return end;
+  }
+  // Whitespace from here on. \s*[\r\n]+: up to the last line break of the
+  // run, if it has one.
+  size_t end = pos, afterBreak = 0;
+  while (end < text.size()) {
+    const Char c = charAt(text, end);
+    if (c.cls != CharClass::Space)
+      break;
+    end += c.length;
+    if (isLineBreak(text[end - 1]))
+      afterBreak = end;
+  }
+  if (afterBreak)
+    return afterBreak;
+  // \s+(?!\S)|\s+, as GPT-2's.
+  return whitespaceEnd(text, pos);
+}
+
+} // namespace
+
+size_t preTokenEnd(PreTokenization pattern, std::string_view text,
+                   size_t pos) {
+  return pattern == PreTokenization::Llama3 ? llama3End(text, pos)
+                                            : gpt2End(text, pos);
 }
 
 } // namespace mtok

@@ -31,29 +31,42 @@ std::string Tokenizer::decode(const std::vector<int32_t> &ids) const {
   return text;
 }
 
-void checkTokenizerChoice(const std::string &kind, const std::string &vocab,
-                          const std::string &merges) {
-  if (kind == "byte") {
-    if (!vocab.empty() || !merges.empty())
+void checkTokenizerChoice(const TokenizerChoice &choice) {
+  const bool gpt2Files = !choice.vocab.empty() || !choice.merges.empty();
+  const bool json = !choice.tokenizerJson.empty();
+  if (choice.kind == "byte") {
+    if (gpt2Files || json)
       throw std::runtime_error(
-          "the byte tokenizer takes no vocab.json or merges.txt");
-  } else if (kind == "gpt2") {
-    if (vocab.empty() || merges.empty())
+          "the byte tokenizer takes no vocab.json, merges.txt or "
+          "tokenizer.json");
+  } else if (choice.kind == "gpt2") {
+    if (choice.vocab.empty() || choice.merges.empty())
       throw std::runtime_error(
           "the gpt2 tokenizer needs both a vocab.json and a merges.txt");
+    if (json)
+      throw std::runtime_error(
+          "the gpt2 tokenizer takes vocab.json and merges.txt, not a "
+          "tokenizer.json (that is --tokenizer hf)");
+  } else if (choice.kind == "hf") {
+    if (!json)
+      throw std::runtime_error("the hf tokenizer needs a tokenizer.json");
+    if (gpt2Files)
+      throw std::runtime_error(
+          "the hf tokenizer takes a tokenizer.json, not vocab.json or "
+          "merges.txt (those are --tokenizer gpt2)");
   } else {
-    throw std::runtime_error("unknown tokenizer \"" + kind +
-                             "\" (expected byte or gpt2)");
+    throw std::runtime_error("unknown tokenizer \"" + choice.kind +
+                             "\" (expected byte, gpt2 or hf)");
   }
 }
 
-std::unique_ptr<Tokenizer> makeTokenizer(const std::string &kind,
-                                         const std::string &vocab,
-                                         const std::string &merges) {
-  checkTokenizerChoice(kind, vocab, merges);
-  if (kind == "byte")
+std::unique_ptr<Tokenizer> makeTokenizer(const TokenizerChoice &choice) {
+  checkTokenizerChoice(choice);
+  if (choice.kind == "byte")
     return std::make_unique<ByteTokenizer>();
-  return std::make_unique<GPT2Tokenizer>(vocab, merges);
+  if (choice.kind == "gpt2")
+    return BPETokenizer::fromGPT2Files(choice.vocab, choice.merges);
+  return BPETokenizer::fromTokenizerJson(choice.tokenizerJson);
 }
 
 } // namespace mtok

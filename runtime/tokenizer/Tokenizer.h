@@ -1,9 +1,11 @@
 // Tokenizers of the runtime: text to token ids and back, in C++ (no Python
 // in the product). ByteTokenizer is what the main job trains on (one token
-// per byte); GPT2Tokenizer is GPT-2's byte-level BPE from a user's
-// vocab.json and merges.txt. See README.md.
+// per byte); BPETokenizer is byte-level BPE from a user's GPT-2 vocab.json
+// and merges.txt or Hugging Face tokenizer.json. See README.md.
 #ifndef MEGATRON_TOKENIZER_TOKENIZER_H
 #define MEGATRON_TOKENIZER_TOKENIZER_H
+
+#include "PreTokenize.h"
 
 #include <array>
 #include <cstdint>
@@ -53,53 +55,86 @@ private:
   std::string tokenBytes(int32_t id) const override;
 };
 
-// GPT-2's byte-level BPE (OpenAI's encoder.py): pre-tokenisation
-// (PreTokenize.h), each piece's bytes as the symbols of bytes_to_unicode(),
-// then merges by rank. Special tokens such as <|endoftext|> are not
-// recognised in the text, as in encoder.py; they decode as their text.
-class GPT2Tokenizer final : public Tokenizer {
-public:
-  // vocab.json: a JSON object of token (bytes_to_unicode symbols) -> id,
-  // the ids 0..N-1, one token for each of the 256 bytes. merges.txt: an
-  // optional "#version" line, then one "a b" merge a line in rank order,
-  // a, b and ab in the vocabulary. Throws naming the file (and line).
-  GPT2Tokenizer(const std::string &vocabPath, const std::string &mergesPath);
-
-  std::vector<int32_t> encode(const std::string &text) const override;
-  int64_t vocabSize() const override {
-    return static_cast<int64_t>(tokenBytes_.size());
-  }
-
-private:
+namespace detail {
+// What byte-level BPE encodes with, as its files give it.
+struct BPETables {
   struct Merge {
     int32_t rank;
     int32_t result; // the id of the merged token
   };
-
-  std::vector<std::string> tokenBytes_;   // id -> its bytes
-  std::array<int32_t, 256> byteTokens_{}; // byte -> its one-byte token
+  std::vector<std::string> tokenBytes;   // id -> its bytes
+  std::array<int32_t, 256> byteTokens{}; // byte -> its one-byte token
   // The merge of each (left id, right id) pair, keyed by pairKey().
-  std::unordered_map<uint64_t, Merge> merges_;
+  std::unordered_map<uint64_t, Merge> merges;
+  PreTokenization pattern = PreTokenization::GPT2;
+  // ignore_merges (Llama 3's): a piece that is a token is that token.
+  bool ignoreMerges = false;
+  std::unordered_map<std::string, int32_t> pieceIds; // bytes -> id
+  // Added tokens recognised in the text (content bytes, id), longest first.
+  std::vector<std::pair<std::string, int32_t>> added;
+};
+} // namespace detail
 
-  std::string tokenBytes(int32_t id) const override { return tokenBytes_[id]; }
-  // Reads vocab.json; returns its token -> id, for the merges.
-  std::unordered_map<std::string, int32_t> loadVocab(const std::string &path);
-  void loadMerges(const std::string &path, const std::string &vocabPath,
-                  const std::unordered_map<std::string, int32_t> &vocab);
+// Byte-level BPE (OpenAI's encoder.py for GPT-2; Hugging Face's tokenizers
+// for the tokenizer.json files of Llama 3 and most current models):
+// pre-tokenisation (PreTokenize.h), each piece's bytes as the symbols of
+// bytes_to_unicode(), then merges by rank.
+class BPETokenizer final : public Tokenizer {
+public:
+  // GPT-2's files. vocab.json: a JSON object of token (bytes_to_unicode
+  // symbols) -> id, the ids 0..N-1, one token for each of the 256 bytes.
+  // merges.txt: an optional "#version" line, then one "a b" merge a line in
+  // rank order, a, b and ab in the vocabulary. Special tokens such as
+  // <|endoftext|> are not recognised in the text, as in encoder.py; they
+  // decode as their text. Throws naming the file (and line).
+  static std::unique_ptr<BPETokenizer>
+  fromGPT2Files(const std::string &vocabPath, const std::string &mergesPath);
+
+  // A Hugging Face tokenizer.json of the byte-level BPE kind: a BPE model
+  // (no dropout, unknown token, subword affixes or byte fallback;
+  // ignore_merges honoured), no normaliser, and GPT-2's ByteLevel
+  // pre-tokeniser or Llama 3's Split of kLlama3Pattern then ByteLevel. Its
+  // added tokens are recognised in the text, the longest at the leftmost
+  // place first, as the tokenizers library's encode does; no special tokens
+  // are put around the text (its post-processor is not applied). Throws
+  // naming the file and what it does not support.
+  static std::unique_ptr<BPETokenizer>
+  fromTokenizerJson(const std::string &path);
+
+  explicit BPETokenizer(detail::BPETables tables) : t_(std::move(tables)) {}
+
+  std::vector<int32_t> encode(const std::string &text) const override;
+  int64_t vocabSize() const override {
+    return static_cast<int64_t>(t_.tokenBytes.size());
+  }
+
+private:
+  detail::BPETables t_;
+
+  std::string tokenBytes(int32_t id) const override {
+    return t_.tokenBytes[id];
+  }
+  // The tokens of text without added tokens.
+  void encodePieces(std::string_view text, std::vector<int32_t> &ids) const;
   // The tokens of one pre-tokenised piece.
   std::vector<int32_t> bpe(std::string_view piece) const;
 };
 
-// Throws for a kind other than "byte" or "gpt2", for gpt2 without both
-// files, and for byte with either: what makeTokenizer checks before it
-// loads anything (a launcher reports these as usage errors).
-void checkTokenizerChoice(const std::string &kind, const std::string &vocab,
-                          const std::string &merges);
+// Which tokenizer, and its files: "byte" (none), "gpt2" (vocab.json and
+// merges.txt) or "hf" (a tokenizer.json).
+struct TokenizerChoice {
+  std::string kind = "byte";
+  std::string vocab, merges, tokenizerJson;
+};
 
-// The tokenizer of that kind (vocab and merges: gpt2's files, else empty).
-std::unique_ptr<Tokenizer> makeTokenizer(const std::string &kind,
-                                         const std::string &vocab,
-                                         const std::string &merges);
+// Throws for a kind other than "byte", "gpt2" or "hf", and for a kind
+// given files it does not take or without those it needs: what
+// makeTokenizer checks before it loads anything (a launcher reports these
+// as usage errors).
+void checkTokenizerChoice(const TokenizerChoice &choice);
+
+// The tokenizer chosen.
+std::unique_ptr<Tokenizer> makeTokenizer(const TokenizerChoice &choice);
 
 } // namespace mtok
 

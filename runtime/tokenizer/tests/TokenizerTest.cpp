@@ -22,12 +22,13 @@
 namespace {
 
 namespace fs = std::filesystem;
-using mtok::GPT2Tokenizer;
+using mtok::BPETokenizer;
 using Strings = std::vector<std::string>;
 
 const std::string kInputs = MTOK_TEST_INPUTS;
 const std::string kVocab = kInputs + "/vocab.json";
 const std::string kMerges = kInputs + "/merges.txt";
+const std::string kLlama3Json = kInputs + "/hf/llama3-style.json";
 
 // Expects f to throw a std::runtime_error whose message contains every one
 // of parts.
@@ -97,10 +98,11 @@ TEST(ByteTokenizer, RefusesIdsOutsideTheVocabulary) {
 
 // ---------------------------------------------------------------- pieces
 
-Strings preTokens(const std::string &text) {
+Strings preTokens(const std::string &text,
+                  mtok::PreTokenization pattern = mtok::PreTokenization::GPT2) {
   Strings pieces;
   for (size_t pos = 0; pos < text.size();) {
-    const size_t end = mtok::preTokenEnd(text, pos);
+    const size_t end = mtok::preTokenEnd(pattern, text, pos);
     pieces.push_back(text.substr(pos, end - pos));
     pos = end;
   }
@@ -174,6 +176,47 @@ TEST(PreTokenize, InvalidUtf8BytesArePunctuation) {
   EXPECT_EQ(preTokens("a\xED\xA0\x80"), (Strings{"a", "\xED\xA0\x80"}));
 }
 
+// Llama 3's pattern: each expectation is Python's regex.findall of
+// mtok::kLlama3Pattern.
+Strings llama3Tokens(const std::string &text) {
+  return preTokens(text, mtok::PreTokenization::Llama3);
+}
+
+TEST(PreTokenizeLlama3, ContractionsOfEitherCase) {
+  EXPECT_EQ(llama3Tokens("it's IT'S You'LL"),
+            (Strings{"it", "'s", " IT", "'S", " You", "'LL"}));
+}
+
+TEST(PreTokenizeLlama3, OnePunctuationOrSpaceLeadsAWord) {
+  EXPECT_EQ(llama3Tokens("Hello world"), (Strings{"Hello", " world"}));
+  EXPECT_EQ(llama3Tokens("(word [x]"), (Strings{"(word", " [", "x", "]"}));
+  EXPECT_EQ(llama3Tokens("a\tb"), (Strings{"a", "\tb"}));
+  EXPECT_EQ(llama3Tokens("\t\tx"), (Strings{"\t", "\tx"}));
+  EXPECT_EQ(llama3Tokens("caf\u00E9 \u65E5\u672C"),
+            (Strings{"caf\u00E9", " \u65E5\u672C"}));
+  EXPECT_EQ(llama3Tokens("e\u0301"), (Strings{"e", "\u0301"}));
+}
+
+TEST(PreTokenizeLlama3, NumbersInThrees) {
+  EXPECT_EQ(llama3Tokens("12345 678"), (Strings{"123", "45", " ", "678"}));
+  EXPECT_EQ(llama3Tokens(" 42"), (Strings{" ", "42"}));
+  EXPECT_EQ(llama3Tokens("3.14"), (Strings{"3", ".", "14"}));
+  EXPECT_EQ(llama3Tokens("x\u00B2,"), (Strings{"x", "\u00B2", ","}));
+}
+
+TEST(PreTokenizeLlama3, LineBreaksEndTheirPiece) {
+  EXPECT_EQ(llama3Tokens("x\n\ny"), (Strings{"x", "\n\n", "y"}));
+  EXPECT_EQ(llama3Tokens("a  \n\n  b"), (Strings{"a", "  \n\n", " ", " b"}));
+  EXPECT_EQ(llama3Tokens("Hi!!! ...\n\nend"),
+            (Strings{"Hi", "!!!", " ...\n\n", "end"}));
+  EXPECT_EQ(llama3Tokens(",\n\n"), (Strings{",\n\n"}));
+  EXPECT_EQ(llama3Tokens("a \n b"), (Strings{"a", " \n", " b"}));
+  EXPECT_EQ(llama3Tokens("  lead"), (Strings{" ", " lead"}));
+  EXPECT_EQ(llama3Tokens("end   "), (Strings{"end", "   "}));
+  EXPECT_EQ(llama3Tokens("\U0001F600\U0001F600!"),
+            (Strings{"\U0001F600\U0001F600!"}));
+}
+
 // ---------------------------------------------------------------- BPE
 
 // The bytes of each token encode() gives.
@@ -184,15 +227,17 @@ Strings tokens(const mtok::Tokenizer &tok, const std::string &text) {
   return out;
 }
 
-TEST(GPT2Tokenizer, LoadsTheVocabulary) {
-  const GPT2Tokenizer tok(kVocab, kMerges);
+TEST(BPETokenizerGPT2, LoadsTheVocabulary) {
+  const auto tokFiles = BPETokenizer::fromGPT2Files(kVocab, kMerges);
+  const mtok::Tokenizer &tok = *tokFiles;
   EXPECT_EQ(tok.vocabSize(), 294);
 }
 
 // bytes_to_unicode(): ids 0..255 of Inputs/vocab.json are GPT-2's, the
 // printable bytes first, then the others from U+0100 in byte order.
-TEST(GPT2Tokenizer, BytesThroughTheirSymbols) {
-  const GPT2Tokenizer tok(kVocab, kMerges);
+TEST(BPETokenizerGPT2, BytesThroughTheirSymbols) {
+  const auto tokFiles = BPETokenizer::fromGPT2Files(kVocab, kMerges);
+  const mtok::Tokenizer &tok = *tokFiles;
   EXPECT_EQ(tok.encode("!"), (std::vector<int32_t>{0}));    // '!'
   EXPECT_EQ(tok.encode(" "), (std::vector<int32_t>{220}));  // 'Ġ' U+0120
   EXPECT_EQ(tok.encode("\n"), (std::vector<int32_t>{198})); // 'Ċ' U+010A
@@ -202,8 +247,9 @@ TEST(GPT2Tokenizer, BytesThroughTheirSymbols) {
   EXPECT_EQ(tok.encode("\xAD"), (std::vector<int32_t>{255})); // 'Ń' U+0143
 }
 
-TEST(GPT2Tokenizer, MergesByRankNotPosition) {
-  const GPT2Tokenizer tok(kVocab, kMerges);
+TEST(BPETokenizerGPT2, MergesByRankNotPosition) {
+  const auto tokFiles = BPETokenizer::fromGPT2Files(kVocab, kMerges);
+  const mtok::Tokenizer &tok = *tokFiles;
   // "h e" (rank 0) comes before "t h" (rank 1): t+he, then the.
   EXPECT_EQ(tokens(tok, "the"), (Strings{"the"}));
   EXPECT_EQ(tokens(tok, "th"), (Strings{"th"}));
@@ -214,8 +260,9 @@ TEST(GPT2Tokenizer, MergesByRankNotPosition) {
   EXPECT_EQ(tokens(tok, "caf\u00E9"), (Strings{"c", "af", "\u00E9"}));
 }
 
-TEST(GPT2Tokenizer, MergesEveryOccurrenceLeftToRight) {
-  const GPT2Tokenizer tok(kVocab, kMerges);
+TEST(BPETokenizerGPT2, MergesEveryOccurrenceLeftToRight) {
+  const auto tokFiles = BPETokenizer::fromGPT2Files(kVocab, kMerges);
+  const mtok::Tokenizer &tok = *tokFiles;
   EXPECT_EQ(tokens(tok, "ooo"), (Strings{"oo", "o"}));
   EXPECT_EQ(tokens(tok, "oooo"), (Strings{"oo", "oo"}));
   EXPECT_EQ(tokens(tok, "!!!!!"), (Strings{"!!", "!!", "!"}));
@@ -225,8 +272,9 @@ TEST(GPT2Tokenizer, MergesEveryOccurrenceLeftToRight) {
   EXPECT_EQ(tokens(tok, "x\n\n y"), (Strings{"x", "\n\n", " ", "y"}));
 }
 
-TEST(GPT2Tokenizer, ContractionsNumbersAndNonAscii) {
-  const GPT2Tokenizer tok(kVocab, kMerges);
+TEST(BPETokenizerGPT2, ContractionsNumbersAndNonAscii) {
+  const auto tokFiles = BPETokenizer::fromGPT2Files(kVocab, kMerges);
+  const mtok::Tokenizer &tok = *tokFiles;
   EXPECT_EQ(tokens(tok, "it's"), (Strings{"i", "t", "'s"}));
   EXPECT_EQ(tokens(tok, "he'd'll're've'm't"),
             (Strings{"he", "'d", "'ll", "'re", "'ve", "'m", "'t"}));
@@ -238,8 +286,9 @@ TEST(GPT2Tokenizer, ContractionsNumbersAndNonAscii) {
             (Strings{"\u65E5", "\xE8", "\xAA", "\x9E"}));
 }
 
-TEST(GPT2Tokenizer, SpecialTokensAreOnlyText) {
-  const GPT2Tokenizer tok(kVocab, kMerges);
+TEST(BPETokenizerGPT2, SpecialTokensAreOnlyText) {
+  const auto tokFiles = BPETokenizer::fromGPT2Files(kVocab, kMerges);
+  const mtok::Tokenizer &tok = *tokFiles;
   EXPECT_EQ(tokens(tok, "<|endoftext|>"),
             (Strings{"<", "|", "e", "n", "d", "o", "f", "t", "e", "x", "t",
                      "|", ">"}));
@@ -247,8 +296,9 @@ TEST(GPT2Tokenizer, SpecialTokensAreOnlyText) {
   EXPECT_EQ(tok.decode({293}), "<|endoftext|>");
 }
 
-TEST(GPT2Tokenizer, RoundTripsAnyBytes) {
-  const GPT2Tokenizer tok(kVocab, kMerges);
+TEST(BPETokenizerGPT2, RoundTripsAnyBytes) {
+  const auto tokFiles = BPETokenizer::fromGPT2Files(kVocab, kMerges);
+  const mtok::Tokenizer &tok = *tokFiles;
   for (const std::string &text :
        {std::string("The cat's caf\u00E9: \u65E5\u672C \U0001F600!\n\n  x"),
         std::string("\xFF\xFE invalid \xC0\xAF utf-8 \xE2\x82"),
@@ -257,8 +307,9 @@ TEST(GPT2Tokenizer, RoundTripsAnyBytes) {
     EXPECT_EQ(tok.decode(tok.encode(text)), text);
 }
 
-TEST(GPT2Tokenizer, RefusesIdsOutsideTheVocabulary) {
-  const GPT2Tokenizer tok(kVocab, kMerges);
+TEST(BPETokenizerGPT2, RefusesIdsOutsideTheVocabulary) {
+  const auto tokFiles = BPETokenizer::fromGPT2Files(kVocab, kMerges);
+  const mtok::Tokenizer &tok = *tokFiles;
   expectError([&] { tok.decode({0, 1, 294}); },
               {"token id 294 is outside the vocabulary (ids 0..293) at "
                "position 2"});
@@ -279,18 +330,19 @@ class GPT2Errors : public TempDir {
 protected:
   // Loads vocab.json text `vocab` with merges.txt text `merges`.
   void load(const std::string &vocab, const std::string &merges = "") {
-    GPT2Tokenizer(write("vocab.json", vocab), write("merges.txt", merges));
+    BPETokenizer::fromGPT2Files(write("vocab.json", vocab),
+                                write("merges.txt", merges));
   }
 };
 
 TEST_F(GPT2Errors, MissingOrUnreadableFiles) {
-  expectError([&] { GPT2Tokenizer(path("none.json"), kMerges); },
+  expectError([&] { BPETokenizer::fromGPT2Files(path("none.json"), kMerges); },
               {"vocab " + path("none.json") +
                ": cannot open: No such file or directory"});
-  expectError([&] { GPT2Tokenizer(kVocab, path("none.txt")); },
+  expectError([&] { BPETokenizer::fromGPT2Files(kVocab, path("none.txt")); },
               {"merges " + path("none.txt") + ": cannot open"});
   fs::create_directory(path("dir"));
-  expectError([&] { GPT2Tokenizer(path("dir"), kMerges); },
+  expectError([&] { BPETokenizer::fromGPT2Files(path("dir"), kMerges); },
               {"vocab " + path("dir") + ": not a regular file"});
 }
 
@@ -352,22 +404,89 @@ TEST_F(GPT2Errors, MergesOutsideTheVocabulary) {
 }
 
 TEST_F(GPT2Errors, AcceptsWindowsLinesAndNoVersion) {
-  const GPT2Tokenizer tok(write("vocab.json", byteVocab(",\"he\": 256")),
+  const auto tokFiles = BPETokenizer::fromGPT2Files(write("vocab.json", byteVocab(",\"he\": 256")),
                           write("merges.txt", "h e\r\n"));
+  const mtok::Tokenizer &tok = *tokFiles;
   EXPECT_EQ(tok.encode("he"), (std::vector<int32_t>{256}));
+}
+
+// ---------------------------------------------------------------- tokenizer.json
+
+// Inputs/hf: byte-level BPE trained by Hugging Face's tokenizers
+// (make_hf_tokenizers.py); test_hf_tokenizer.py compares whole texts with
+// that library.
+TEST(BPETokenizerJson, Llama3StyleFile) {
+  const auto tok = BPETokenizer::fromTokenizerJson(kLlama3Json);
+  EXPECT_EQ(tok->vocabSize(), 422);
+  // Added tokens are recognised in the text, and decode as their text.
+  const std::vector<int32_t> ids = tok->encode("<|begin_of_text|>The fox");
+  ASSERT_FALSE(ids.empty());
+  EXPECT_EQ(ids.front(), 420);
+  EXPECT_EQ(tok->decode(ids), "<|begin_of_text|>The fox");
+  EXPECT_EQ(tokens(*tok, "x<|end_of_text|>y"),
+            (Strings{"x", "<|end_of_text|>", "y"}));
+}
+
+class JsonErrors : public TempDir {
+protected:
+  // The Llama 3-style file with `edit` applied to its text.
+  std::string edited(const std::string &from, const std::string &to) {
+    std::string json = readAll(kLlama3Json);
+    const size_t at = json.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return write("tokenizer.json", json.replace(at, from.size(), to));
+  }
+  void load(const std::string &path) { BPETokenizer::fromTokenizerJson(path); }
+};
+
+TEST_F(JsonErrors, NamesWhatIsNotSupported) {
+  const std::string file = "tokenizer.json " + path("tokenizer.json") + ": ";
+  expectError([&] { load(edited("\"normalizer\": null",
+                                "\"normalizer\": {\"type\": \"NFC\"}")); },
+              {file + "normalizer {\"type\":\"NFC\"} is not supported"});
+  expectError([&] { load(edited("\"type\": \"BPE\"", "\"type\": \"WordPiece\"")); },
+              {file + "model \"WordPiece\" is not supported (only BPE)"});
+  expectError([&] { load(edited("\"byte_fallback\": false",
+                                "\"byte_fallback\": true")); },
+              {file + "model.byte_fallback is not supported"});
+  expectError([&] { load(edited("\"behavior\": \"Isolated\"",
+                                "\"behavior\": \"Removed\"")); },
+              {file + "pre_tokenizer ", "is not supported (known: GPT-2's"});
+  expectError([&] { load(edited("\"lstrip\": false", "\"lstrip\": true")); },
+              {file + "added_tokens[0] lstrip is not supported"});
+  expectError([&] { load(edited("\"id\": 421", "\"id\": 425")); },
+              {file + "no token has id 421 (the ids are 0..425"});
+  expectError([&] { load(write("tokenizer.json", "[1, 2]")); },
+              {file + "expected a JSON object, not array"});
+  expectError([&] { load(write("tokenizer.json", "{\"model\": ")); },
+              {file + "malformed JSON"});
 }
 
 // ---------------------------------------------------------------- factory
 
 TEST(MakeTokenizer, ByKind) {
-  EXPECT_EQ(mtok::makeTokenizer("byte", "", "")->vocabSize(), 256);
-  EXPECT_EQ(mtok::makeTokenizer("gpt2", kVocab, kMerges)->vocabSize(), 294);
-  expectError([] { mtok::makeTokenizer("bpe", "", ""); },
-              {"unknown tokenizer \"bpe\" (expected byte or gpt2)"});
-  expectError([] { mtok::makeTokenizer("gpt2", kVocab, ""); },
+  using Choice = mtok::TokenizerChoice;
+  EXPECT_EQ(mtok::makeTokenizer(Choice{})->vocabSize(), 256);
+  EXPECT_EQ(mtok::makeTokenizer(Choice{"gpt2", kVocab, kMerges, ""})
+                ->vocabSize(),
+            294);
+  EXPECT_EQ(mtok::makeTokenizer(Choice{"hf", "", "", kLlama3Json})
+                ->vocabSize(),
+            422);
+  expectError([] { mtok::makeTokenizer(Choice{"bpe", "", "", ""}); },
+              {"unknown tokenizer \"bpe\" (expected byte, gpt2 or hf)"});
+  expectError([] { mtok::makeTokenizer(Choice{"gpt2", kVocab, "", ""}); },
               {"the gpt2 tokenizer needs both a vocab.json and a merges.txt"});
-  expectError([] { mtok::makeTokenizer("byte", kVocab, ""); },
-              {"the byte tokenizer takes no vocab.json or merges.txt"});
+  expectError([] { mtok::makeTokenizer(Choice{"byte", kVocab, "", ""}); },
+              {"the byte tokenizer takes no vocab.json, merges.txt or "
+               "tokenizer.json"});
+  expectError(
+      [] { mtok::makeTokenizer(Choice{"gpt2", kVocab, kMerges, kLlama3Json}); },
+      {"not a tokenizer.json (that is --tokenizer hf)"});
+  expectError([] { mtok::makeTokenizer(Choice{"hf", "", "", ""}); },
+              {"the hf tokenizer needs a tokenizer.json"});
+  expectError([] { mtok::makeTokenizer(Choice{"hf", kVocab, "", kLlama3Json}); },
+              {"not vocab.json or merges.txt (those are --tokenizer gpt2)"});
 }
 
 // ---------------------------------------------------------------- files

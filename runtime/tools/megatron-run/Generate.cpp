@@ -186,7 +186,7 @@ bool generate(Session &s) {
   std::vector<Prompt> prompts;
   std::string failure;
   try {
-    tokenizer = mtok::makeTokenizer(s.opt.tokenizer, s.opt.vocab, s.opt.merges);
+    tokenizer = mtok::makeTokenizer(s.opt.tokenizer);
     prompts = readPrompts(s.opt, *tokenizer);
     checkPrompts(prompts, s.m, s.opt.maxNew);
   } catch (const std::exception &e) {

@@ -325,14 +325,18 @@ const OptionSpec kOptions[] = {
              "--top-p: expected a number in (0, 1], got \"" + v + "\"");
      }},
     {"--tokenizer", "K", kGeneration, Section::Generation,
-     "byte (default) or gpt2 (with --vocab and --merges)",
-     [](Options &o, S, S v) { o.tokenizer = v; }},
+     "byte (default), gpt2 (with --vocab and --merges) or hf\n"
+     "(with --tokenizer-json)",
+     [](Options &o, S, S v) { o.tokenizer.kind = v; }},
     {"--vocab", "FILE", kGeneration, Section::Generation,
      "gpt2: vocab.json (token -> id)",
-     [](Options &o, S f, S v) { o.vocab = fileName(f, v); }},
+     [](Options &o, S f, S v) { o.tokenizer.vocab = fileName(f, v); }},
     {"--merges", "FILE", kGeneration, Section::Generation,
      "gpt2: merges.txt (\"a b\" merges in rank order)",
-     [](Options &o, S f, S v) { o.merges = fileName(f, v); }},
+     [](Options &o, S f, S v) { o.tokenizer.merges = fileName(f, v); }},
+    {"--tokenizer-json", "FILE", kGeneration, Section::Generation,
+     "hf: a Hugging Face tokenizer.json (byte-level BPE)",
+     [](Options &o, S f, S v) { o.tokenizer.tokenizerJson = fileName(f, v); }},
 };
 
 // What --help says before and after each section's options.
@@ -455,8 +459,8 @@ void checkRun(const Options &o, const std::vector<const OptionSpec *> &given) {
 }
 
 // Generation needs exactly one source of prompts, and a tokenizer for the
-// text it prints (and a text prompt): gpt2 with its two files, byte with
-// none.
+// text it prints (and a text prompt): gpt2 with its two files, hf with its
+// tokenizer.json, byte with none.
 void checkGeneration(const Options &o) {
   const int sources = !o.promptTokens.empty() + !o.prompt.empty() +
                       !o.promptsFile.empty();
@@ -464,7 +468,7 @@ void checkGeneration(const Options &o) {
     throw std::invalid_argument("--generate takes one of --prompt-tokens, "
                                 "--prompt and --prompts-file");
   try {
-    mtok::checkTokenizerChoice(o.tokenizer, o.vocab, o.merges);
+    mtok::checkTokenizerChoice(o.tokenizer);
   } catch (const std::exception &e) {
     throw std::invalid_argument(e.what());
   }

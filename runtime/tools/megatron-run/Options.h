@@ -3,6 +3,8 @@
 #define MEGATRON_RUN_OPTIONS_H
 
 #include <cstdint>
+#include "Tokenizer.h"
+
 #include <string>
 #include <vector>
 
@@ -51,7 +53,7 @@ struct Options {
   std::string promptTokens, prompt, promptsFile;
   int64_t maxNew = 32, topK = 0;
   double temperature = 1.0, topP = 1.0;
-  std::string tokenizer = "byte", vocab, merges;
+  mtok::TokenizerChoice tokenizer;
 };
 
 // The learning rate of step t (0-based; steps = --steps N, the schedule's

@@ -19,10 +19,11 @@
 namespace {
 
 const char *const kUsage =
-    "usage: megatron-tokenize [--tokenizer byte|gpt2]\n"
-    "           [--vocab VOCAB.json --merges MERGES.txt] INPUT.txt -o OUT.bin\n"
-    "       megatron-tokenize [--tokenizer byte|gpt2]\n"
-    "           [--vocab VOCAB.json --merges MERGES.txt] --decode TOKENS.bin\n"
+    "usage: megatron-tokenize [--tokenizer byte|gpt2|hf]\n"
+    "           [--vocab VOCAB.json --merges MERGES.txt | --tokenizer-json\n"
+    "           TOKENIZER.json] INPUT.txt -o OUT.bin\n"
+    "       megatron-tokenize [--tokenizer byte|gpt2|hf] [files as above]\n"
+    "           --decode TOKENS.bin\n"
     "\n"
     "Encodes INPUT.txt into an llm.c token file (a 256 x int32 header:\n"
     "20240520, 1, N; then N uint16 tokens, or, for a vocabulary past 65536\n"
@@ -31,15 +32,19 @@ const char *const kUsage =
     "\n"
     "options:\n"
     "  --tokenizer KIND   byte (default): one token per byte, vocabulary 256;\n"
-    "                     gpt2: GPT-2's byte-level BPE (--vocab, --merges)\n"
+    "                     gpt2: GPT-2's byte-level BPE (--vocab, --merges);\n"
+    "                     hf: a Hugging Face tokenizer.json of byte-level BPE\n"
+    "                     (GPT-2's or Llama 3's pre-tokenisation)\n"
     "  --vocab FILE       gpt2: vocab.json (token -> id, Hugging Face/OpenAI)\n"
     "  --merges FILE      gpt2: merges.txt (\"a b\" merges in rank order)\n"
+    "  --tokenizer-json FILE  hf: tokenizer.json (its added tokens are\n"
+    "                     recognised in the text; none are put around it)\n"
     "  -o, --output FILE  the token file to write (atomically)\n"
     "  --decode FILE      print the text of token file FILE to stdout\n"
     "  -h, --help         this help\n";
 
 struct Options {
-  std::string tokenizer = "byte", vocab, merges;
+  mtok::TokenizerChoice tokenizer;
   std::string input, output, decode;
   bool help = false;
 };
@@ -80,9 +85,11 @@ Options parseOptions(const std::vector<std::string> &args) {
     const std::string &arg = args[i];
     if (arg == "-h" || arg == "--help")
       opt.help = true;
-    else if (takeValue(args, i, {"--tokenizer"}, opt.tokenizer) ||
-             takeValue(args, i, {"--vocab"}, opt.vocab) ||
-             takeValue(args, i, {"--merges"}, opt.merges) ||
+    else if (takeValue(args, i, {"--tokenizer"}, opt.tokenizer.kind) ||
+             takeValue(args, i, {"--vocab"}, opt.tokenizer.vocab) ||
+             takeValue(args, i, {"--merges"}, opt.tokenizer.merges) ||
+             takeValue(args, i, {"--tokenizer-json"},
+                       opt.tokenizer.tokenizerJson) ||
              takeValue(args, i, {"-o", "--output"}, opt.output) ||
              takeValue(args, i, {"--decode"}, opt.decode))
       continue;
@@ -109,7 +116,7 @@ Options parseOptions(const std::vector<std::string> &args) {
                      "the text");
   }
   try {
-    mtok::checkTokenizerChoice(opt.tokenizer, opt.vocab, opt.merges);
+    mtok::checkTokenizerChoice(opt.tokenizer);
   } catch (const std::runtime_error &e) {
     throw UsageError(e.what());
   }
@@ -125,7 +132,8 @@ void encodeFile(const mtok::Tokenizer &tok, const Options &opt) {
                        mtok::layoutForVocabulary(tok.vocabSize()));
   std::printf("%s: %zu bytes -> %zu tokens (%s, vocabulary %lld) -> %s\n",
               opt.input.c_str(), text.size(), tokens.size(),
-              opt.tokenizer.c_str(), static_cast<long long>(tok.vocabSize()),
+              opt.tokenizer.kind.c_str(),
+              static_cast<long long>(tok.vocabSize()),
               opt.output.c_str());
 }
 
@@ -161,7 +169,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   try {
-    const auto tok = mtok::makeTokenizer(opt.tokenizer, opt.vocab, opt.merges);
+    const auto tok = mtok::makeTokenizer(opt.tokenizer);
     if (opt.decode.empty())
       encodeFile(*tok, opt);
     else
