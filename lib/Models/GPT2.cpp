@@ -254,19 +254,13 @@ ModelSignature signature(const GPT2Config &config) {
 
 OwningOpRef<ModuleOp> megatron::buildGPT2Module(MLIRContext &context,
                                                 const GPT2Config &config) {
-  return buildTrainingModule(
-      context, signature(config), getParameterSpecs(config),
-      [&](OpBuilder &b, llvm::StringMap<Value> params) {
-        return std::make_unique<GPT2Emitter>(b, config, std::move(params));
-      });
+  return buildFamilyModule<GPT2Emitter>(context, config, signature(config),
+                                        ModuleKind::Training);
 }
 
 OwningOpRef<ModuleOp>
 megatron::buildGPT2GenerationModule(MLIRContext &context,
                                     const GPT2Config &config) {
-  return buildGenerationModule(
-      context, signature(config), getParameterSpecs(config),
-      [&](OpBuilder &b, llvm::StringMap<Value> params) {
-        return std::make_unique<GPT2Emitter>(b, config, std::move(params));
-      });
+  return buildFamilyModule<GPT2Emitter>(context, config, signature(config),
+                                        ModuleKind::Generation);
 }

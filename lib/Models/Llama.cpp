@@ -264,19 +264,13 @@ ModelSignature signature(const LlamaConfig &config) {
 
 OwningOpRef<ModuleOp> megatron::buildLlamaModule(MLIRContext &context,
                                                  const LlamaConfig &config) {
-  return buildTrainingModule(
-      context, signature(config), getParameterSpecs(config),
-      [&](OpBuilder &b, llvm::StringMap<Value> params) {
-        return std::make_unique<LlamaEmitter>(b, config, std::move(params));
-      });
+  return buildFamilyModule<LlamaEmitter>(context, config, signature(config),
+                                         ModuleKind::Training);
 }
 
 OwningOpRef<ModuleOp>
 megatron::buildLlamaGenerationModule(MLIRContext &context,
                                      const LlamaConfig &config) {
-  return buildGenerationModule(
-      context, signature(config), getParameterSpecs(config),
-      [&](OpBuilder &b, llvm::StringMap<Value> params) {
-        return std::make_unique<LlamaEmitter>(b, config, std::move(params));
-      });
+  return buildFamilyModule<LlamaEmitter>(context, config, signature(config),
+                                         ModuleKind::Generation);
 }

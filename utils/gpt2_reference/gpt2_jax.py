@@ -141,11 +141,11 @@ def adamw_update(p, g, m, v, step_size, bc2_sqrt, beta1, beta2, eps, decay):
     return p, m, v
 
 
-def _make_train_step(heads, valid_vocab, beta1, beta2, eps, weight_decay,
-                     grad_clip):
+def make_adamw_step(loss_of, beta1, beta2, eps, weight_decay, grad_clip):
+    """A jitted step of AdamW on loss_of(params, ids, targets): the loss and
+    its gradients, global-norm clipping, the update (any model's)."""
     def step_fn(params, m, v, ids, targets, step_size, bc2_sqrt, decay):
-        loss, g = jax.value_and_grad(loss_fn)(params, ids, targets, heads,
-                                              valid_vocab)
+        loss, g = jax.value_and_grad(loss_of)(params, ids, targets)
         g, norm = clip_grads(g, grad_clip)
         newp, newm, newv = {}, {}, {}
         for n in params:
@@ -155,6 +155,31 @@ def _make_train_step(heads, valid_vocab, beta1, beta2, eps, weight_decay,
                 beta1, beta2, eps, d)
         return newp, newm, newv, loss, norm
     return jax.jit(step_fn)
+
+
+def run_adamw(step_fn, params, batches, steps, lr, beta1, beta2, weight_decay,
+              return_params):
+    """`steps` steps of make_adamw_step's step_fn from params (jax arrays);
+    the losses and pre-clipping gradient norms, and the final params when
+    return_params."""
+    get = batches if callable(batches) else (lambda s: batches[s])
+    m = {n: jnp.zeros_like(x) for n, x in params.items()}
+    v = {n: jnp.zeros_like(x) for n, x in params.items()}
+    decay = jnp.float32(1.0 - lr * weight_decay)
+    losses, norms = [], []
+    for s in range(steps):
+        t = s + 1
+        step_size = jnp.float32(lr / (1.0 - beta1 ** t))
+        bc2_sqrt = jnp.float32(math.sqrt(1.0 - beta2 ** t))
+        ids, tg = get(s)
+        params, m, v, loss, norm = step_fn(
+            params, m, v, jnp.asarray(ids, jnp.int32), jnp.asarray(tg, jnp.int32),
+            step_size, bc2_sqrt, decay)
+        losses.append(float(loss))
+        norms.append(float(norm))
+    if return_params:
+        return losses, norms, {n: np.asarray(x) for n, x in params.items()}
+    return losses, norms
 
 
 def adamw_train(params, batches, steps, lr, beta1=0.9, beta2=0.999, eps=1e-8,
@@ -174,24 +199,8 @@ def adamw_train(params, batches, steps, lr, beta1=0.9, beta2=0.999, eps=1e-8,
     params = to_jax(params)
     if valid_vocab is None:
         valid_vocab = int(params["wte.weight"].shape[0])
-    get = batches if callable(batches) else (lambda s: batches[s])
-    step_fn = _make_train_step(heads, int(valid_vocab), float(beta1),
-                               float(beta2), float(eps), float(weight_decay),
-                               grad_clip)
-    m = {n: jnp.zeros_like(x) for n, x in params.items()}
-    v = {n: jnp.zeros_like(x) for n, x in params.items()}
-    decay = jnp.float32(1.0 - lr * weight_decay)
-    losses, norms = [], []
-    for s in range(steps):
-        t = s + 1
-        step_size = jnp.float32(lr / (1.0 - beta1 ** t))
-        bc2_sqrt = jnp.float32(math.sqrt(1.0 - beta2 ** t))
-        ids, tg = get(s)
-        params, m, v, loss, norm = step_fn(
-            params, m, v, jnp.asarray(ids, jnp.int32), jnp.asarray(tg, jnp.int32),
-            step_size, bc2_sqrt, decay)
-        losses.append(float(loss))
-        norms.append(float(norm))
-    if return_params:
-        return losses, norms, {n: np.asarray(x) for n, x in params.items()}
-    return losses, norms
+    step_fn = make_adamw_step(
+        lambda p, ids, tg: loss_fn(p, ids, tg, heads, int(valid_vocab)),
+        float(beta1), float(beta2), float(eps), float(weight_decay), grad_clip)
+    return run_adamw(step_fn, params, batches, steps, lr, beta1, beta2,
+                     weight_decay, return_params)

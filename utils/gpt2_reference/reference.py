@@ -33,6 +33,8 @@ import numpy as np  # noqa: E402
 
 import gpt2_jax  # noqa: E402
 from safetensors_io import load_gpt2, save_gpt2  # noqa: E402
+from reference_cli import (add_sampling_options, add_training_commands,  # noqa: E402
+                           timing)
 from tokens_io import batch, read_tokens  # noqa: E402
 
 
@@ -85,7 +87,7 @@ def cmd_eval(a):
     if a.dump_logits:
         np.save(a.dump_logits, np.stack(dumps))
     if a.timing:
-        _timing(t0, times)
+        timing(t0, times)
 
 
 def cmd_grads(a):
@@ -103,7 +105,7 @@ def cmd_grads(a):
                         "valid_vocab": vv},
               prefix=info["prefix"])
     if a.timing:
-        _timing(t0, times)
+        timing(t0, times)
 
 
 def cmd_train(a):
@@ -156,55 +158,18 @@ def cmd_generate(a):
     print(json.dumps({"generated": generated}))
 
 
-def _timing(t0, times):
-    tot = time.perf_counter() - t0
-    msg = f"# total {tot:.3f}s; first step (incl. jit) {times[0]:.3f}s"
-    if len(times) > 1:
-        msg += f"; later steps mean {1e3 * np.mean(times[1:]):.2f} ms"
-    print(msg, file=sys.stderr)
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("eval", help="loss per step with fixed params")
-    _common(p)
-    p.add_argument("--steps", type=int, default=1)
-    p.add_argument("--start-step", type=int, default=0)
-    p.add_argument("--dump-logits", default=None,
-                   help=".npy file; float32 [steps,B,T,Vp] (padded columns "
-                        "included; slice [..., :valid_vocab] for the real ones)")
-    p.set_defaults(fn=cmd_eval)
-    p = sub.add_parser("grads", help="gradients of one step's loss")
-    _common(p)
-    p.add_argument("--step", type=int, default=0)
-    p.add_argument("--steps", type=int, default=None, help="ignored")
-    p.add_argument("--out", required=True)
-    p.set_defaults(fn=cmd_grads)
-    p = sub.add_parser("train", help="AdamW training (torch semantics)")
-    _common(p)
-    p.add_argument("--steps", type=int, default=10)
-    p.add_argument("--start-step", type=int, default=0)
-    p.add_argument("--lr", type=float, required=True)
-    p.add_argument("--beta1", type=float, default=0.9)
-    p.add_argument("--beta2", type=float, default=0.999)
-    p.add_argument("--eps", type=float, default=1e-8)
-    p.add_argument("--weight-decay", type=float, default=0.0)
-    p.add_argument("--grad-clip", type=float, default=0.0,
-                   help="clip_grad_norm_ max norm; <= 0 disables")
-    p.add_argument("--out", default=None, help="save final params here")
-    p.set_defaults(fn=cmd_train)
+    add_training_commands(sub, _common, cmd_eval, cmd_grads, cmd_train)
     p = sub.add_parser("generate", help="continue prompts, full recompute")
     p.add_argument("--model", required=True)
     p.add_argument("--prompts", required=True, help="one text prompt a line")
     p.add_argument("--max-new", type=int, required=True)
     p.add_argument("--heads", type=int, required=True)
     p.add_argument("--valid-vocab", type=int, required=True)
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--top-k", type=int, default=0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=1337)
+    add_sampling_options(p)
     p.set_defaults(fn=cmd_generate)
     a = ap.parse_args(argv)
     a.fn(a)

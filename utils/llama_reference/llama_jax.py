@@ -25,7 +25,6 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from gpt2_jax import adamw_update, clip_grads, decays  # noqa: E402,F401
 
 RMS_EPS = 1e-5
 ROPE_THETA = 10000.0
@@ -172,21 +171,6 @@ def grads(params, ids, targets, cfg, valid_vocab=None):
 # --------------------------------------------------------------------------
 # torch.optim.AdamW + clip_grad_norm_ (gpt2_jax's update, same decay rule)
 # --------------------------------------------------------------------------
-def _make_train_step(cfg, valid_vocab, beta1, beta2, eps, weight_decay, grad_clip):
-    def step_fn(params, m, v, ids, targets, step_size, bc2_sqrt, decay):
-        loss, g = jax.value_and_grad(loss_fn)(params, ids, targets, cfg,
-                                              valid_vocab)
-        g, norm = clip_grads(g, grad_clip)
-        newp, newm, newv = {}, {}, {}
-        for n in params:
-            d = decay if (weight_decay and decays(n, params[n].shape)) else None
-            newp[n], newm[n], newv[n] = adamw_update(
-                params[n], g[n], m[n], v[n], step_size, bc2_sqrt,
-                beta1, beta2, eps, d)
-        return newp, newm, newv, loss, norm
-    return jax.jit(step_fn)
-
-
 def adamw_train(params, batches, steps, lr, cfg, beta1=0.9, beta2=0.999,
                 eps=1e-8, weight_decay=0.0, grad_clip=None, valid_vocab=None,
                 return_params=False):
@@ -195,25 +179,9 @@ def adamw_train(params, batches, steps, lr, cfg, beta1=0.9, beta2=0.999,
     clip_grad_norm_(grad_clip). batches: callable step -> (ids, targets) or a
     sequence. Returns (losses, grad_norms) -- before each step's update,
     grad_norm pre-clipping -- plus the final params when return_params."""
-    params = to_jax(params)
-    get = batches if callable(batches) else (lambda s: batches[s])
-    step_fn = _make_train_step(cfg, valid_vocab, float(beta1), float(beta2),
-                               float(eps), float(weight_decay), grad_clip)
-    m = {n: jnp.zeros_like(x) for n, x in params.items()}
-    v = {n: jnp.zeros_like(x) for n, x in params.items()}
-    decay = jnp.float32(1.0 - lr * weight_decay)
-    losses, norms = [], []
-    for s in range(steps):
-        t = s + 1
-        step_size = jnp.float32(lr / (1.0 - beta1 ** t))
-        bc2_sqrt = jnp.float32(math.sqrt(1.0 - beta2 ** t))
-        ids, tg = get(s)
-        params, m, v, loss, norm = step_fn(
-            params, m, v, jnp.asarray(ids, jnp.int32), jnp.asarray(tg, jnp.int32),
-            step_size, bc2_sqrt, decay)
-        losses.append(float(loss))
-        norms.append(float(norm))
-    if return_params:
-        return losses, norms, {n: np.asarray(x) for n, x in params.items()}
-    return losses, norms
+    step_fn = gpt2_jax.make_adamw_step(
+        lambda p, ids, tg: loss_fn(p, ids, tg, cfg, valid_vocab),
+        float(beta1), float(beta2), float(eps), float(weight_decay), grad_clip)
+    return gpt2_jax.run_adamw(step_fn, to_jax(params), batches, steps, lr,
+                              beta1, beta2, weight_decay, return_params)
 

@@ -352,7 +352,7 @@ def test_adamw_matches_numpy(model):
 
 
 def test_weight_decay_only_on_matrices(model):
-    dec = sorted(k for k, x in model.items() if llama_jax.decays(k, x.shape))
+    dec = sorted(k for k, x in model.items() if gpt2_jax.decays(k, x.shape))
     assert dec == sorted(["model.embed_tokens.weight", "lm_head.weight"] + [
         f"model.layers.{i}.{n}.weight" for i in range(L)
         for n in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",

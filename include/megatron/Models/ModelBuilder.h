@@ -133,6 +133,27 @@ OwningOpRef<ModuleOp> buildGenerationModule(MLIRContext &context,
                                             llvm::ArrayRef<ParameterSpec> specs,
                                             EmitterFactory emitter);
 
+/// What a module holds: a training step, or the generation program.
+enum class ModuleKind { Training, Generation };
+
+/// A family's module: its parameters (getParameterSpecs(config), found by
+/// argument-dependent lookup) and its forward pass, an `Emitter(OpBuilder &,
+/// const Config &, llvm::StringMap<Value> params)`.
+template <typename Emitter, typename Config>
+OwningOpRef<ModuleOp> buildFamilyModule(MLIRContext &context,
+                                        const Config &config,
+                                        const ModelSignature &signature,
+                                        ModuleKind kind) {
+  auto emitter = [&](OpBuilder &b, llvm::StringMap<Value> params)
+      -> std::unique_ptr<TransformerEmitter> {
+    return std::make_unique<Emitter>(b, config, std::move(params));
+  };
+  llvm::SmallVector<ParameterSpec> specs = getParameterSpecs(config);
+  return kind == ModuleKind::Training
+             ? buildTrainingModule(context, signature, specs, emitter)
+             : buildGenerationModule(context, signature, specs, emitter);
+}
+
 } // namespace mlir::megatron
 
 #endif // MEGATRON_MODELS_MODELBUILDER_H

@@ -59,7 +59,7 @@ struct KVCacheStoreToRuntime : RuntimePattern<KVCacheStoreOp> {
     CallBuilder::Output cache = c.inPlace(op.getCache());
     SmallVector<Value> args = {x, c.i64(ld), cache.view, positions};
     args.append(cacheSizes(c, input, op.getCache().getType(), op.getLayer(),
-                           {op.getNumHeads()}));
+                           {static_cast<int64_t>(op.getNumHeads())}));
     c.call(kernel("mrt_kv_cache_store", op.getInput()), args);
     rewriter.replaceOp(op, c.tensor(cache));
     return success();
@@ -80,7 +80,8 @@ struct CachedAttentionToRuntime : RuntimePattern<CachedAttentionOp> {
                                values, positions,                  y.view};
     args.append(cacheSizes(c, queries, op.getKCache().getType(),
                            op.getLayer(),
-                           {op.getNumHeads(), op.getKeyValueHeads()}));
+                           {static_cast<int64_t>(op.getNumHeads()),
+                            op.getKeyValueHeads()}));
     c.call(kernel("mrt_attention_cached", op.getQueries()), args);
     rewriter.replaceOp(op, c.tensor(y));
     return success();
