@@ -106,18 +106,114 @@ void convert(const std::string &dtype, const unsigned char *src, int64_t n,
   }
 }
 
+bool isDirectory(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool exists(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+bool endsWith(const std::string &text, const std::string &suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The folder of `path` with a trailing slash ("" for a bare file name).
+std::string folderOf(const std::string &path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash + 1);
+}
+
+constexpr const char *kIndexFile = "model.safetensors.index.json";
+constexpr const char *kSingleFile = "model.safetensors";
+
 } // namespace
 
 Checkpoint::Checkpoint(const std::string &path, CheckpointNames names)
-    : file_("checkpoint", path) {
-  auto fail = [&](const std::string &msg) { file_.fail(msg); };
-  const uint64_t fileSize = file_.size();
+    : path_(path) {
+  std::string file = path;
+  if (isDirectory(path)) {
+    const std::string folder = endsWith(path, "/") ? path : path + "/";
+    if (exists(folder + kIndexFile))
+      file = folder + kIndexFile;
+    else if (exists(folder + kSingleFile))
+      file = folder + kSingleFile;
+    else
+      fail(std::string("a folder without ") + kIndexFile + " or " +
+           kSingleFile);
+  }
+  if (endsWith(file, ".json"))
+    readIndex(file, names);
+  else
+    readShard(file, names);
+}
+
+void Checkpoint::fail(const std::string &msg) const {
+  throw std::runtime_error("checkpoint " + path_ + ": " + msg);
+}
+
+void Checkpoint::readIndex(const std::string &index, CheckpointNames names) {
+  auto failIndex = [&](const std::string &msg) {
+    throw std::runtime_error("checkpoint " + index + ": " + msg);
+  };
+  std::string why;
+  std::optional<json> parsed =
+      parseJsonObject(mfile::readFileBytes("checkpoint", index), why);
+  if (!parsed)
+    failIndex("the index is " + why);
+  const json &map = (*parsed)["weight_map"];
+  if (!map.is_object() || map.empty())
+    failIndex("the index has no \"weight_map\" of tensor -> file");
+  // Each file once, in the order the map first names it.
+  std::vector<std::string> files;
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    if (!it.value().is_string())
+      failIndex("weight_map[\"" + it.key() + "\"] is not a file name");
+    const std::string file = it.value().get<std::string>();
+    if (file.empty() || file.find('/') != std::string::npos)
+      failIndex("weight_map[\"" + it.key() + "\"] names \"" + file +
+                "\", not a file beside the index");
+    if (std::find(files.begin(), files.end(), file) == files.end())
+      files.push_back(file);
+  }
+  for (const std::string &file : files)
+    readShard(folderOf(index) + file, names);
+  // The map and the files agree: each tensor where the index says.
+  std::map<std::string, size_t> shardOfFileName;
+  for (const auto &[name, e] : entries_)
+    shardOfFileName[e.fileName] = e.shard;
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    const auto found = shardOfFileName.find(it.key());
+    const std::string file = it.value().get<std::string>();
+    const bool listed = found != shardOfFileName.end();
+    if (listed && shards_[found->second]->file.path() ==
+                      folderOf(index) + file)
+      continue;
+    // A tensor the model has no parameter for (a buffer) has no entry.
+    if (!listed && names(it.key()) == std::nullopt)
+      continue;
+    failIndex("the index puts tensor \"" + it.key() + "\" in " + file +
+              (listed ? ", but " + shards_[found->second]->file.path() +
+                            " holds it"
+                      : ", which does not hold it"));
+  }
+}
+
+void Checkpoint::readShard(const std::string &path, CheckpointNames names) {
+  shards_.push_back(std::make_unique<Shard>(path));
+  Shard &shard = *shards_.back();
+  const InputFile &file = shard.file;
+  auto fail = [&](const std::string &msg) { file.fail(msg); };
+  const uint64_t fileSize = file.size();
   if (fileSize < 8)
     fail("truncated header: the file has " + std::to_string(fileSize) +
          " bytes, too short for a safetensors file");
   uint64_t headerLen = 0;
   unsigned char lenBytes[8];
-  file_.readExactly(lenBytes, 8, 0);
+  file.readExactly(lenBytes, 8, 0);
   for (int i = 7; i >= 0; --i)
     headerLen = (headerLen << 8) | lenBytes[i];
   if (headerLen > kMaxHeader)
@@ -127,9 +223,9 @@ Checkpoint::Checkpoint(const std::string &path, CheckpointNames names)
     fail("truncated header: header length " + std::to_string(headerLen) +
          " exceeds the file size " + std::to_string(fileSize));
   std::string text(headerLen, '\0');
-  file_.readExactly(text.data(), headerLen, 8);
-  dataStart_ = 8 + headerLen;
-  dataSize_ = fileSize - dataStart_;
+  file.readExactly(text.data(), headerLen, 8);
+  shard.dataStart = 8 + headerLen;
+  shard.dataSize = fileSize - shard.dataStart;
 
   std::string why;
   std::optional<json> parsed = parseJsonObject(text, why);
@@ -152,6 +248,7 @@ Checkpoint::Checkpoint(const std::string &path, CheckpointNames names)
     const std::string where = "tensor \"" + fileName + "\": ";
     Entry e;
     e.fileName = fileName;
+    e.shard = shards_.size() - 1;
     if (!info.is_object() || !info.contains("dtype") ||
         !info["dtype"].is_string() || !info.contains("shape") ||
         !info["shape"].is_array() || !info.contains("data_offsets") ||
@@ -170,9 +267,10 @@ Checkpoint::Checkpoint(const std::string &path, CheckpointNames names)
       fail(where + "malformed data_offsets");
     e.begin = off[0].get<uint64_t>();
     e.end = off[1].get<uint64_t>();
-    if (e.end > dataSize_)
+    if (e.end > shard.dataSize)
       fail(where + "data_offsets [" + std::to_string(e.begin) + ", " +
-           std::to_string(e.end) + ") exceed the " + std::to_string(dataSize_) +
+           std::to_string(e.end) + ") exceed the " +
+           std::to_string(shard.dataSize) +
            "-byte data section: the data is shorter than the header says "
            "(truncated file?)");
     spans.push_back({e.begin, e.end, fileName});
@@ -197,7 +295,6 @@ std::string Checkpoint::optimizerName(const std::string &param,
 }
 
 void Checkpoint::checkAgainst(const Manifest &manifest, bool optimizer) const {
-  auto fail = [&](const std::string &msg) { file_.fail(msg); };
   const std::string reader =
       manifest.hasEntry(MGT_ENTRY_KIND_FUNCTION) ? "function" : "model";
   // Another model's tensors may match these names and shapes by chance.
@@ -270,18 +367,19 @@ void Checkpoint::readSlice(const std::string &name, const TensorSlice &slice,
       std::memset(dst, 0, count * sizeof(float));
       return;
     }
-    const uint64_t offset = dataStart_ + e.begin + ckpt * bytes;
+    const Shard &shard = *shards_[e.shard];
+    const uint64_t offset = shard.dataStart + e.begin + ckpt * bytes;
     if (e.dtype == "F32") {
-      file_.readExactly(dst, count * 4, offset, where);
+      shard.file.readExactly(dst, count * 4, offset, where);
     } else {
       tmp.resize(count * bytes);
-      file_.readExactly(tmp.data(), tmp.size(), offset, where);
+      shard.file.readExactly(tmp.data(), tmp.size(), offset, where);
       convert(e.dtype, tmp.data(), count, dst);
     }
     // A NaN or infinity would train on silently: refuse it where it is.
     for (int64_t i = 0; i < count; ++i)
       if (!std::isfinite(dst[i]))
-        file_.fail(where + "element " + std::to_string(ckpt + i) + " is " +
+        shard.file.fail(where + "element " + std::to_string(ckpt + i) + " is " +
                    (std::isnan(dst[i]) ? "NaN" : "infinite") +
                    ": the checkpoint holds non-finite values");
   });

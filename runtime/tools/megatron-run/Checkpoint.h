@@ -1,4 +1,6 @@
-// Reading a rank's slices of a global safetensors checkpoint.
+// Reading a rank's slices of a global safetensors checkpoint: one file, or
+// Hugging Face's split checkpoints (an index of which file holds each
+// tensor).
 #ifndef MEGATRON_RUN_CHECKPOINT_H
 #define MEGATRON_RUN_CHECKPOINT_H
 
@@ -8,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,12 +23,17 @@ public:
     std::string dtype;    // safetensors dtype string
     std::vector<int64_t> shape;
     uint64_t begin = 0, end = 0; // relative to the data section
+    size_t shard = 0;            // the file that holds it
   };
 
-  // Opens the file and reads its header only. `names` maps the file's
-  // tensor names to the model's (the family's published checkpoints, see
-  // CheckpointNames.h); "optimizer.*" tensors (AdamW state written by --save)
-  // keep their full name. Throws std::runtime_error naming the file.
+  // Opens the checkpoint and reads its headers only: `path` is a
+  // safetensors file, an index (model.safetensors.index.json: {"weight_map":
+  // {tensor: file}}, the files beside it), or a folder holding either
+  // (model.safetensors.index.json first, then model.safetensors), as
+  // Hugging Face publishes them. `names` maps the files' tensor names to
+  // the model's (the family's published checkpoints, see CheckpointNames.h);
+  // "optimizer.*" tensors (AdamW state written by --save) keep their full
+  // name. Throws std::runtime_error naming the file.
   Checkpoint(const std::string &path, CheckpointNames names);
   Checkpoint(const Checkpoint &) = delete;
   Checkpoint &operator=(const Checkpoint &) = delete;
@@ -51,7 +59,7 @@ public:
   const std::map<std::string, std::string> &metadata() const {
     return metadata_;
   }
-  const std::string &path() const { return file_.path(); }
+  const std::string &path() const { return path_; }
 
   // The file name of the AdamW state of parameter `param` (role adam_m or
   // adam_v): "optimizer.<param>.exp_avg" / "optimizer.<param>.exp_avg_sq".
@@ -59,10 +67,23 @@ public:
                                    const std::string &role);
 
 private:
-  InputFile file_; // errors: "checkpoint PATH: ..."
-  uint64_t dataStart_ = 0, dataSize_ = 0;
+  // One safetensors file of the checkpoint.
+  struct Shard {
+    explicit Shard(const std::string &path) : file("checkpoint", path) {}
+    InputFile file; // errors: "checkpoint PATH: ..."
+    uint64_t dataStart = 0, dataSize = 0;
+  };
+  std::string path_;
+  std::vector<std::unique_ptr<Shard>> shards_;
   std::map<std::string, Entry> entries_; // canonical name -> entry
   std::map<std::string, std::string> metadata_;
+
+  // Throws "checkpoint PATH: msg" for the path the checkpoint was opened by.
+  [[noreturn]] void fail(const std::string &msg) const;
+  // Opens `file` as the next shard and reads its header into the entries.
+  void readShard(const std::string &file, CheckpointNames names);
+  // The files of index `index` (their tensors checked against its map).
+  void readIndex(const std::string &index, CheckpointNames names);
 };
 
 // Writes a safetensors file of F32 tensors, atomically: the data goes to

@@ -113,10 +113,10 @@ using S = const std::string &;
 
 const OptionSpec kOptions[] = {
     {"--init-from", "FILE", kModelStep | kGeneration, Section::Common,
-     "initial weights from a global safetensors checkpoint\n"
-     "(the model's parameter names; Hugging Face GPT-2's\n"
-     "with or without \"transformer.\"); each rank reads\n"
-     "only its slice",
+     "initial weights from a global safetensors checkpoint:\n"
+     "a file, or a split one's index.json or folder (the\n"
+     "model's names, or its family's: Hugging Face GPT-2's\n"
+     "or Llama's); each rank reads only its slice",
      [](Options &o, S f, S v) { o.initFrom = fileName(f, v); }},
     {"--seed", "S", kModelStep | kGeneration, Section::Common,
      "without --init-from: the model's initialisation\n"
