@@ -281,6 +281,15 @@ TEST(CachedAttention, TokenByTokenEqualsWholeSequence) {
   EXPECT_TRUE(allClose(whole, decoded));
 }
 
+TEST(CachedAttentionDeathTest, CacheHeadsMustDivideQueryHeads) {
+  std::vector<float> q(4), cache(4 * 2), out(4);
+  const int32_t positions[] = {0};
+  EXPECT_DEATH(mrt_attention_cached_f32(q.data(), 4, cache.data(),
+                                        cache.data(), positions, out.data(),
+                                        0, 1, 1, 1, 4, 3, 1, 2),
+               "generation: 3 cache heads do not divide 4 query heads");
+}
+
 TEST(CachedAttentionDeathTest, PositionBeyondTheCacheIsFatal) {
   const int64_t H = 1, D = 2, N = 4;
   const std::vector<float> keys(2 * H * D, 1.0f);

@@ -26,16 +26,15 @@ vocab_size metadata (else the number of wte rows).
 import argparse
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 
 import gpt2_jax  # noqa: E402
 from safetensors_io import load_gpt2, save_gpt2  # noqa: E402
-from reference_cli import (add_sampling_options, add_training_commands,  # noqa: E402
-                           timing)
-from tokens_io import batch, read_tokens  # noqa: E402
+from reference_cli import (Family, Loaded, add_sampling_options,  # noqa: E402
+                           add_training_commands)
+from tokens_io import read_tokens  # noqa: E402
 
 
 def _common(p):
@@ -67,63 +66,18 @@ def _load(a):
     toks = read_tokens(a.data)
     if toks.size and int(toks.max()) >= vv:
         sys.exit(f"error: token {int(toks.max())} >= valid vocab {vv}")
-    return params, info, heads, vv, toks
+    return Loaded(params, heads, vv, toks,
+                  lambda path, tensors, metadata: save_gpt2(
+                      path, tensors, metadata=metadata, prefix=info["prefix"]),
+                  {"n_head": heads}, meta)
 
 
-def cmd_eval(a):
-    t0 = time.perf_counter()
-    params, info, heads, vv, toks = _load(a)
-    jp = gpt2_jax.to_jax(params)
-    dumps, times = [], []
-    for s in range(a.start_step, a.start_step + a.steps):
-        ids, tg = batch(toks, s, a.batch, a.seq)
-        t1 = time.perf_counter()
-        loss, logits = gpt2_jax.eval_loss(jp, ids, tg, heads, vv)
-        loss = float(loss)
-        times.append(time.perf_counter() - t1)
-        print(f"step {s} loss {loss!r}", flush=True)
-        if a.dump_logits:
-            dumps.append(np.asarray(logits))
-    if a.dump_logits:
-        np.save(a.dump_logits, np.stack(dumps))
-    if a.timing:
-        timing(t0, times)
-
-
-def cmd_grads(a):
-    t0 = time.perf_counter()
-    params, info, heads, vv, toks = _load(a)
-    ids, tg = batch(toks, a.step, a.batch, a.seq)
-    t1 = time.perf_counter()
-    loss, g = gpt2_jax.grads(gpt2_jax.to_jax(params), ids, tg, heads, vv)
-    loss = float(loss)
-    times = [time.perf_counter() - t1]
-    print(f"step {a.step} loss {loss!r}", flush=True)
-    save_gpt2(a.out, {n: np.asarray(g[n]) for n in params},
-              metadata={"what": "gradients", "step": a.step, "loss": repr(loss),
-                        "batch": a.batch, "seq": a.seq, "n_head": heads,
-                        "valid_vocab": vv},
-              prefix=info["prefix"])
-    if a.timing:
-        timing(t0, times)
-
-
-def cmd_train(a):
-    t0 = time.perf_counter()
-    params, info, heads, vv, toks = _load(a)
-    res = gpt2_jax.adamw_train(
-        params, lambda s: batch(toks, a.start_step + s, a.batch, a.seq), a.steps,
-        lr=a.lr, beta1=a.beta1, beta2=a.beta2, eps=a.eps,
-        weight_decay=a.weight_decay, grad_clip=a.grad_clip, heads=heads,
-        valid_vocab=vv, return_params=bool(a.out))
-    losses, norms = res[0], res[1]
-    for s, (l, g) in enumerate(zip(losses, norms)):
-        print(f"step {a.start_step + s} loss {l!r} grad_norm {g!r}")
-    if a.out:
-        save_gpt2(a.out, res[2], metadata=info["metadata"], prefix=info["prefix"])
-    if a.timing:
-        print(f"# total {time.perf_counter() - t0:.3f}s for {a.steps} steps "
-              f"(incl. load + jit)", file=sys.stderr)
+GPT2 = Family(
+    load=_load, to_jax=gpt2_jax.to_jax, eval_loss=gpt2_jax.eval_loss,
+    grads=gpt2_jax.grads,
+    train=lambda params, batches, steps, heads, vv, keep, **adamw:
+    gpt2_jax.adamw_train(params, batches, steps, heads=heads, valid_vocab=vv,
+                         return_params=keep, **adamw))
 
 
 def cmd_generate(a):
@@ -162,7 +116,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    add_training_commands(sub, _common, cmd_eval, cmd_grads, cmd_train)
+    add_training_commands(sub, _common, GPT2)
     p = sub.add_parser("generate", help="continue prompts, full recompute")
     p.add_argument("--model", required=True)
     p.add_argument("--prompts", required=True, help="one text prompt a line")

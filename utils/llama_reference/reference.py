@@ -34,16 +34,15 @@ import argparse
 import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 
 import llama_jax  # noqa: E402  (adds ../gpt2_reference to sys.path)
 from llama_io import load_llama, save_llama  # noqa: E402
-from reference_cli import (add_sampling_options,  # noqa: E402
-                           add_training_commands, timing)
-from tokens_io import batch, read_tokens  # noqa: E402
+from reference_cli import (Family, Loaded, add_sampling_options,  # noqa: E402
+                           add_training_commands)
+from tokens_io import read_tokens  # noqa: E402
 
 
 def _model_args(p):
@@ -102,64 +101,21 @@ def _load(a):
     toks = read_tokens(a.data)
     if toks.size and int(toks.max()) >= vv:
         sys.exit(f"error: token {int(toks.max())} >= valid vocab {vv}")
-    return params, info, cfg, vv, toks
+    return Loaded(params, cfg, vv, toks,
+                  lambda path, tensors, metadata: save_llama(
+                      path, tensors, metadata=metadata),
+                  {"n_head": cfg.heads, "n_kv_head": cfg.kv_heads,
+                   "rope_theta": repr(cfg.rope_theta),
+                   "norm_eps": repr(cfg.norm_eps)},
+                  info["metadata"])
 
 
-def cmd_eval(a):
-    t0 = time.perf_counter()
-    params, info, cfg, vv, toks = _load(a)
-    jp = llama_jax.to_jax(params)
-    dumps, times = [], []
-    for s in range(a.start_step, a.start_step + a.steps):
-        ids, tg = batch(toks, s, a.batch, a.seq)
-        t1 = time.perf_counter()
-        loss, logits = llama_jax.eval_loss(jp, ids, tg, cfg, vv)
-        loss = float(loss)
-        times.append(time.perf_counter() - t1)
-        print(f"step {s} loss {loss!r}", flush=True)
-        if a.dump_logits:
-            dumps.append(np.asarray(logits))
-    if a.dump_logits:
-        np.save(a.dump_logits, np.stack(dumps))
-    if a.timing:
-        timing(t0, times)
-
-
-def cmd_grads(a):
-    t0 = time.perf_counter()
-    params, info, cfg, vv, toks = _load(a)
-    ids, tg = batch(toks, a.step, a.batch, a.seq)
-    t1 = time.perf_counter()
-    loss, g = llama_jax.grads(llama_jax.to_jax(params), ids, tg, cfg, vv)
-    loss = float(loss)
-    times = [time.perf_counter() - t1]
-    print(f"step {a.step} loss {loss!r}", flush=True)
-    save_llama(a.out, {n: np.asarray(g[n]) for n in params},
-               metadata={"what": "gradients", "step": a.step, "loss": repr(loss),
-                         "batch": a.batch, "seq": a.seq, "n_head": cfg.heads,
-                         "n_kv_head": cfg.kv_heads,
-                         "rope_theta": repr(cfg.rope_theta),
-                         "norm_eps": repr(cfg.norm_eps), "valid_vocab": vv})
-    if a.timing:
-        timing(t0, times)
-
-
-def cmd_train(a):
-    t0 = time.perf_counter()
-    params, info, cfg, vv, toks = _load(a)
-    res = llama_jax.adamw_train(
-        params, lambda s: batch(toks, a.start_step + s, a.batch, a.seq), a.steps,
-        lr=a.lr, cfg=cfg, beta1=a.beta1, beta2=a.beta2, eps=a.eps,
-        weight_decay=a.weight_decay, grad_clip=a.grad_clip, valid_vocab=vv,
-        return_params=bool(a.out))
-    losses, norms = res[0], res[1]
-    for s, (l, g) in enumerate(zip(losses, norms)):
-        print(f"step {a.start_step + s} loss {l!r} grad_norm {g!r}")
-    if a.out:
-        save_llama(a.out, res[2], metadata=info["metadata"])
-    if a.timing:
-        print(f"# total {time.perf_counter() - t0:.3f}s for {a.steps} steps "
-              f"(incl. load + jit)", file=sys.stderr)
+LLAMA = Family(
+    load=_load, to_jax=llama_jax.to_jax, eval_loss=llama_jax.eval_loss,
+    grads=llama_jax.grads,
+    train=lambda params, batches, steps, cfg, vv, keep, **adamw:
+    llama_jax.adamw_train(params, batches, steps, cfg=cfg, valid_vocab=vv,
+                          return_params=keep, **adamw))
 
 
 def cmd_generate(a):
@@ -205,7 +161,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    add_training_commands(sub, _common, cmd_eval, cmd_grads, cmd_train)
+    add_training_commands(sub, _common, LLAMA)
     p = sub.add_parser("generate", help="continue prompts, full recompute")
     _model_args(p)
     p.add_argument("--prompts", default=None, help="one text prompt a line "

@@ -108,7 +108,7 @@ public:
     Storage s_;
   };
 
-  Pointer data() { return Pointer(bytes_.data() + offset_ * width_, storage_); }
+  Pointer data() { return at(0); }
   // Element `index` onwards: a section of a packed tensor.
   Pointer at(size_t index) {
     return Pointer(bytes_.data() + (offset_ + index) * width_, storage_);

@@ -456,6 +456,41 @@ TEST_F(JsonErrors, NamesWhatIsNotSupported) {
               {file + "added_tokens[0] lstrip is not supported"});
   expectError([&] { load(edited("\"id\": 421", "\"id\": 425")); },
               {file + "no token has id 421 (the ids are 0..425"});
+  expectError([&] { load(edited("\"dropout\": null", "\"dropout\": 0.1")); },
+              {file + "model.dropout 0.1 is not supported"});
+  expectError([&] { load(edited("\"unk_token\": null",
+                                "\"unk_token\": \"<unk>\"")); },
+              {file + "model.unk_token \"<unk>\" is not supported"});
+  expectError([&] { load(edited("\"continuing_subword_prefix\": null",
+                                "\"continuing_subword_prefix\": \"##\"")); },
+              {file + "model.continuing_subword_prefix \"##\" is not "
+                      "supported"});
+  expectError([&] { load(edited("\"merges\": [", "\"merges\": 7, \"x\": [")); },
+              {file + "model.merges is not an array"});
+  expectError([&] { load(edited("\"merges\": [", "\"merges\": [\"a\", ")); },
+              {file + "model.merges[0] is not \"a b\""});
+  expectError([&] { load(edited("\"merges\": [", "\"merges\": [7, ")); },
+              {file + "model.merges[0] is neither \"a b\" nor [\"a\", \"b\"]"});
+  expectError([&] { load(edited("\"merges\": [", "\"merges\": [\"q zz\", ")); },
+              {file + "model.merges[0] \"zz\" is not in model.vocab"});
+  expectError([&] { load(edited("\"merges\": [",
+                                "\"merges\": [[\"Ġ\", \"Ġ\"], ")); },
+              {file + "model.merges[1] repeats model.merges[0]"});
+  expectError([&] { load(edited("\"vocab\": {", "\"vocab\": {\"zz\": -1, ")); },
+              {file + "model.vocab: token \"zz\" has id -1"});
+  expectError([&] { load(edited("\"added_tokens\": [",
+                                "\"added_tokens\": 3, \"x\": [")); },
+              {file + "added_tokens is not an array"});
+  expectError([&] { load(edited("\"id\": 420,", "\"id\": \"x\",")); },
+              {file + "added_tokens[0] needs an integer id and a non-empty "
+                      "content"});
+  expectError([&] { load(edited("\"id\": 420,", "\"id\": -4,")); },
+              {file + "added_tokens[0] has id -4"});
+  expectError([&] { load(edited("\"id\": 420,", "\"id\": 1,")); },
+              {file + "added_tokens[0] \"<|begin_of_text|>\" has id 1, which "
+                      "model.vocab gives to other bytes"});
+  expectError([&] { load(edited("\"id\": 421,", "\"id\": 420,")); },
+              {file + "added_tokens[1] has the id 420 of another added token"});
   expectError([&] { load(write("tokenizer.json", "[1, 2]")); },
               {file + "expected a JSON object, not array"});
   expectError([&] { load(write("tokenizer.json", "{\"model\": ")); },
@@ -533,6 +568,13 @@ TEST_F(TokenFile, RefusesIdsBeyondUint16AndKeepsTheOldFile) {
   },
               {"cannot write " + path("no/dir/t.bin.tmp") +
                ": No such file or directory"});
+}
+
+TEST(TokenFileHeader, RefusesAnUnknownMagic) {
+  int32_t header[mtok::kTokenFileHeaderInts] = {20240000, 1, 0};
+  expectError([&] { mtok::checkedHeader(header, 1024); },
+              {"bad llm.c header: unknown magic 20240000 (expected 20240520 "
+               "or 20240801)"});
 }
 
 TEST_F(TokenFile, ReadErrorsNameTheFile) {

@@ -167,7 +167,7 @@ void Checkpoint::readIndex(const std::string &index, CheckpointNames names) {
   const json &map = (*parsed)["weight_map"];
   if (!map.is_object() || map.empty())
     failIndex("the index has no \"weight_map\" of tensor -> file");
-  // Each file once, in the order the map first names it.
+  // Each file once, in the order of the first tensor (by name) it holds.
   std::vector<std::string> files;
   for (auto it = map.begin(); it != map.end(); ++it) {
     if (!it.value().is_string())

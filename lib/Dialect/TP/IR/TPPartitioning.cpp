@@ -56,30 +56,31 @@ int64_t AttentionOp::getColumnSections() {
 int64_t CachedAttentionOp::getColumnSections() { return getKvHeads() ? 1 : 3; }
 int64_t KVCacheStoreOp::getColumnSections() { return getSection() ? 3 : 1; }
 
-/// Ranks share attention by whole heads, of the queries and of the keys and
-/// values.
+/// Ranks share attention by whole heads, of the queries and (where the op
+/// has them apart) of the keys and values.
 static LogicalResult verifyHeadsDivide(Operation *op, int64_t heads,
-                                       int64_t kvHeads, int64_t tp) {
+                                       int64_t tp,
+                                       std::optional<int64_t> kvHeads = {}) {
   if (heads % tp != 0)
     return op->emitError("tensor-parallel size ")
            << tp << " does not divide the " << heads << " attention heads";
-  if (kvHeads % tp != 0)
+  if (kvHeads && *kvHeads % tp != 0)
     return op->emitError("tensor-parallel size ")
-           << tp << " does not divide the " << kvHeads << " key/value heads";
+           << tp << " does not divide the " << *kvHeads << " key/value heads";
   return success();
 }
 
 LogicalResult AttentionOp::verifyTensorParallelSize(int64_t tp) {
-  return verifyHeadsDivide(*this, getNumHeads(), getKeyValueHeads(), tp);
+  return verifyHeadsDivide(*this, getNumHeads(), tp, getKeyValueHeads());
 }
 LogicalResult CachedAttentionOp::verifyTensorParallelSize(int64_t tp) {
-  return verifyHeadsDivide(*this, getNumHeads(), getKeyValueHeads(), tp);
+  return verifyHeadsDivide(*this, getNumHeads(), tp, getKeyValueHeads());
 }
 LogicalResult KVCacheStoreOp::verifyTensorParallelSize(int64_t tp) {
-  return verifyHeadsDivide(*this, getNumHeads(), getNumHeads(), tp);
+  return verifyHeadsDivide(*this, getNumHeads(), tp);
 }
 LogicalResult RoPEOp::verifyTensorParallelSize(int64_t tp) {
-  return verifyHeadsDivide(*this, getNumHeads(), getNumHeads(), tp);
+  return verifyHeadsDivide(*this, getNumHeads(), tp);
 }
 
 /// The ranks sharing the heads of `value` (split as it is in `context`)

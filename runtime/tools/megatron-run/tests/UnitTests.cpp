@@ -1692,6 +1692,70 @@ TEST(Safetensors, OptimizerTensors) {
   rmdir(dir);
 }
 
+// A checkpoint split as Hugging Face publishes large ones: its index maps
+// each tensor to one of the files beside it; every way the index can be
+// wrong is refused, naming it.
+TEST(Safetensors, SplitCheckpointIndex) {
+  char dir[] = "/tmp/megatron-run-st-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string folder = dir;
+  std::vector<float> w(28, 1.0f), b(4, 2.0f);
+  {
+    SafetensorsWriter one(folder + "/a.safetensors", {{"w", {7, 4}}}, {},
+                          Values::Finite);
+    one.write(w.data(), 28);
+    one.commit();
+    SafetensorsWriter two(folder + "/b.safetensors", {{"b", {4}}}, {},
+                          Values::Finite);
+    two.write(b.data(), 4);
+    two.commit();
+  }
+  const std::string index = folder + "/model.safetensors.index.json";
+  auto errorFor = [&](const std::string &json) {
+    std::ofstream(index) << json;
+    try {
+      Checkpoint(folder, checkpointNamesFor(""));
+    } catch (const std::runtime_error &e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(errorFor(R"({"weight_map": {"w": "a.safetensors",
+                                         "b": "b.safetensors"}})"),
+            "");
+  Checkpoint c(folder, checkpointNamesFor(""));
+  c.checkAgainst(parseManifest(trainManifest(kTrainArgs)), false);
+  EXPECT_NE(c.entries().at("b").shard, c.entries().at("w").shard);
+  const std::string at = "checkpoint " + index + ": ";
+  EXPECT_EQ(errorFor("[1]"), at + "the index is not a JSON object");
+  EXPECT_EQ(errorFor("{}"),
+            at + "the index has no \"weight_map\" of tensor -> file");
+  EXPECT_EQ(errorFor(R"({"weight_map": {"w": 3}})"),
+            at + "weight_map[\"w\"] is not a file name");
+  EXPECT_EQ(errorFor(R"({"weight_map": {"w": "../a.safetensors"}})"),
+            at + "weight_map[\"w\"] names \"../a.safetensors\", not a file "
+                 "beside the index");
+  EXPECT_EQ(errorFor(R"({"weight_map": {"w": "a.safetensors",
+                                         "b": "a.safetensors"}})"),
+            at + "the index puts tensor \"b\" in a.safetensors, which does "
+                 "not hold it");
+  EXPECT_EQ(errorFor(R"({"weight_map": {"w": "c.safetensors"}})"),
+            "checkpoint " + folder + "/c.safetensors: cannot open: No such "
+            "file or directory");
+  unlink(index.c_str());
+  try {
+    Checkpoint(folder, checkpointNamesFor(""));
+    ADD_FAILURE() << "no error for a folder without a checkpoint";
+  } catch (const std::runtime_error &e) {
+    EXPECT_EQ(std::string(e.what()),
+              "checkpoint " + folder + ": a folder without "
+              "model.safetensors.index.json or model.safetensors");
+  }
+  unlink((folder + "/a.safetensors").c_str());
+  unlink((folder + "/b.safetensors").c_str());
+  rmdir(dir);
+}
+
 TEST(Safetensors, UncommittedOrFailedWritesLeaveNoFile) {
   char dir[] = "/tmp/megatron-run-st-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);

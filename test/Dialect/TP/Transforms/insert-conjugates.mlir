@@ -76,3 +76,28 @@ func.func @tp1(%x: tensor<8x16xf32>,
   %y = tp.matmul %h, %b : tensor<8x64xf32>, tensor<64x16xf32> -> tensor<8x16xf32>
   return %y : tensor<8x16xf32>
 }
+
+// -----
+
+// One value read by three split GEMMs (Llama's q, k and v projections):
+// one f right after it, shared by the three.
+
+// CHECK-LABEL: func.func @shared_f(
+// CHECK: %[[H:.*]] = tp.gelu
+// CHECK-NEXT: %[[F:.*]] = tp.f %[[H]] over @m["tp"]
+// CHECK-NOT: tp.f
+// CHECK: tp.matmul %[[F]], %{{.*}}
+// CHECK: tp.matmul %[[F]], %{{.*}}
+// CHECK: tp.matmul %[[F]], %{{.*}}
+tp.mesh @m axes = ["tp" = 2]
+func.func @shared_f(%x: tensor<4x8xf32>,
+                    %wq: tensor<8x8xf32> {tp.sharding = #tp.sharding<@m, [[], ["tp"]]>},
+                    %wk: tensor<8x8xf32> {tp.sharding = #tp.sharding<@m, [[], ["tp"]]>},
+                    %wv: tensor<8x8xf32> {tp.sharding = #tp.sharding<@m, [[], ["tp"]]>})
+    -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %h = tp.gelu %x : tensor<4x8xf32>
+  %q = tp.matmul %h, %wq : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %k = tp.matmul %h, %wk : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %v = tp.matmul %h, %wv : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  return %q, %k, %v : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}

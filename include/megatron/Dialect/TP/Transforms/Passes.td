@@ -108,9 +108,11 @@ def InsertConjugates : Pass<"tp-insert-conjugates", "ModuleOp"> {
     `tp.g` (all-reduce forward, identity backward) where a partial sum meets
     an op that needs it whole; `tp.f` (identity forward, all-reduce backward)
     where a replicated float value enters an op whose results are split or
-    partial over an axis; `tp.reshard` where a value's layout differs from
-    what its consumer needs. Axes of size 1 need nothing. Runs after
-    tp-propagate, on the global program.
+    partial over an axis, one right after the value that all its uses share
+    (so its backward all-reduce sums their gradients once: Llama's q, k and
+    v projections of one activation cost one); `tp.reshard` where a value's
+    layout differs from what its consumer needs. Axes of size 1 need
+    nothing. Runs after tp-propagate, on the global program.
 
     Example:
 
