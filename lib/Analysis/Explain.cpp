@@ -47,6 +47,9 @@ struct Report {
           activationBytes = 0;
   /// Bytes of the tensors this rank's collectives cover, per mesh axis.
   std::map<std::string, int64_t> commBytesByAxis;
+  /// The ranks of each mesh axis and sub-axis: the size of each group a
+  /// collective over it runs in.
+  std::map<std::string, int64_t> axisRanks;
   /// The recomputed forward (tp-recompute-layers) apart from the model's.
   int64_t forwardFlops = 0, recomputeFlops = 0, backwardFlops = 0;
   int64_t fCount = 0, gCount = 0;
@@ -198,6 +201,12 @@ Report analyze(ModuleOp module) {
   for (auto mesh : module.getOps<MeshOp>()) {
     report.tp = mesh.getAxisSize(MGT_AXIS_NAME_TP).value_or(1);
     report.dp = mesh.getAxisSize(MGT_AXIS_NAME_DP).value_or(1);
+    for (StringRef axis : mesh.getAxisNames().getAsValueRange<StringAttr>()) {
+      SmallVector<StringRef> names = mesh.getSubAxes(axis);
+      names.push_back(axis);
+      for (StringRef name : names)
+        report.axisRanks[name.str()] = *mesh.getAxisSize(name);
+    }
   }
   for (auto function : module.getOps<func::FuncOp>()) {
     // A kept forward entry repeats the training step's forward pass.
@@ -235,6 +244,10 @@ void writeJson(raw_ostream &os, const Report &report) {
     json.attributeObject("comm_bytes_per_rank_per_step", [&] {
       for (const auto &[axis, bytes] : report.commBytesByAxis)
         json.attribute(axis, bytes);
+    });
+    json.attributeObject("axis_ranks", [&] {
+      for (const auto &[axis, ranks] : report.axisRanks)
+        json.attribute(axis, ranks);
     });
     json.attributeObject("flops_per_rank_per_step", [&] {
       json.attribute("forward", report.forwardFlops);
@@ -321,8 +334,13 @@ void writeText(raw_ostream &os, const Report &report) {
          << overlap->second.flops << " FLOPs)";
     os << "\n";
   }
-  for (const auto &[axis, bytes] : report.commBytesByAxis)
-    os << "  bytes over " << axis << ": " << bytes << "\n";
+  for (const auto &[axis, bytes] : report.commBytesByAxis) {
+    os << "  bytes over " << axis << ": " << bytes;
+    auto ranks = report.axisRanks.find(axis);
+    if (ranks != report.axisRanks.end())
+      os << " (in groups of " << ranks->second << " ranks)";
+    os << "\n";
+  }
   if (report.hardware)
     os << llvm::formatv("predicted step time on {0}: {1:f4} s ({2:f4} compute, "
                         "{3:f4} memory, {4:f4} communication, {5:f4} of it "

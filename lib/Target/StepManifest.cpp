@@ -40,15 +40,24 @@ std::string dtypeOf(Type type) {
 }
 
 /// The manifest's splits of a tensor laid out as `sharding`: each axis of
-/// each split dimension, with the dimension's sections.
-std::vector<mrun::Split> splitsOf(ShardingAttr sharding) {
+/// each split dimension, with the dimension's sections; a sub-axis as its
+/// axis's ranks it takes.
+std::vector<mrun::Split> splitsOf(ShardingAttr sharding, MeshOp mesh) {
   std::vector<mrun::Split> splits;
   if (!sharding)
     return splits;
   for (unsigned dim = 0, e = sharding.getDims().size(); dim < e; ++dim)
-    for (StringRef axis : sharding.getDimAxes(dim))
-      splits.push_back(mrun::Split{static_cast<int>(dim), axis.str(),
-                                   sharding.getDimSections(dim)});
+    for (StringRef axis : sharding.getDimAxes(dim)) {
+      mrun::Split split{static_cast<int>(dim), axis.str(),
+                        sharding.getDimSections(dim)};
+      if (std::optional<MeshOp::SubAxis> sub =
+              mesh ? mesh.getSubAxis(axis) : std::nullopt) {
+        split.axis = sub->parent.str();
+        split.stride = sub->stride;
+        split.size = sub->size;
+      }
+      splits.push_back(split);
+    }
   return splits;
 }
 
@@ -163,7 +172,11 @@ FailureOr<std::string> buildStepManifest(ModuleOp module,
     entry.globalShape = global.vec();
     entry.localShape = local.vec();
     entry.checkpointShape = (unpadded ? unpadded.asArrayRef() : global).vec();
-    entry.splits = splitsOf(getSharding(owner.getArgument(index)));
+    ShardingAttr sharding = getSharding(owner.getArgument(index));
+    entry.splits = splitsOf(
+        sharding, sharding ? SymbolTable::lookupNearestSymbolFrom<MeshOp>(
+                                 owner, sharding.getMesh())
+                           : MeshOp());
     entry.param = kind.parameter.str();
     if (auto init =
             owner.getArgAttrOfType<InitAttr>(index, TPDialect::kInitAttrName)) {

@@ -180,8 +180,8 @@ void finaliseMpiIfUnused() {
 
 // The (dp, tp) mesh for this world: tensor-parallel groups of tp_size
 // neighbouring ranks, as many of them as the world holds.
-bool meshShape(int worldSize, int64_t tpSize, int (&size)[2], char *err,
-               size_t errlen) {
+bool meshShape(int worldSize, int64_t tpSize, std::vector<int> &size,
+               char *err, size_t errlen) {
   if (tpSize < 1 || worldSize % tpSize != 0) {
     writeError(err, errlen,
                "megatron-rt: the %d MPI ranks are not a multiple of tp_size "
@@ -189,9 +189,26 @@ bool meshShape(int worldSize, int64_t tpSize, int (&size)[2], char *err,
                worldSize, static_cast<long long>(tpSize));
     return false;
   }
+  size.assign(2, 0);
   size[MRT_AXIS_DP] = static_cast<int>(worldSize / tpSize);
   size[MRT_AXIS_TP] = static_cast<int>(tpSize);
   return true;
+}
+
+// Every sub-axis of tp: each (stride, size) with size > 1 whose product
+// divides tp, other than tp itself. A rank's group holds the tp ranks with
+// its tp_rank / (stride * size) and tp_rank % stride.
+void addSubAxes(MpiMesh &ctx) {
+  const int tp = ctx.size[MRT_AXIS_TP], t = ctx.rank[MRT_AXIS_TP];
+  for (int stride = 1; stride < tp; ++stride)
+    for (int size = 2; stride * size <= tp; ++size) {
+      if (tp % (stride * size) != 0 || (stride == 1 && size == tp))
+        continue;
+      ctx.subAxisIds.push_back(MRT_AXIS_TP_SUB(stride, size));
+      ctx.rank.push_back((t / stride) % size);
+      ctx.size.push_back(size);
+      ctx.color.push_back((t / (stride * size)) * stride + t % stride);
+    }
 }
 
 // One communicator per mesh axis, split from a private duplicate of the world
@@ -200,6 +217,9 @@ void splitAxes(MpiMesh &ctx) {
   MPI_Comm world;
   check(ctx.worldRank, "MPI_Comm_dup", MPI_Comm_dup(MPI_COMM_WORLD, &world));
   MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN);
+  ctx.rank.assign(2, 0);
+  ctx.color.assign(2, 0);
+  ctx.comm.assign(2, MPI_COMM_NULL);
   ctx.rank[MRT_AXIS_TP] = ctx.worldRank % ctx.size[MRT_AXIS_TP];
   ctx.rank[MRT_AXIS_DP] = ctx.worldRank / ctx.size[MRT_AXIS_TP];
   check(ctx.worldRank, "MPI_Comm_split(tp)",
@@ -208,6 +228,11 @@ void splitAxes(MpiMesh &ctx) {
   check(ctx.worldRank, "MPI_Comm_split(dp)",
         MPI_Comm_split(world, ctx.rank[MRT_AXIS_TP], ctx.rank[MRT_AXIS_DP],
                        &ctx.comm[MRT_AXIS_DP]));
+  addSubAxes(ctx);
+  for (size_t slot = 2; slot < ctx.rank.size(); ++slot)
+    check(ctx.worldRank, "MPI_Comm_split(tp sub-axis)",
+          MPI_Comm_split(ctx.comm[MRT_AXIS_TP], ctx.color[slot],
+                         ctx.rank[slot], &ctx.comm.emplace_back()));
   for (MPI_Comm comm : ctx.comm)
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
   MPI_Comm_free(&world);
@@ -216,9 +241,13 @@ void splitAxes(MpiMesh &ctx) {
 } // namespace
 
 int checkedAxis(const MpiMesh *ctx, int axis, const char *what) {
-  if (axis != MRT_AXIS_DP && axis != MRT_AXIS_TP)
-    abortJob(ctx->worldRank, "%s: invalid axis %d", what, axis);
-  return axis;
+  if (axis == MRT_AXIS_DP || axis == MRT_AXIS_TP)
+    return axis;
+  auto sub = std::find(ctx->subAxisIds.begin(), ctx->subAxisIds.end(), axis);
+  if (sub == ctx->subAxisIds.end())
+    abortJob(ctx->worldRank, "%s: invalid axis %d (not dp, tp or a sub-axis "
+             "of tp=%d)", what, axis, ctx->size[MRT_AXIS_TP]);
+  return 2 + static_cast<int>(sub - ctx->subAxisIds.begin());
 }
 
 int checkedCount(const MpiMesh *ctx, int64_t n, const char *what) {

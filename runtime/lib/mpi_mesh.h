@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 namespace mrt {
 
@@ -21,9 +22,12 @@ class CollectiveWatch;
 
 struct MpiMesh {
   int worldRank;
-  int rank[2];
-  int size[2];
-  MPI_Comm comm[2]; // indexed by MRT_AXIS_DP / MRT_AXIS_TP
+  // Per axis slot: MRT_AXIS_DP, MRT_AXIS_TP, then tp's sub-axes, whose ids
+  // (MRT_AXIS_TP_SUB) subAxisIds holds in slot order. A sub-axis's group is
+  // the tp ranks of one `color`.
+  std::vector<int> rank, size, color;
+  std::vector<int> subAxisIds;
+  std::vector<MPI_Comm> comm;
   // Ends the job when a collective outlasts the timeout (null: no limit).
   std::shared_ptr<CollectiveWatch> watch;
   // Every collective runs through it, in the order this rank issues them.
@@ -51,6 +55,8 @@ void writeError(char *err, size_t errlen, const char *fmt, ...)
 [[noreturn]] void abortJob(int worldRank, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/// The slot of axis id `axis` (MRT_AXIS_DP, MRT_AXIS_TP or a sub-axis of
+/// tp); ends the job on an id the mesh has no communicator for.
 int checkedAxis(const MpiMesh *mesh, int axis, const char *what);
 int checkedCount(const MpiMesh *mesh, int64_t n, const char *what);
 

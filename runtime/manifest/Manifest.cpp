@@ -45,7 +45,11 @@ TensorSlice Arg::slice(int64_t tpSize, int64_t tpRank, int64_t dpSize,
   std::vector<bool> split(globalShape.size(), false);
   for (const Split &sp : splits) {
     const bool dp = sp.axis == MGT_AXIS_NAME_DP;
-    const int64_t parts = dp ? dpSize : tpSize, rank = dp ? dpRank : tpRank;
+    int64_t parts = dp ? dpSize : tpSize, rank = dp ? dpRank : tpRank;
+    if (sp.size > 0) {
+      parts = sp.size;
+      rank = (tpRank / sp.stride) % sp.size;
+    }
     s.dims[sp.dim] =
         split[sp.dim]
             ? nestSlice(s.dims[sp.dim], parts, rank)
@@ -218,6 +222,17 @@ Arg parseArg(const json &j, size_t index, int64_t dp, int64_t tp) {
       sp.sections = s.contains(MGT_FIELD_SPLIT_SECTIONS)
                         ? getInt(s, MGT_FIELD_SPLIT_SECTIONS, where)
                         : 1;
+      if (s.contains(MGT_FIELD_SPLIT_STRIDE) ||
+          s.contains(MGT_FIELD_SPLIT_SIZE)) {
+        sp.stride = getInt(s, MGT_FIELD_SPLIT_STRIDE, where + " split");
+        sp.size = getInt(s, MGT_FIELD_SPLIT_SIZE, where + " split");
+        if (sp.axis != MGT_AXIS_NAME_TP || sp.stride < 1 || sp.size < 2 ||
+            tp % (sp.stride * sp.size) != 0)
+          fail(where + ": split over a sub-axis of \"" + sp.axis +
+               "\" with stride " + std::to_string(sp.stride) + " and size " +
+               std::to_string(sp.size) + ", which tp=" + std::to_string(tp) +
+               " does not factor into");
+      }
       // A second split of a dim nests inside the first: over the other
       // axis, without sections.
       for (const Split &o : a.splits)
@@ -351,10 +366,16 @@ json number(double value) {
 
 json argJson(const Arg &a) {
   json split = json::array();
-  for (const Split &s : a.splits)
-    split.push_back({{MGT_FIELD_SPLIT_DIM, s.dim},
-                     {MGT_FIELD_SPLIT_AXIS, s.axis},
-                     {MGT_FIELD_SPLIT_SECTIONS, s.sections}});
+  for (const Split &s : a.splits) {
+    json entry = {{MGT_FIELD_SPLIT_DIM, s.dim},
+                  {MGT_FIELD_SPLIT_AXIS, s.axis},
+                  {MGT_FIELD_SPLIT_SECTIONS, s.sections}};
+    if (s.size > 0) {
+      entry[MGT_FIELD_SPLIT_STRIDE] = s.stride;
+      entry[MGT_FIELD_SPLIT_SIZE] = s.size;
+    }
+    split.push_back(std::move(entry));
+  }
   json j = {{MGT_FIELD_NAME, a.name},
             {MGT_FIELD_ROLE, a.role},
             {MGT_FIELD_DTYPE, a.dtype},

@@ -18,6 +18,8 @@ struct Split {
   int dim;
   std::string axis; // "tp"
   int64_t sections;
+  // A sub-axis of tp: `size` ranks `stride` apart (0: the whole axis).
+  int64_t stride = 0, size = 0;
 };
 
 // The schema is megatron_rt/contract.h's (MGT_FIELD_*, MGT_ROLE_*).

@@ -61,6 +61,33 @@ TEST(CommTest, AllReduceOverDataParallelAxisSumsOneTensorParallelRank) {
                                      float(tpRank()) * dp}));
 }
 
+// Every sub-axis of tp (stride s, size n, s * n dividing tp): its ranks are
+// the tp ranks with the same t / (s * n) and t % s, indexed by (t / s) % n;
+// a sum over it adds exactly theirs.
+TEST(CommTest, SubAxesOfTensorParallelSumTheirGroups) {
+  const int64_t tp = tpSize(), t = tpRank();
+  int tested = 0;
+  for (int64_t stride = 1; stride < tp; ++stride)
+    for (int64_t size = 2; stride * size <= tp; ++size) {
+      if (tp % (stride * size) != 0 || (stride == 1 && size == tp))
+        continue;
+      const int axis = MRT_AXIS_TP_SUB(stride, size);
+      EXPECT_EQ(mrt_axis_size(ctx, axis), size);
+      EXPECT_EQ(mrt_axis_rank(ctx, axis), (t / stride) % size);
+      float sum = float(t);
+      mrt_all_reduce_f32(ctx, axis, &sum, 1, MRT_REDUCE_SUM);
+      float expected = 0;
+      for (int64_t other = 0; other < tp; ++other)
+        if (other / (stride * size) == t / (stride * size) &&
+            other % stride == t % stride)
+          expected += float(other);
+      EXPECT_EQ(sum, expected) << "stride " << stride << " size " << size;
+      ++tested;
+    }
+  // tp = 4 has two: (1, 2) and (2, 2); tp = 2 none.
+  EXPECT_EQ(tested, tp == 4 ? 2 : 0);
+}
+
 // Started sums complete at their wait, each as its blocking all-reduce
 // would, over its axis; a blocking collective issued between a start and its
 // wait runs after the started one on every rank, and a wait completes every

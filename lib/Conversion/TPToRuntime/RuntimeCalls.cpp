@@ -45,8 +45,19 @@ FailureOr<int64_t> runtime::runtimeAxis(Operation *op, StringRef axis) {
     return MRT_AXIS_TP;
   if (axis == MGT_AXIS_NAME_DP)
     return MRT_AXIS_DP;
+  // A sub-axis of tp: the runtime knows its groups by stride and size.
+  auto meshRef = op->getAttrOfType<FlatSymbolRefAttr>("mesh");
+  auto mesh =
+      meshRef ? SymbolTable::lookupNearestSymbolFrom<tp::MeshOp>(op, meshRef)
+              : tp::MeshOp();
+  if (std::optional<tp::MeshOp::SubAxis> sub =
+          mesh ? mesh.getSubAxis(axis) : std::nullopt;
+      sub && sub->parent == MGT_AXIS_NAME_TP)
+    return MRT_AXIS_TP_SUB(sub->stride, sub->size);
   return op->emitOpError("mesh axis \"")
-         << axis << "\" has no runtime communicator (only \"dp\" and \"tp\")";
+         << axis
+         << "\" has no runtime communicator (only \"dp\", \"tp\" and "
+            "sub-axes of \"tp\")";
 }
 
 NormRows runtime::normRows(Value input) {

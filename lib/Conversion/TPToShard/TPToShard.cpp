@@ -206,6 +206,12 @@ bool isPartitioned(Operation *op) {
 LogicalResult verifyConvertible(ModuleOp module) {
   LogicalResult result = success();
   module.walk([&](Operation *op) {
+    if (auto mesh = dyn_cast<MeshOp>(op); mesh && mesh.getSubAxisNames()) {
+      mesh.emitError("mesh @")
+          << mesh.getSymName()
+          << " factors an axis into sub-axes, which a shard grid cannot state";
+      result = failure();
+    }
     if (!isa<TPDialect>(op->getDialect()) || isa<MeshOp>(op))
       return;
     if (!isa<CollectiveOpInterface, AxisIndexOp, WaitOp>(op))

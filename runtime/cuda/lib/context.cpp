@@ -127,7 +127,9 @@ struct mrt_context {
   // communication stream waits for; reusing it is safe because a wait
   // captures the record made before it.
   cudaEvent_t computeReady = nullptr;
-  ncclComm_t nccl[2] = {nullptr, nullptr}; // indexed by MRT_AXIS_DP / _TP
+  // Indexed by the mesh's axis slots (MRT_AXIS_DP, MRT_AXIS_TP, tp's
+  // sub-axes).
+  std::vector<ncclComm_t> nccl;
   Watchdog *watchdog = nullptr;
   // Each issued collective's ticket and the event recorded after it on the
   // communication stream, until a wait orders the compute stream after it.
@@ -206,7 +208,8 @@ void checkNccl(const mrt_context &ctx, const char *what, ncclResult_t result) {
 }
 
 /// One world communicator from a unique id broadcast over MPI, split into
-/// one per mesh axis (ranks of an axis share the other axis's coordinate).
+/// one per mesh axis (ranks of an axis share the other axis's coordinate),
+/// and tp's into one per sub-axis (the MPI mesh's colors and ranks).
 void createCommunicators(mrt_context &ctx) {
   ncclUniqueId id;
   if (ctx.mesh.worldRank == 0)
@@ -216,6 +219,7 @@ void createCommunicators(mrt_context &ctx) {
   ncclComm_t world;
   checkNccl(ctx, "ncclCommInitRank",
             ncclCommInitRank(&world, worldSize, id, ctx.mesh.worldRank));
+  ctx.nccl.assign(ctx.mesh.rank.size(), nullptr);
   checkNccl(ctx, "ncclCommSplit(tp)",
             ncclCommSplit(world, ctx.mesh.rank[MRT_AXIS_DP],
                           ctx.mesh.rank[MRT_AXIS_TP], &ctx.nccl[MRT_AXIS_TP],
@@ -225,6 +229,10 @@ void createCommunicators(mrt_context &ctx) {
                           ctx.mesh.rank[MRT_AXIS_DP], &ctx.nccl[MRT_AXIS_DP],
                           nullptr));
   checkNccl(ctx, "ncclCommDestroy(world)", ncclCommDestroy(world));
+  for (size_t slot = 2; slot < ctx.nccl.size(); ++slot)
+    checkNccl(ctx, "ncclCommSplit(tp sub-axis)",
+              ncclCommSplit(ctx.nccl[MRT_AXIS_TP], ctx.mesh.color[slot],
+                            ctx.mesh.rank[slot], &ctx.nccl[slot], nullptr));
 }
 
 bool isDevicePointer(const void *pointer) {
@@ -392,7 +400,9 @@ extern "C" mrt_context *mrt_context_create(int64_t tp_size,
   MRT_CUDA_CHECK(cudaEventCreateWithFlags(&ctx->computeReady,
                                           cudaEventDisableTiming));
   createCommunicators(*ctx);
-  ctx->watchdog = new Watchdog(ctx->mesh.worldRank, ctx->device, ctx->nccl, 2,
+  ctx->watchdog = new Watchdog(ctx->mesh.worldRank, ctx->device,
+                               ctx->nccl.data(),
+                               static_cast<int>(ctx->nccl.size()),
                                collective_timeout_s);
   current = ctx;
   return ctx;

@@ -95,10 +95,14 @@ enum {
 #define MGT_FIELD_GLOBAL_SHAPE "global_shape"
 #define MGT_FIELD_LOCAL_SHAPE "local_shape"
 #define MGT_FIELD_CHECKPOINT_SHAPE "checkpoint_shape"
-#define MGT_FIELD_SPLIT "split"            /* [{dim, axis, sections}] */
+#define MGT_FIELD_SPLIT "split" /* [{dim, axis, sections[, stride, size]}] */
 #define MGT_FIELD_SPLIT_DIM "dim"
 #define MGT_FIELD_SPLIT_AXIS "axis"
 #define MGT_FIELD_SPLIT_SECTIONS "sections"
+/* A split over a sub-axis of "tp" (MRT_AXIS_TP_SUB): its `size` ranks
+ * `stride` apart; absent for a split over the whole axis. */
+#define MGT_FIELD_SPLIT_STRIDE "stride"
+#define MGT_FIELD_SPLIT_SIZE "size"
 #define MGT_FIELD_PARAM "param"            /* state and gradients: its param */
 #define MGT_FIELD_MEMORY "memory"          /* MGT_MEMORY_* */
 #define MGT_FIELD_INIT "init"              /* params: {kind, value} */
@@ -171,6 +175,14 @@ enum {
 #define MGT_AXIS_NAME_DP "dp"
 #define MGT_AXIS_NAME_TP "tp"
 enum { MRT_AXIS_DP = 0, MRT_AXIS_TP = 1 };
+/* A sub-axis of tp (tp factored into smaller axes, as grouped-query
+ * attention with more ranks than key/value heads factors it): the `size` tp
+ * ranks `stride` apart that share tp_rank / (stride * size) and
+ * tp_rank % stride; a rank's index on it is (tp_rank / stride) % size. Both
+ * runtimes hold a communicator for every sub-axis of their tp size. */
+enum { MRT_AXIS_TP_SUB_BASE = 1 << 20, MRT_AXIS_TP_SUB_STRIDE = 1 << 10 };
+#define MRT_AXIS_TP_SUB(stride, size)                                          \
+  (MRT_AXIS_TP_SUB_BASE + (stride) * MRT_AXIS_TP_SUB_STRIDE + (size))
 enum { MRT_REDUCE_SUM = 0, MRT_REDUCE_MAX = 1 };
 
 /* ---- The hyperparameters argument (f32 [MGT_HP_COUNT], host memory) ------

@@ -142,7 +142,7 @@ func.func @batched_rhs(%a: tensor<2x3x4xf32>, %b: tensor<2x4x5xf32>) -> tensor<2
 
 tp.mesh @m axes = ["pp" = 2]
 func.func @unknown_axis(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
-  // expected-error @+1 {{mesh axis "pp" has no runtime communicator (only "dp" and "tp")}}
+  // expected-error @+1 {{mesh axis "pp" has no runtime communicator (only "dp", "tp" and sub-axes of "tp")}}
   %g = tp.g %x over @m["pp"] : tensor<2x4xf32>
   return %g : tensor<2x4xf32>
 }

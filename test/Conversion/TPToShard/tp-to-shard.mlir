@@ -104,3 +104,13 @@ tp.mesh @mesh axes = ["tp" = 2]
 func.func @sections(%w: tensor<16x96xf32> {tp.sharding = #tp.sharding<@mesh, [[], ["tp"]], sections = [1, 3]>}) -> tensor<16x96xf32> {
   return %w : tensor<16x96xf32>
 }
+
+// -----
+
+// A grid's axes are whole: a mesh factored into sub-axes (grouped-query
+// attention's at more ranks than key/value heads) has no grid.
+// expected-error @+1 {{mesh @mesh factors an axis into sub-axes, which a shard grid cannot state}}
+tp.mesh @mesh axes = ["tp" = 4 ["tp_kv" = 2, "tp_rep" = 2]]
+func.func @sub_axes(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  return %x : tensor<8x16xf32>
+}

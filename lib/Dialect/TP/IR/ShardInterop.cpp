@@ -34,7 +34,9 @@ LogicalResult tp::importGrids(ModuleOp module) {
       return grid.emitError("a grid of dynamic shape has no tp mesh");
     b.setInsertionPoint(grid);
     MeshOp::create(b, grid.getLoc(), grid.getSymName(),
-                   b.getStrArrayAttr(*axes), grid.getShapeAttr());
+                   b.getStrArrayAttr(*axes), grid.getShapeAttr(),
+                   /*sub_axis_names=*/nullptr, /*sub_axis_sizes=*/nullptr,
+                   /*sub_axis_parents=*/nullptr);
     grid.erase();
   }
   return success();

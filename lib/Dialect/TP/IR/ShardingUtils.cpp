@@ -54,11 +54,10 @@ ShardingAttr tp::withoutPartial(ShardingAttr sharding) {
                            sharding.getSections());
 }
 
-/// The axes of `axes` that actually split (size > 1).
-static SmallVector<StringRef> effectiveAxes(ArrayRef<StringRef> axes,
+SmallVector<StringRef> tp::splittingSubAxes(ArrayRef<StringRef> axes,
                                             MeshOp mesh) {
   SmallVector<StringRef> result;
-  for (StringRef axis : axes)
+  for (StringRef axis : mesh.expandAxes(axes))
     if (mesh.getAxisSize(axis).value_or(1) > 1)
       result.push_back(axis);
   return result;
@@ -67,12 +66,12 @@ static SmallVector<StringRef> effectiveAxes(ArrayRef<StringRef> axes,
 bool tp::sameLayout(ShardingAttr a, ShardingAttr b, MeshOp mesh) {
   if (a.getDims().size() != b.getDims().size())
     return false;
-  if (effectiveAxes(a.getPartialAxes(), mesh) !=
-      effectiveAxes(b.getPartialAxes(), mesh))
+  if (splittingSubAxes(a.getPartialAxes(), mesh) !=
+      splittingSubAxes(b.getPartialAxes(), mesh))
     return false;
   for (unsigned dim = 0, e = a.getDims().size(); dim < e; ++dim) {
-    SmallVector<StringRef> axesA = effectiveAxes(a.getDimAxes(dim), mesh);
-    if (axesA != effectiveAxes(b.getDimAxes(dim), mesh))
+    SmallVector<StringRef> axesA = splittingSubAxes(a.getDimAxes(dim), mesh);
+    if (axesA != splittingSubAxes(b.getDimAxes(dim), mesh))
       return false;
     if (!axesA.empty() && a.getDimSections(dim) != b.getDimSections(dim))
       return false;
@@ -95,6 +94,13 @@ static bool sameSplit(const FactorShardings::Factor &a,
   return a.axes == b.axes && (a.axes.empty() || a.sections == b.sections);
 }
 
+int64_t FactorShardings::shardCount(const Factor &factor) const {
+  int64_t shards = 1;
+  for (StringRef axis : factor.axes)
+    shards *= meshOp ? meshOp.getAxisSize(axis).value_or(1) : 2;
+  return shards;
+}
+
 void FactorShardings::mergeFactor(int64_t index, Factor incoming) {
   Factor &current = factors[index];
   if (!current.known) {
@@ -113,15 +119,43 @@ void FactorShardings::mergeFactor(int64_t index, Factor incoming) {
   // A split beats a replicated layout: each rank can slice a replicated
   // value locally, while undoing a split costs an all-gather. A user
   // annotation beats an inferred one of the same kind.
-  bool incomingWins = incoming.axes.size() > current.axes.size() ||
-                      (incoming.axes.size() == current.axes.size() &&
-                       incoming.fixed && !current.fixed);
+  int64_t incomingShards = shardCount(incoming),
+          currentShards = shardCount(current);
+  bool incomingWins = incomingShards > currentShards ||
+                      (incomingShards == currentShards && incoming.fixed &&
+                       !current.fixed);
   if (incomingWins) {
     conflicts.push_back({index, incoming, current});
     current = incoming;
   } else {
     conflicts.push_back({index, current, incoming});
   }
+}
+
+void FactorShardings::mergeCompound(const ShardingRule::Dim &dim,
+                                    ArrayRef<StringRef> axes, bool fixed) {
+  SmallVector<StringRef> subAxes =
+      meshOp ? meshOp.expandAxes(axes) : SmallVector<StringRef>(axes);
+  Factor major, minor;
+  major.known = minor.known = true;
+  major.fixed = minor.fixed = fixed;
+  int64_t majorShards = 1;
+  for (StringRef axis : subAxes) {
+    int64_t size = meshOp ? meshOp.getAxisSize(axis).value_or(1) : 1;
+    if (minor.axes.empty() && dim.majorSize % (majorShards * size) == 0) {
+      major.axes.push_back(axis);
+      majorShards *= size;
+    } else {
+      minor.axes.push_back(axis);
+    }
+  }
+  auto canonical = [&](Factor factor) {
+    if (meshOp)
+      factor.axes.assign(meshOp.canonicalAxes(factor.axes));
+    return factor;
+  };
+  mergeFactor(dim.factor, canonical(major));
+  mergeFactor(dim.minor, canonical(minor));
 }
 
 void FactorShardings::merge(const ShardingRule::TensorDims &dims,
@@ -131,9 +165,15 @@ void FactorShardings::merge(const ShardingRule::TensorDims &dims,
     SmallVector<StringRef> axes = sharding.getDimAxes(index);
     if (dim.factor == ShardingRule::kWhole)
       continue;
+    if (dim.minor != ShardingRule::kWhole) {
+      mergeCompound(dim, axes, fixed);
+      continue;
+    }
     Factor factor;
     factor.known = true;
     factor.fixed = fixed;
+    if (meshOp)
+      axes = meshOp.canonicalAxes(axes);
     factor.axes.assign(axes.begin(), axes.end());
     int64_t sections = sharding.getDimSections(index);
     if (!axes.empty()) {
@@ -168,7 +208,8 @@ void FactorShardings::merge(const ShardingRule::TensorDims &dims,
 bool FactorShardings::determines(const ShardingRule::TensorDims &dims,
                                  bool isResult) const {
   for (const ShardingRule::Dim &dim : dims)
-    if (dim.factor != ShardingRule::kWhole && !factors[dim.factor].known)
+    if ((dim.factor != ShardingRule::kWhole && !factors[dim.factor].known) ||
+        (dim.minor != ShardingRule::kWhole && !factors[dim.minor].known))
       return false;
   if (isResult)
     for (int64_t index = 0, e = rule.isReduction.size(); index < e; ++index)
@@ -191,8 +232,13 @@ ShardingAttr FactorShardings::build(FlatSymbolRefAttr mesh,
       continue;
     }
     const Factor &factor = factors[dim.factor];
-    dimAxes.push_back(axesAttr(context, factor.axes));
-    int64_t count = factor.axes.empty() ? 1 : factor.sections * dim.sections;
+    SmallVector<StringRef> axes(factor.axes.begin(), factor.axes.end());
+    if (dim.minor != ShardingRule::kWhole && factors[dim.minor].known)
+      axes.append(factors[dim.minor].axes);
+    if (meshOp)
+      axes = meshOp.canonicalAxes(meshOp.expandAxes(axes));
+    dimAxes.push_back(axesAttr(context, axes));
+    int64_t count = axes.empty() ? 1 : factor.sections * dim.sections;
     sections.push_back(count);
     anySections |= count != 1;
   }

@@ -62,36 +62,73 @@ static bool isValidDim(int64_t dim, int64_t rank) {
 //===----------------------------------------------------------------------===//
 
 /// Parses `["dp" = 1, "tp" = 4]`.
+/// `"name" = size` of an axis or a sub-axis.
+static ParseResult parseNamedSize(OpAsmParser &parser, std::string &name,
+                                  int64_t &size) {
+  return failure(parser.parseString(&name) || parser.parseEqual() ||
+                 parser.parseInteger(size));
+}
+
+/// `["dp" = 2, "tp" = 4 ["tp_kv" = 2, "tp_rep" = 2]]`: the axes, each with
+/// its sub-axes where it is factored.
 static ParseResult parseMeshAxes(OpAsmParser &parser, ArrayAttr &names,
-                                 DenseI64ArrayAttr &sizes) {
-  SmallVector<Attribute> nameAttrs;
-  SmallVector<int64_t> sizeValues;
+                                 DenseI64ArrayAttr &sizes, ArrayAttr &subNames,
+                                 DenseI64ArrayAttr &subSizes,
+                                 ArrayAttr &subParents) {
+  Builder &b = parser.getBuilder();
+  SmallVector<Attribute> nameAttrs, subNameAttrs, subParentAttrs;
+  SmallVector<int64_t> sizeValues, subSizeValues;
   auto parseAxis = [&]() -> ParseResult {
     std::string name;
     int64_t size = 0;
-    if (parser.parseString(&name) || parser.parseEqual() ||
-        parser.parseInteger(size))
+    if (parseNamedSize(parser, name, size))
       return failure();
-    nameAttrs.push_back(parser.getBuilder().getStringAttr(name));
+    nameAttrs.push_back(b.getStringAttr(name));
     sizeValues.push_back(size);
-    return success();
+    auto parseSubAxis = [&]() -> ParseResult {
+      std::string subName;
+      int64_t subSize = 0;
+      if (parseNamedSize(parser, subName, subSize))
+        return failure();
+      subNameAttrs.push_back(b.getStringAttr(subName));
+      subSizeValues.push_back(subSize);
+      subParentAttrs.push_back(b.getStringAttr(name));
+      return success();
+    };
+    return parser.parseCommaSeparatedList(
+        OpAsmParser::Delimiter::OptionalSquare, parseSubAxis);
   };
   if (parser.parseCommaSeparatedList(OpAsmParser::Delimiter::Square,
                                      parseAxis))
     return failure();
-  names = parser.getBuilder().getArrayAttr(nameAttrs);
-  sizes = parser.getBuilder().getDenseI64ArrayAttr(sizeValues);
+  names = b.getArrayAttr(nameAttrs);
+  sizes = b.getDenseI64ArrayAttr(sizeValues);
+  if (!subNameAttrs.empty()) {
+    subNames = b.getArrayAttr(subNameAttrs);
+    subSizes = b.getDenseI64ArrayAttr(subSizeValues);
+    subParents = b.getArrayAttr(subParentAttrs);
+  }
   return success();
 }
 
-static void printMeshAxes(OpAsmPrinter &printer, Operation *, ArrayAttr names,
-                          DenseI64ArrayAttr sizes) {
+static void printMeshAxes(OpAsmPrinter &printer, MeshOp mesh, ArrayAttr names,
+                          DenseI64ArrayAttr sizes, ArrayAttr, DenseI64ArrayAttr,
+                          ArrayAttr) {
   printer << "[";
-  llvm::interleaveComma(llvm::zip(names, sizes.asArrayRef()), printer,
-                        [&](auto axis) {
-                          printer << std::get<0>(axis) << " = "
-                                  << std::get<1>(axis);
-                        });
+  llvm::interleaveComma(
+      llvm::zip(names.getAsValueRange<StringAttr>(), sizes.asArrayRef()),
+      printer, [&](auto axis) {
+        auto [name, size] = axis;
+        printer << '"' << name << "\" = " << size;
+        SmallVector<StringRef> subAxes = mesh.getSubAxes(name);
+        if (subAxes.empty())
+          return;
+        printer << " [";
+        llvm::interleaveComma(subAxes, printer, [&](StringRef sub) {
+          printer << '"' << sub << "\" = " << *mesh.getAxisSize(sub);
+        });
+        printer << "]";
+      });
   printer << "]";
 }
 
@@ -102,8 +139,7 @@ LogicalResult MeshOp::verify() {
     return emitOpError("has ") << getAxisNames().size() << " axis names but "
                                << getAxisSizes().size() << " sizes";
   llvm::StringSet<> seen;
-  for (auto [name, size] : llvm::zip(getAxisNames(), getAxisSizes())) {
-    StringRef axis = cast<StringAttr>(name).getValue();
+  auto checkAxis = [&](StringRef axis, int64_t size) -> LogicalResult {
     if (axis.empty())
       return emitOpError("axis names must not be empty");
     if (!seen.insert(axis).second)
@@ -111,7 +147,37 @@ LogicalResult MeshOp::verify() {
     if (size < 1)
       return emitOpError("axis \"") << axis << "\" has size " << size
                                     << "; sizes must be positive";
+    return success();
+  };
+  for (auto [name, size] : llvm::zip(getAxisNames(), getAxisSizes()))
+    if (failed(checkAxis(cast<StringAttr>(name).getValue(), size)))
+      return failure();
+  if (!getSubAxisNames())
+    return success();
+  ArrayRef<int64_t> subSizes = getSubAxisSizes().value_or(ArrayRef<int64_t>());
+  ArrayAttr parents = getSubAxisParentsAttr();
+  if (!parents || subSizes.size() != getSubAxisNamesAttr().size() ||
+      parents.size() != subSizes.size())
+    return emitOpError("needs a size and a parent axis for each sub-axis");
+  for (auto [name, size] : llvm::zip(getSubAxisNamesAttr(), subSizes))
+    if (failed(checkAxis(cast<StringAttr>(name).getValue(), size)))
+      return failure();
+  for (auto [name, size] : llvm::zip(getAxisNames(), getAxisSizes())) {
+    StringRef axis = cast<StringAttr>(name).getValue();
+    SmallVector<StringRef> subAxes = getSubAxes(axis);
+    int64_t product = 1;
+    for (StringRef sub : subAxes)
+      product *= *getAxisSize(sub);
+    if (!subAxes.empty() && product != size)
+      return emitOpError("the sub-axes of \"")
+             << axis << "\" multiply to " << product << ", not its size "
+             << size;
   }
+  for (StringRef parent : parents.getAsValueRange<StringAttr>())
+    if (!llvm::is_contained(getAxisNames().getAsValueRange<StringAttr>(),
+                            parent))
+      return emitOpError("sub-axes of \"") << parent
+                                           << "\", which is not an axis";
   return success();
 }
 
@@ -119,7 +185,96 @@ std::optional<int64_t> MeshOp::getAxisSize(StringRef axis) {
   for (auto [name, size] : llvm::zip(getAxisNames(), getAxisSizes()))
     if (cast<StringAttr>(name).getValue() == axis)
       return size;
+  if (getSubAxisNames())
+    for (auto [name, size] :
+         llvm::zip(getSubAxisNamesAttr(), *getSubAxisSizes()))
+      if (cast<StringAttr>(name).getValue() == axis)
+        return size;
   return std::nullopt;
+}
+
+SmallVector<StringRef> MeshOp::getSubAxes(StringRef axis) {
+  SmallVector<StringRef> subAxes;
+  if (getSubAxisNames())
+    for (auto [name, parent] :
+         llvm::zip(getSubAxisNamesAttr().getAsValueRange<StringAttr>(),
+                   getSubAxisParentsAttr().getAsValueRange<StringAttr>()))
+      if (parent == axis)
+        subAxes.push_back(name);
+  return subAxes;
+}
+
+std::optional<MeshOp::SubAxis> MeshOp::getSubAxis(StringRef axis) {
+  if (!getSubAxisNames())
+    return std::nullopt;
+  for (auto [name, parent] :
+       llvm::zip(getSubAxisNamesAttr().getAsValueRange<StringAttr>(),
+                 getSubAxisParentsAttr().getAsValueRange<StringAttr>())) {
+    if (name != axis)
+      continue;
+    SmallVector<StringRef> siblings = getSubAxes(parent);
+    int64_t stride = 1;
+    for (StringRef minor : llvm::reverse(siblings)) {
+      if (minor == axis)
+        break;
+      stride *= *getAxisSize(minor);
+    }
+    return SubAxis{parent, stride, *getAxisSize(axis)};
+  }
+  return std::nullopt;
+}
+
+SmallVector<StringRef> MeshOp::expandAxes(ArrayRef<StringRef> axes) {
+  SmallVector<StringRef> expanded;
+  for (StringRef axis : axes) {
+    SmallVector<StringRef> subAxes = getSubAxes(axis);
+    if (subAxes.empty())
+      expanded.push_back(axis);
+    else
+      expanded.append(subAxes);
+  }
+  return expanded;
+}
+
+SmallVector<StringRef> MeshOp::canonicalAxes(ArrayRef<StringRef> axes) {
+  SmallVector<StringRef> canonical;
+  for (size_t i = 0; i < axes.size();) {
+    std::optional<SubAxis> sub = getSubAxis(axes[i]);
+    SmallVector<StringRef> run = sub ? getSubAxes(sub->parent)
+                                     : SmallVector<StringRef>();
+    if (sub && axes.drop_front(i).take_front(run.size()) ==
+                   ArrayRef<StringRef>(run)) {
+      canonical.push_back(sub->parent);
+      i += run.size();
+      continue;
+    }
+    canonical.push_back(axes[i++]);
+  }
+  return canonical;
+}
+
+void MeshOp::setSubAxes(StringRef axis, ArrayRef<StringRef> names,
+                        ArrayRef<int64_t> sizes) {
+  Builder b(getContext());
+  SmallVector<Attribute> subNames, parents;
+  SmallVector<int64_t> subSizes;
+  if (getSubAxisNames())
+    for (auto [name, size, parent] :
+         llvm::zip(getSubAxisNamesAttr(), *getSubAxisSizes(),
+                   getSubAxisParentsAttr()))
+      if (cast<StringAttr>(parent).getValue() != axis) {
+        subNames.push_back(name);
+        subSizes.push_back(size);
+        parents.push_back(parent);
+      }
+  for (auto [name, size] : llvm::zip(names, sizes)) {
+    subNames.push_back(b.getStringAttr(name));
+    subSizes.push_back(size);
+    parents.push_back(b.getStringAttr(axis));
+  }
+  setSubAxisNamesAttr(b.getArrayAttr(subNames));
+  setSubAxisSizesAttr(b.getDenseI64ArrayAttr(subSizes));
+  setSubAxisParentsAttr(b.getArrayAttr(parents));
 }
 
 //===----------------------------------------------------------------------===//
@@ -561,10 +716,21 @@ LogicalResult tp::verifyShardingForType(Operation *anchor,
     return anchor->emitOpError()
            << "sharding has " << sharding.getDims().size()
            << " dimension entries for a tensor of rank " << tensor.getRank();
-  for (StringRef axis : sharding.getPartialAxes())
+  SmallVector<StringRef> used;
+  for (StringRef axis : sharding.getPartialAxes()) {
     if (!meshOp.getAxisSize(axis))
       return anchor->emitOpError() << "mesh " << sharding.getMesh()
                                    << " has no axis \"" << axis << "\"";
+    used.push_back(axis);
+  }
+  for (int64_t dim = 0, e = tensor.getRank(); dim < e; ++dim)
+    llvm::append_range(used, sharding.getDimAxes(dim));
+  llvm::StringSet<> seen;
+  for (StringRef axis : meshOp.expandAxes(used))
+    if (!seen.insert(axis).second)
+      return anchor->emitOpError()
+             << "sharding uses \"" << axis
+             << "\" twice, as a sub-axis and through its axis";
   for (int64_t dim = 0, e = tensor.getRank(); dim < e; ++dim) {
     int64_t shards = 1;
     // A count past 64 bits splits no dimension (and must not wrap into one

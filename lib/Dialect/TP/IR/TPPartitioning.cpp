@@ -56,17 +56,44 @@ int64_t AttentionOp::getColumnSections() {
 int64_t CachedAttentionOp::getColumnSections() { return getKvHeads() ? 1 : 3; }
 int64_t KVCacheStoreOp::getColumnSections() { return getSection() ? 3 : 1; }
 
-/// Ranks share attention by whole heads, of the queries and (where the op
-/// has them apart) of the keys and values.
+/// The queries' heads, or the key/value heads of separate k and v.
+int64_t AttentionOp::getColumnHeads(unsigned operand) {
+  return operand == 0 ? getNumHeads() : getKeyValueHeads();
+}
+int64_t CachedAttentionOp::getColumnHeads(unsigned) {
+  return getNumHeads();
+}
+int64_t KVCacheStoreOp::getColumnHeads(unsigned) {
+  return getNumHeads();
+}
+int64_t RoPEOp::getColumnHeads(unsigned) { return getNumHeads(); }
+
+/// Ranks share attention by whole heads. The query heads are split among
+/// all `tp` ranks; the key/value heads (where the op has them apart) too, or,
+/// where there are fewer of them than ranks, each among the tp / kv_heads
+/// ranks whose query heads read it.
 static LogicalResult verifyHeadsDivide(Operation *op, int64_t heads,
                                        int64_t tp,
                                        std::optional<int64_t> kvHeads = {}) {
   if (heads % tp != 0)
     return op->emitError("tensor-parallel size ")
            << tp << " does not divide the " << heads << " attention heads";
-  if (kvHeads && *kvHeads % tp != 0)
+  if (kvHeads && *kvHeads % tp != 0 && tp % *kvHeads != 0)
     return op->emitError("tensor-parallel size ")
-           << tp << " does not divide the " << *kvHeads << " key/value heads";
+           << tp << " neither divides the " << *kvHeads
+           << " key/value heads nor is a multiple of them";
+  return success();
+}
+
+/// An op on the heads of one tensor (q, or k and v) alone: whole heads per
+/// rank, or, for key/value heads fewer than the ranks, one head per group
+/// of ranks.
+static LogicalResult verifyHeadsShared(Operation *op, int64_t heads,
+                                       int64_t tp) {
+  if (heads % tp != 0 && tp % heads != 0)
+    return op->emitError("tensor-parallel size ")
+           << tp << " neither divides the " << heads
+           << " attention heads nor is a multiple of them";
   return success();
 }
 
@@ -77,34 +104,36 @@ LogicalResult CachedAttentionOp::verifyTensorParallelSize(int64_t tp) {
   return verifyHeadsDivide(*this, getNumHeads(), tp, getKeyValueHeads());
 }
 LogicalResult KVCacheStoreOp::verifyTensorParallelSize(int64_t tp) {
-  return verifyHeadsDivide(*this, getNumHeads(), tp);
+  if (getSection())
+    return verifyHeadsDivide(*this, getNumHeads(), tp);
+  return verifyHeadsShared(*this, getNumHeads(), tp);
 }
 LogicalResult RoPEOp::verifyTensorParallelSize(int64_t tp) {
-  return verifyHeadsDivide(*this, getNumHeads(), tp);
+  return verifyHeadsShared(*this, getNumHeads(), tp);
 }
 
 /// The ranks sharing the heads of `value` (split as it is in `context`)
-/// along its last dimension.
-static int64_t headShards(PartitionContext &context, Value value) {
-  return context.shardCount(context.shardingOf(value),
-                            cast<RankedTensorType>(value.getType()).getRank() -
-                                1);
+/// along dimension `dim` (by default its last).
+static int64_t headShards(PartitionContext &context, Value value,
+                          std::optional<unsigned> dim = {}) {
+  return context.shardCount(
+      context.shardingOf(value),
+      dim.value_or(cast<RankedTensorType>(value.getType()).getRank() - 1));
 }
 
-/// Each rank keeps num_heads / N whole query heads and kv_heads / N whole
-/// key/value heads (and, generating, the caches of those heads).
+/// Each rank keeps num_heads / N whole query heads and the key/value heads
+/// its queries read (and, generating, the caches of those heads).
 LogicalResult AttentionOp::partition(PartitionContext &context) {
-  int64_t shards = headShards(context, getInputs().front());
-  setNumHeads(getNumHeads() / shards);
+  setNumHeads(getNumHeads() / headShards(context, getInputs().front()));
   if (getKvHeads())
-    setKvHeads(*getKvHeads() / shards);
+    setKvHeads(*getKvHeads() / headShards(context, getInputs()[1]));
   return success();
 }
 LogicalResult CachedAttentionOp::partition(PartitionContext &context) {
-  int64_t shards = headShards(context, getQueries());
-  setNumHeads(getNumHeads() / shards);
+  setNumHeads(getNumHeads() / headShards(context, getQueries()));
+  // Caches are [layers, batch, heads, positions, head width].
   if (getKvHeads())
-    setKvHeads(*getKvHeads() / shards);
+    setKvHeads(*getKvHeads() / headShards(context, getKCache(), 2));
   return success();
 }
 LogicalResult KVCacheStoreOp::partition(PartitionContext &context) {

@@ -103,6 +103,16 @@ ShardingRule BiasAddOp::getShardingRule() {
 /// sections split one by one, or q, k and v each split by whole heads.
 static int64_t headSections(bool fused) { return fused ? 3 : 1; }
 
+/// The query heads' dimension of grouped-query attention: the key/value
+/// head (`kvHeads` of them, shared with the keys and values), then the
+/// query head inside its group. Ranks that divide the key/value heads own
+/// whole groups; more ranks than key/value heads (a multiple) split each
+/// group's query heads among the ranks that share its key/value head.
+static ShardingRule::Dim queryHeads(int64_t kvHeadsFactor,
+                                    int64_t groupFactor, int64_t kvHeads) {
+  return {kvHeadsFactor, 1, groupFactor, kvHeads};
+}
+
 ShardingRule AttentionOp::getShardingRule() {
   ShardingRule rule;
   int64_t batch = rule.addFactor();
@@ -113,6 +123,11 @@ ShardingRule AttentionOp::getShardingRule() {
                 {heads, headSections(getInputs().size() == 1)}};
   rule.operands.assign(getInputs().size(), input);
   rule.results = {{{batch, 1}, {ShardingRule::kWhole, 1}, {heads, 1}}};
+  if (getInputs().size() == 1)
+    return rule;
+  int64_t group = rule.addFactor();
+  rule.operands[0][2] = queryHeads(heads, group, getKeyValueHeads());
+  rule.results[0][2] = rule.operands[0][2];
   return rule;
 }
 
@@ -143,9 +158,12 @@ ShardingRule KVCacheStoreOp::getShardingRule() {
 
 ShardingRule CachedAttentionOp::getShardingRule() {
   ShardingRule rule = cacheRule(!getKvHeads(), 2);
-  rule.results = {{rule.operands[0][0],
-                   {ShardingRule::kWhole, 1},
-                   {rule.operands[0][2].factor, 1}}};
+  ShardingRule::Dim heads = {rule.operands[0][2].factor, 1};
+  if (getKvHeads()) {
+    heads = queryHeads(heads.factor, rule.addFactor(), *getKvHeads());
+    rule.operands[0][2] = heads;
+  }
+  rule.results = {{rule.operands[0][0], {ShardingRule::kWhole, 1}, heads}};
   return rule;
 }
 

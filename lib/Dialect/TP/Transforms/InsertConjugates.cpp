@@ -5,6 +5,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Debug.h"
 
 #define DEBUG_TYPE "tp-insert-conjugates"
@@ -18,10 +20,6 @@ using namespace mlir;
 using namespace mlir::tp;
 
 namespace {
-
-bool isSplitting(MeshOp mesh, StringRef axis) {
-  return mesh.getAxisSize(axis).value_or(1) > 1;
-}
 
 ShardingAttr shardingOrReplicated(Value value, FlatSymbolRefAttr mesh) {
   if (ShardingAttr sharding = getSharding(value))
@@ -46,9 +44,8 @@ Value completePartialSums(OpBuilder &b, Location loc, Value value,
     return earlier;
   Value partial = value;
   ShardingAttr sharding = shardingOrReplicated(value, FlatSymbolRefAttr::get(mesh));
-  for (StringRef axis : sharding.getPartialAxes()) {
-    if (!isSplitting(mesh, axis))
-      continue;
+  for (StringRef axis : mesh.canonicalAxes(
+           splittingSubAxes(sharding.getPartialAxes(), mesh))) {
     value = GOp::create(b, loc, value, FlatSymbolRefAttr::get(mesh),
                         b.getStringAttr(axis));
     LLVM_DEBUG(llvm::dbgs() << "g over " << axis << " at " << loc << "\n");
@@ -59,15 +56,44 @@ Value completePartialSums(OpBuilder &b, Location loc, Value value,
   return value;
 }
 
-/// The mesh axes over which `op`'s results are split or partial.
-SmallVector<StringRef> resultAxes(Operation *op, MeshOp mesh) {
-  SmallVector<StringRef> axes;
+/// The (sub-)axes that split or leave partial any of `shardings`.
+llvm::SmallSetVector<StringRef, 4> splittingAxesOf(ArrayRef<ShardingAttr> shardings,
+                                                MeshOp mesh) {
+  llvm::SmallSetVector<StringRef, 4> axes;
+  for (ShardingAttr sharding : shardings) {
+    if (!sharding)
+      continue;
+    auto add = [&](ArrayRef<StringRef> some) {
+      SmallVector<StringRef> split = splittingSubAxes(some, mesh);
+      axes.insert(split.begin(), split.end());
+    };
+    add(sharding.getPartialAxes());
+    for (unsigned dim = 0, e = sharding.getDims().size(); dim < e; ++dim)
+      add(sharding.getDimAxes(dim));
+  }
+  return axes;
+}
+
+/// The sub-axes, in the mesh's order, over which `op`'s results are split
+/// or partial (and `extra`, the f's moved up to this op's operands), but
+/// `required` (an operand's layout) is not: what an f on the operand
+/// reduces over.
+SmallVector<StringRef> neededSubAxes(Operation *op, ShardingAttr required,
+                                     MeshOp mesh,
+                                     ArrayRef<StringRef> extra = {}) {
+  SmallVector<ShardingAttr> results;
   for (Value result : op->getResults())
-    if (ShardingAttr sharding = getSharding(result))
-      for (StringRef axis : mesh.getAxisNames().getAsValueRange<StringAttr>())
-        if (isSplitting(mesh, axis) && sharding.usesAxis(axis) &&
-            !llvm::is_contained(axes, axis))
-          axes.push_back(axis);
+    results.push_back(getSharding(result));
+  llvm::SmallSetVector<StringRef, 4> split = splittingAxesOf(results, mesh);
+  split.insert(extra.begin(), extra.end());
+  llvm::SmallSetVector<StringRef, 4> covered =
+      splittingAxesOf({required}, mesh);
+  SmallVector<StringRef> axes;
+  for (StringRef axis :
+       mesh.expandAxes(llvm::to_vector(
+           mesh.getAxisNames().getAsValueRange<StringAttr>())))
+    if (split.contains(axis) && !covered.contains(axis))
+      axes.push_back(axis);
   return axes;
 }
 
@@ -104,11 +130,175 @@ Value conjugate(OpBuilder &b, Operation *op, Value value,
   return value;
 }
 
-/// Gives operand `index` of `op` the layout the op's rule requires.
-void conjugateOperand(OpBuilder &b, Operation *op, unsigned index,
-                      const ShardingRule &rule, const FactorShardings &factors,
-                      MeshOp mesh, SharedConjugates &shared,
+/// An op's rule and what its tensors' shardings make of the rule's factors,
+/// computed once for planning and inserting.
+struct PlannedOp {
+  PlannedOp(ShardingRuleOpInterface op, MeshOp mesh)
+      : op(op), mesh(mesh), rule(op.getShardingRule()), factors(rule, mesh) {
+    for (auto [value, dims] : llvm::zip(op->getResults(), rule.results))
+      if (ShardingAttr sharding = getSharding(value))
+        factors.merge(dims, sharding, false, /*isResult=*/true);
+    for (auto [value, dims] : llvm::zip(op->getOperands(), rule.operands))
+      if (ShardingAttr sharding = getSharding(value))
+        factors.merge(dims, sharding, false, /*isResult=*/false);
+  }
+  ShardingAttr required(unsigned index) const {
+    return factors.build(FlatSymbolRefAttr::get(mesh), rule.operands[index],
+                         /*isResult=*/false);
+  }
+
+  ShardingRuleOpInterface op;
+  MeshOp mesh;
+  ShardingRule rule;
+  FactorShardings factors;
+};
+
+/// The f's moved up from a value to the operands of the op that made it:
+/// the operands that need no f of their own, and the sub-axes the f's of
+/// each op's operands take on.
+struct MovedConjugates {
+  DenseSet<std::pair<Operation *, unsigned>> operands;
+  DenseMap<Operation *, SmallVector<StringRef>> extra;
+};
+
+bool isFunctionArgument(Value value) {
+  auto arg = dyn_cast<BlockArgument>(value);
+  return arg && isa<FunctionOpInterface>(arg.getOwner()->getParentOp());
+}
+
+bool isFloatTensor(Value value) {
+  return isa<RankedTensorType>(value.getType()) &&
+         isa<FloatType>(getElementTypeOrSelf(value.getType()));
+}
+
+/// Whether operand `index` of `planned` already has the layout its op
+/// requires, complete: no reshard or g comes between, so an f may move.
+bool fitsAsIs(const PlannedOp &planned, unsigned index) {
+  Value value = planned.op->getOperand(index);
+  ShardingAttr actual =
+      shardingOrReplicated(value, FlatSymbolRefAttr::get(planned.mesh));
+  return splittingSubAxes(actual.getPartialAxes(), planned.mesh).empty() &&
+         sameLayout(actual, planned.required(index), planned.mesh);
+}
+
+/// What planning moves reads: each op's plan, and the f's each value gets
+/// where nothing moves (by their axes, "tp_kv,tp_rep" spelled "tp").
+struct MovePlanning {
+  DenseMap<Operation *, const PlannedOp *> planned;
+  DenseMap<Value, llvm::StringSet<>> chains;
+
+  bool hasChain(Value value, ArrayRef<StringRef> axes, MeshOp mesh) const {
+    auto found = chains.find(value);
+    return found != chains.end() &&
+           found->second.contains(llvm::join(mesh.canonicalAxes(axes), ","));
+  }
+};
+
+int64_t elementsOf(Value value) {
+  return cast<RankedTensorType>(value.getType()).getNumElements();
+}
+
+/// The elements of the collectives that moving the f over `axes` that
+/// `value` needs up to the operands of the op that made it adds, less those
+/// it saves; nullopt where it cannot move. The op's VJP is linear in the
+/// cotangent, and where its operands are the same on every rank of `axes`
+/// (whole there), the VJP is the same map on each: summing the cotangent
+/// over `axes` before it or the operands' cotangents after it is the same
+/// sum. A parameter gains an f (its gradient reduced once per step); an
+/// operand with an f of its own has it take the axes on, which saves that
+/// operand's collective where another use already has an f over the union
+/// (the two then share it); any other operand passes the f on in turn. The
+/// value's one use must be the one that needs the f.
+std::optional<int64_t> moveCost(Value value, ArrayRef<StringRef> axes,
+                                const MovePlanning &planning) {
+  Operation *producer = value.getDefiningOp();
+  const PlannedOp *maker =
+      producer ? planning.planned.lookup(producer) : nullptr;
+  if (!maker || !value.hasOneUse() || !isa<VJPOpInterface>(producer))
+    return std::nullopt;
+  int64_t cost = 0;
+  for (auto [index, operand] : llvm::enumerate(producer->getOperands())) {
+    if (!isFloatTensor(operand))
+      continue;
+    if (!fitsAsIs(*maker, index))
+      return std::nullopt;
+    ShardingAttr layout = maker->required(index);
+    llvm::SmallSetVector<StringRef, 4> split =
+        splittingAxesOf({layout}, maker->mesh);
+    if (llvm::any_of(axes, [&](StringRef axis) { return split.contains(axis); }))
+      return std::nullopt;
+    SmallVector<StringRef> own = neededSubAxes(producer, layout, maker->mesh);
+    if (!own.empty()) {
+      SmallVector<StringRef> merged =
+          neededSubAxes(producer, layout, maker->mesh, axes);
+      if (planning.hasChain(operand, merged, maker->mesh))
+        cost -= elementsOf(operand);
+      continue;
+    }
+    if (isFunctionArgument(operand)) {
+      cost += elementsOf(operand);
+      continue;
+    }
+    std::optional<int64_t> passed = moveCost(operand, axes, planning);
+    if (!passed)
+      return std::nullopt;
+    cost += *passed;
+  }
+  return cost;
+}
+
+/// Decides, users before producers, which f's move up: those whose move
+/// costs fewer elements than the value's own f (moveCost).
+MovedConjugates planMoves(ArrayRef<std::unique_ptr<PlannedOp>> ops) {
+  MovePlanning planning;
+  for (const std::unique_ptr<PlannedOp> &op : ops) {
+    planning.planned[op->op] = op.get();
+    if (!isa<VJPOpInterface>(op->op.getOperation()))
+      continue;
+    for (auto [index, operand] : llvm::enumerate(op->op->getOperands()))
+      if (isFloatTensor(operand)) {
+        SmallVector<StringRef> axes =
+            neededSubAxes(op->op, op->required(index), op->mesh);
+        if (!axes.empty())
+          planning.chains[operand].insert(
+              llvm::join(op->mesh.canonicalAxes(axes), ","));
+      }
+  }
+  MovedConjugates moves;
+  for (const std::unique_ptr<PlannedOp> &user : llvm::reverse(ops)) {
+    if (!isa<VJPOpInterface>(user->op.getOperation()))
+      continue;
+    for (auto [index, operand] : llvm::enumerate(user->op->getOperands())) {
+      if (!isFloatTensor(operand) || !fitsAsIs(*user, index))
+        continue;
+      SmallVector<StringRef> axes =
+          neededSubAxes(user->op, user->required(index), user->mesh,
+                        moves.extra.lookup(user->op));
+      if (axes.empty())
+        continue;
+      std::optional<int64_t> cost = moveCost(operand, axes, planning);
+      if (!cost || *cost >= elementsOf(operand))
+        continue;
+      LLVM_DEBUG(llvm::dbgs() << "f over " << describeAxes(axes) << " for "
+                              << user->op->getName() << " moves up\n");
+      moves.operands.insert({user->op, static_cast<unsigned>(index)});
+      SmallVector<StringRef> &extra = moves.extra[operand.getDefiningOp()];
+      for (StringRef axis : axes)
+        if (!llvm::is_contained(extra, axis))
+          extra.push_back(axis);
+    }
+  }
+  return moves;
+}
+
+/// Gives operand `index` of `planned`'s op the layout the op's rule
+/// requires, and its f unless that moved up.
+void conjugateOperand(OpBuilder &b, const PlannedOp &planned, unsigned index,
+                      const MovedConjugates &moves, SharedConjugates &shared,
                       CompletedSums &completed) {
+  Operation *op = planned.op;
+  const ShardingRule &rule = planned.rule;
+  MeshOp mesh = planned.mesh;
   auto meshRef = FlatSymbolRefAttr::get(mesh);
   Value value = op->getOperand(index);
   // Scalars (a fill's value, a dynamic size) have no layout.
@@ -118,24 +308,21 @@ void conjugateOperand(OpBuilder &b, Operation *op, unsigned index,
   if (!rule.consumesPartial)
     value = completePartialSums(b, op->getLoc(), value, mesh, completed, op);
   ShardingAttr actual = shardingOrReplicated(value, meshRef);
-  ShardingAttr required =
-      factors.build(meshRef, rule.operands[index], /*isResult=*/false);
+  ShardingAttr required = planned.required(index);
   if (!rule.consumesPartial && !sameLayout(actual, required, mesh)) {
     value = ReshardOp::create(b, op->getLoc(), value);
     setSharding(value, required);
     actual = required;
   }
   if (isa<FloatType>(getElementTypeOrSelf(value.getType())) &&
-      isa<VJPOpInterface>(op)) {
+      isa<VJPOpInterface>(op) && !moves.operands.contains({op, index})) {
     // A whole value entering an op whose results are split or partial over
     // an axis (resharded to whole or not): its gradient will be partial over
     // that axis, which f's backward all-reduce completes. Only tp-autodiff's
     // backward needs it: an op without a VJP (a framework's linalg, whose
     // backward the framework wrote) has none.
-    SmallVector<StringRef> axes;
-    for (StringRef axis : resultAxes(op, mesh))
-      if (!required.usesAxis(axis))
-        axes.push_back(axis);
+    SmallVector<StringRef> axes = mesh.canonicalAxes(
+        neededSubAxes(op, required, mesh, moves.extra.lookup(op)));
     value = conjugate(b, op, value, axes, meshRef, actual, shared);
   }
   op->setOperand(index, value);
@@ -145,9 +332,12 @@ void conjugateOperand(OpBuilder &b, Operation *op, unsigned index,
 /// factors (a pinned whole result of a GEMM whose contraction is split), the
 /// op keeps the layout it computes and g or a reshard after it gives users
 /// the annotated one.
-void conjugateResults(OpBuilder &b, Operation *op, const ShardingRule &rule,
-                      const FactorShardings &factors, MeshOp mesh,
+void conjugateResults(OpBuilder &b, const PlannedOp &planned,
                       CompletedSums &completed) {
+  Operation *op = planned.op;
+  const ShardingRule &rule = planned.rule;
+  const FactorShardings &factors = planned.factors;
+  MeshOp mesh = planned.mesh;
   auto meshRef = FlatSymbolRefAttr::get(mesh);
   for (auto [result, dims] : llvm::zip(op->getResults(), rule.results)) {
     ShardingAttr annotated = getSharding(result);
@@ -180,29 +370,23 @@ struct InsertConjugatesPass
     OpBuilder b(&getContext());
     SharedConjugates shared;
     CompletedSums completed;
-    SmallVector<ShardingRuleOpInterface> ops;
+    SmallVector<std::unique_ptr<PlannedOp>> ops;
     module.walk([&](ShardingRuleOpInterface op) {
       // Conjugates and reshards are what this pass inserts.
-      if (!isa<FOp, GOp, ReshardOp>(op))
-        ops.push_back(op);
-    });
-    for (ShardingRuleOpInterface op : ops) {
+      if (isa<FOp, GOp, ReshardOp>(op))
+        return;
       ShardingAttr anySharding = findSharding(op);
       if (!anySharding)
-        continue;
+        return;
       auto mesh =
           symbols.lookupNearestSymbolFrom<MeshOp>(op, anySharding.getMesh());
-      ShardingRule rule = op.getShardingRule();
-      FactorShardings factors(rule);
-      for (auto [value, dims] : llvm::zip(op->getResults(), rule.results))
-        if (ShardingAttr sharding = getSharding(value))
-          factors.merge(dims, sharding, false, /*isResult=*/true);
-      for (auto [value, dims] : llvm::zip(op->getOperands(), rule.operands))
-        if (ShardingAttr sharding = getSharding(value))
-          factors.merge(dims, sharding, false, /*isResult=*/false);
-      for (unsigned i = 0; i < op->getNumOperands(); ++i)
-        conjugateOperand(b, op, i, rule, factors, mesh, shared, completed);
-      conjugateResults(b, op, rule, factors, mesh, completed);
+      ops.push_back(std::make_unique<PlannedOp>(op, mesh));
+    });
+    MovedConjugates moves = planMoves(ops);
+    for (const std::unique_ptr<PlannedOp> &planned : ops) {
+      for (unsigned i = 0; i < planned->op->getNumOperands(); ++i)
+        conjugateOperand(b, *planned, i, moves, shared, completed);
+      conjugateResults(b, *planned, completed);
     }
     // Results leave the function whole.
     module.walk([&](func::ReturnOp ret) {

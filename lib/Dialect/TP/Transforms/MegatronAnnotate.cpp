@@ -36,6 +36,11 @@ std::array<BatchAxis, 2> batchAxes(int64_t dp, int64_t microBatches) {
   return {BatchAxis{kDataAxis, "dp", dp},
           BatchAxis{kMicroBatchAxis, "micro-batches", microBatches}};
 }
+/// Where a region's heads are fewer than the ranks (grouped-query
+/// attention's key/value heads), "tp" is factored into the ranks' head
+/// (major) and the replicas of each head (minor).
+constexpr StringLiteral kHeadAxis = "tp_kv";
+constexpr StringLiteral kReplicaAxis = "tp_rep";
 /// Megatron pads the vocabulary to a multiple of this times the TP size.
 constexpr int64_t kVocabPadMultiple = 128;
 
@@ -104,13 +109,34 @@ private:
     annotated.push_back({value, sharding});
   }
 
-  void splitColumns(Linear linear, int64_t sections) {
+  /// Splits the GEMM's columns over `axes`.
+  void splitColumns(Linear linear, int64_t sections,
+                    ArrayRef<StringRef> axes) {
     Value weight = linear.matmul.getRhs();
     int64_t columnDim = linear.matmul.getTransposeRhs() ? 0 : 1;
-    annotateParameter(weight, split(weight, columnDim, sections));
+    annotateParameter(weight, split(weight, columnDim, sections, axes));
     if (linear.bias)
       annotateParameter(linear.bias.getBias(),
-                        split(linear.bias.getBias(), 0, sections));
+                        split(linear.bias.getBias(), 0, sections, axes));
+  }
+
+  /// The axes columns of `heads` whole heads split over: "tp", or where the
+  /// heads are fewer than the ranks, the ranks' head sub-axis (each head's
+  /// columns replicated on the tp / heads ranks sharing it), which the mesh
+  /// then declares.
+  FailureOr<SmallVector<StringRef>> columnAxes(Operation *op, int64_t heads) {
+    if (heads == 0 || heads % tp == 0)
+      return SmallVector<StringRef>{kAxis};
+    auto mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(function, meshRef);
+    SmallVector<StringRef> subAxes = mesh.getSubAxes(kAxis);
+    if (subAxes.empty())
+      mesh.setSubAxes(kAxis, {kHeadAxis, kReplicaAxis}, {heads, tp / heads});
+    else if (mesh.getAxisSize(subAxes.front()) != heads)
+      return op->emitError("heads are split over ")
+             << *mesh.getAxisSize(subAxes.front())
+             << " groups of ranks elsewhere; one mesh cannot also split "
+             << heads << " of them";
+    return SmallVector<StringRef>{mesh.getSubAxes(kAxis).front()};
   }
 
   /// The GEMM consuming `value` (the block's second GEMM) is split by rows.
@@ -127,10 +153,18 @@ private:
   LogicalResult annotateRegion(MegatronRegionOpInterface region) {
     if (failed(region.verifyTensorParallelSize(tp)))
       return failure();
-    for (Value input : region->getOperands())
-      if (isa<FloatType>(getElementTypeOrSelf(input.getType())))
-        if (std::optional<Linear> in = producingLinear(input))
-          splitColumns(*in, region.getColumnSections());
+    for (OpOperand &input : region->getOpOperands()) {
+      if (!isa<FloatType>(getElementTypeOrSelf(input.get().getType())))
+        continue;
+      std::optional<Linear> in = producingLinear(input.get());
+      if (!in)
+        continue;
+      FailureOr<SmallVector<StringRef>> axes = columnAxes(
+          region, region.getColumnHeads(input.getOperandNumber()));
+      if (failed(axes))
+        return failure();
+      splitColumns(*in, region.getColumnSections(), *axes);
+    }
     for (Value result : region->getResults())
       splitRowsOfConsumers(result);
     return success();
@@ -373,7 +407,8 @@ struct MegatronAnnotatePass
     sizes.push_back(tp);
     OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
     MeshOp::create(b, module.getLoc(), kMeshName, b.getStrArrayAttr(axes),
-                   b.getDenseI64ArrayAttr(sizes));
+                   b.getDenseI64ArrayAttr(sizes), /*sub_axis_names=*/nullptr,
+                   /*sub_axis_sizes=*/nullptr, /*sub_axis_parents=*/nullptr);
     return success();
   }
 };

@@ -25,6 +25,9 @@ struct PropagationState {
   DenseMap<Value, ShardingAttr> known;
   DenseSet<Value> fixed;
   FlatSymbolRefAttr mesh;
+  /// The mesh `mesh` names (null where the module does not declare it: the
+  /// shardings' own verifier reports that).
+  MeshOp meshOp;
 };
 
 bool isTensor(Value value) { return isa<RankedTensorType>(value.getType()); }
@@ -60,7 +63,7 @@ LogicalResult propagateThrough(ShardingRuleOpInterface op,
   if (isa<ReshardOp>(op) && state.fixed.contains(op->getOperand(0)) &&
       state.fixed.contains(op->getResult(0)))
     return success();
-  FactorShardings factors(rule);
+  FactorShardings factors(rule, state.meshOp);
   bool anyKnown = false;
   auto mergeAll = [&](ValueRange values,
                       ArrayRef<ShardingRule::TensorDims> dims, bool isResult) {
@@ -281,6 +284,8 @@ struct PropagatePass
       return signalPassFailure();
     if (!state.mesh)
       return; // Nothing is annotated: the program stays as it is.
+    state.meshOp = SymbolTable::lookupNearestSymbolFrom<MeshOp>(module,
+                                                                state.mesh);
 
     Propagation propagation(module, state);
     if (failed(propagation.run()))

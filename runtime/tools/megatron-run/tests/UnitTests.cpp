@@ -179,6 +179,22 @@ TEST(Slicing, RunsCoverSlicesAndPadding) {
     }
 }
 
+// A split over a sub-axis of tp (grouped-query attention's key/value heads
+// at more ranks than heads): 2 blocks of columns over tp=4, each on the 2
+// ranks of its pair (stride 2: tp ranks 0 and 1 hold block 0, 2 and 3
+// block 1).
+TEST(Slicing, SubAxisSplitGivesEachPairOfRanksItsBlock) {
+  Arg wk{"k_proj.weight", "param", "f32", {8, 4}, {4, 4}, {8, 4},
+         {{0, "tp", 1, /*stride=*/2, /*size=*/2}}};
+  for (int64_t r = 0; r < 4; ++r) {
+    const TensorSlice s = wk.slice(4, r);
+    checkRuns(s);
+    ASSERT_EQ(s.dims[0].size(), 1u);
+    EXPECT_EQ(s.dims[0][0].global, r / 2 * 4) << "rank " << r;
+    EXPECT_EQ(s.dims[0][0].length, 4);
+  }
+}
+
 // sliceTensor / unsliceTensor are inverse: unslicing every rank's slice of a
 // checkpoint tensor rebuilds it; split dims partition it (each element comes
 // from exactly one rank); slicing the rebuilt tensor gives the slices back.
@@ -446,6 +462,13 @@ TEST(Manifest, RejectsMalformedArgs) {
                     "global_shape":[8],"local_shape":[2],
                     "split":[{"dim":0,"axis":"tp"},{"dim":0,"axis":"tp"}]})"))
                 .find("dim 0 split twice"),
+            std::string::npos);
+  EXPECT_NE(manifestError(manifestWith(
+                R"({"name":"w","role":"param","dtype":"f32",
+                    "global_shape":[8],"local_shape":[4],
+                    "split":[{"dim":0,"axis":"tp","stride":2,"size":2}]})"))
+                .find("split over a sub-axis of \"tp\" with stride 2 and "
+                      "size 2, which tp=2 does not factor into"),
             std::string::npos);
   EXPECT_NE(manifestError(manifestWith(
                 R"({"name":"input_ids","role":"param","dtype":"f32",

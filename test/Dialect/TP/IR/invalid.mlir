@@ -10,6 +10,35 @@ tp.mesh @m axes = ["tp" = 0]
 
 // -----
 
+// expected-error @+1 {{the sub-axes of "tp" multiply to 6, not its size 4}}
+tp.mesh @m axes = ["tp" = 4 ["tp_kv" = 2, "tp_rep" = 3]]
+
+// -----
+
+// expected-error @+1 {{axis "tp" is declared twice}}
+tp.mesh @m axes = ["tp" = 4 ["tp" = 2, "tp_rep" = 2]]
+
+// -----
+
+// expected-error @+1 {{needs a size and a parent axis for each sub-axis}}
+"tp.mesh"() <{sym_name = "m", axis_names = ["tp"], axis_sizes = array<i64: 4>, sub_axis_names = ["tp_kv", "tp_rep"], sub_axis_sizes = array<i64: 2, 2>}> : () -> ()
+
+// -----
+
+// expected-error @+1 {{sub-axes of "pp", which is not an axis}}
+"tp.mesh"() <{sym_name = "m", axis_names = ["tp"], axis_sizes = array<i64: 4>, sub_axis_names = ["a", "b"], sub_axis_sizes = array<i64: 2, 2>, sub_axis_parents = ["pp", "pp"]}> : () -> ()
+
+// -----
+
+// A sub-axis and its axis split one tensor twice over the same ranks.
+tp.mesh @m axes = ["tp" = 4 ["tp_kv" = 2, "tp_rep" = 2]]
+// expected-error @+1 {{sharding uses "tp_kv" twice, as a sub-axis and through its axis}}
+func.func @sub_axis_twice(%x: tensor<8x8xf32> {tp.sharding = #tp.sharding<@m, [["tp"], ["tp_kv"]]>}) {
+  return
+}
+
+// -----
+
 func.func @matmul_contracting(%a: tensor<2x8x16xf32>, %b: tensor<32x8xf32>) {
   // expected-error @+1 {{contracting sizes differ: lhs has 16, rhs has 32}}
   %0 = tp.matmul %a, %b : tensor<2x8x16xf32>, tensor<32x8xf32> -> tensor<2x8x8xf32>

@@ -3,6 +3,9 @@
 
 // CHECK: tp.mesh @m axes = ["dp" = 1, "tp" = 4]
 tp.mesh @m axes = ["dp" = 1, "tp" = 4]
+// An axis factored into sub-axes, major to minor.
+// CHECK: tp.mesh @g axes = ["dp" = 2, "tp" = 4 ["tp_kv" = 2, "tp_rep" = 2]]
+tp.mesh @g axes = ["dp" = 2, "tp" = 4 ["tp_kv" = 2, "tp_rep" = 2]]
 
 // CHECK-LABEL: func.func @transformer_ops
 // CHECK-SAME: %[[WTE:.*]]: tensor<64x16xf32> {tp.sharding = #tp.sharding<@m, {{\[}}["tp"], []]>}

@@ -101,3 +101,60 @@ func.func @shared_f(%x: tensor<4x8xf32>,
   %v = tp.matmul %h, %wv : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
   return %q, %k, %v : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// Grouped-query attention at more ranks than key/value heads: each of the
+// 2 key/value heads is read by the query heads of 2 ranks ("tp_rep"), so
+// its cotangent is partial over them. The f that completes it moves up
+// through the rotary embedding and the projection: onto the projection's
+// weight (a per-step reduction over "tp_rep") and into the normalised
+// activation's f over "tp", which the query projection needs anyway. No f
+// is left on an activation of the key/value heads.
+
+// CHECK-LABEL: func.func @gqa_more_ranks_than_kv_heads(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<2x4x32xf32>
+// CHECK-SAME: %[[WQ:[a-z0-9]+]]: tensor<32x32xf32>
+// CHECK-SAME: %[[WK:[a-z0-9]+]]: tensor<32x8xf32>
+// CHECK-SAME: %[[WV:[a-z0-9]+]]: tensor<32x8xf32>
+// CHECK-DAG: %[[FV:.*]] = tp.f %[[WV]] over @m["tp_rep"]
+// CHECK-DAG: %[[FK:.*]] = tp.f %[[WK]] over @m["tp_rep"]
+// CHECK-DAG: %[[FX:.*]] = tp.f %[[X]] over @m["tp"]
+// CHECK: tp.matmul %[[FX]], %[[WQ]]
+// CHECK: %[[K:.*]] = tp.matmul %[[FX]], %[[FK]]
+// CHECK: %[[V:.*]] = tp.matmul %[[FX]], %[[FV]]
+// CHECK: %[[RK:.*]] = tp.rope %[[K]] heads = 2
+// CHECK: tp.attention %{{.*}}, %[[RK]], %[[V]] heads = 8 kv_heads = 2
+// CHECK-NOT: tp.f
+tp.mesh @m axes = ["tp" = 4 ["tp_kv" = 2, "tp_rep" = 2]]
+func.func @gqa_more_ranks_than_kv_heads(%x: tensor<2x4x32xf32>,
+    %wq: tensor<32x32xf32> {tp.sharding = #tp.sharding<@m, [[], ["tp"]]>},
+    %wk: tensor<32x8xf32> {tp.sharding = #tp.sharding<@m, [[], ["tp_kv"]]>},
+    %wv: tensor<32x8xf32> {tp.sharding = #tp.sharding<@m, [[], ["tp_kv"]]>}) -> tensor<2x4x32xf32> {
+  %q = tp.matmul %x, %wq : tensor<2x4x32xf32>, tensor<32x32xf32> -> tensor<2x4x32xf32>
+  %k = tp.matmul %x, %wk : tensor<2x4x32xf32>, tensor<32x8xf32> -> tensor<2x4x8xf32>
+  %v = tp.matmul %x, %wv : tensor<2x4x32xf32>, tensor<32x8xf32> -> tensor<2x4x8xf32>
+  %rq = tp.rope %q heads = 8 theta = 1.0e4 : tensor<2x4x32xf32>
+  %rk = tp.rope %k heads = 2 theta = 1.0e4 : tensor<2x4x8xf32>
+  %a = tp.attention %rq, %rk, %v heads = 8 kv_heads = 2 : tensor<2x4x32xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32> -> tensor<2x4x32xf32>
+  %r = tp.reshard %a {tp.sharding = #tp.sharding<@m, [[], [], []]>} : tensor<2x4x32xf32>
+  return %r : tensor<2x4x32xf32>
+}
+
+// -----
+
+// An f moves up only where it reduces fewer elements: the 2 rows a
+// data-parallel step reads of a 64-row table keep their own f rather than
+// the table taking one.
+
+// CHECK-LABEL: func.func @f_stays_on_small_value(
+// CHECK-SAME: %[[TABLE:[a-z0-9]+]]: tensor<64x8xf32>
+// CHECK: %[[ROWS:.*]] = tp.position_embedding %[[TABLE]]
+// CHECK: tp.f %[[ROWS]] over @m["dp"]
+tp.mesh @m axes = ["dp" = 2]
+func.func @f_stays_on_small_value(%table: tensor<64x8xf32>,
+    %x: tensor<4x2x8xf32> {tp.sharding = #tp.sharding<@m, [["dp"], [], []]>}) -> tensor<4x2x8xf32> {
+  %rows = tp.position_embedding %table : tensor<64x8xf32> -> tensor<2x8xf32>
+  %y = tp.bias_add %x, %rows : tensor<4x2x8xf32>, tensor<2x8xf32>
+  return %y : tensor<4x2x8xf32>
+}

@@ -148,17 +148,18 @@ func.func @llama_block(%x: tensor<2x4x8xf32>, %wq: tensor<8x8xf32>, %wk: tensor<
 
 func.func @rope_heads_tp(%x: tensor<2x4x12xf32>, %w: tensor<12x12xf32>) -> tensor<2x4x12xf32> {
   %q = tp.matmul %x, %w : tensor<2x4x12xf32>, tensor<12x12xf32> -> tensor<2x4x12xf32>
-  // expected-error @+1 {{tensor-parallel size 2 does not divide the 3 attention heads}}
+  // expected-error @+1 {{tensor-parallel size 2 neither divides the 3 attention heads nor is a multiple of them}}
   %r = tp.rope %q heads = 3 theta = 1.0e4 : tensor<2x4x12xf32>
   return %r : tensor<2x4x12xf32>
 }
 
 // -----
 
-// Grouped-query attention splits whole key/value heads too (for now: each
-// rank owns whole groups).
-func.func @kv_heads_tp(%q: tensor<2x4x8xf32>, %k: tensor<2x4x2xf32>) -> tensor<2x4x8xf32> {
-  // expected-error @+1 {{tensor-parallel size 2 does not divide the 1 key/value heads}}
-  %a = tp.attention %q, %k, %k heads = 4 kv_heads = 1 : tensor<2x4x8xf32>, tensor<2x4x2xf32>, tensor<2x4x2xf32> -> tensor<2x4x8xf32>
-  return %a : tensor<2x4x8xf32>
+// Grouped-query attention splits whole key/value heads too, or each over
+// the ranks sharing it (megatron-annotate-gqa.mlir): tp must divide them or
+// be a multiple of them.
+func.func @kv_heads_tp(%q: tensor<2x4x12xf32>, %k: tensor<2x4x6xf32>) -> tensor<2x4x12xf32> {
+  // expected-error @+1 {{tensor-parallel size 2 neither divides the 3 key/value heads nor is a multiple of them}}
+  %a = tp.attention %q, %k, %k heads = 6 kv_heads = 3 : tensor<2x4x12xf32>, tensor<2x4x6xf32>, tensor<2x4x6xf32> -> tensor<2x4x12xf32>
+  return %a : tensor<2x4x12xf32>
 }

@@ -66,6 +66,31 @@ func.func @grouped_attention(%x: tensor<2x4x32xf32>,
 
 // -----
 
+// More ranks than key/value heads: of the 8 query heads each of 4 ranks
+// keeps 2, and the one key/value head they read (each of the 2 heads on 2
+// ranks: its projection's columns split over "tp_kv").
+
+// CHECK-LABEL: func.func @grouped_attention_more_ranks(
+// CHECK-SAME: tensor<32x8xf32> {tp.global_shape = array<i64: 32, 32>
+// CHECK-SAME: tensor<32x4xf32> {tp.global_shape = array<i64: 32, 8>
+// CHECK: tp.rope %{{.*}} heads = 2 theta = 1.000000e+04 : tensor<2x4x8xf32>
+// CHECK: tp.rope %{{.*}} heads = 1 theta = 1.000000e+04 : tensor<2x4x4xf32>
+// CHECK: tp.attention %{{.*}}, %{{.*}}, %{{.*}} heads = 2 kv_heads = 1 : tensor<2x4x8xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32> -> tensor<2x4x8xf32>
+tp.mesh @m axes = ["tp" = 4 ["tp_kv" = 2, "tp_rep" = 2]]
+func.func @grouped_attention_more_ranks(%x: tensor<2x4x32xf32>,
+    %wq: tensor<32x32xf32> {tp.sharding = #tp.sharding<@m, [[], ["tp"]]>},
+    %wk: tensor<32x8xf32> {tp.sharding = #tp.sharding<@m, [[], ["tp_kv"]]>}) -> tensor<2x4x32xf32> {
+  %q = tp.matmul %x, %wq : tensor<2x4x32xf32>, tensor<32x32xf32> -> tensor<2x4x32xf32>
+  %k = tp.matmul %x, %wk : tensor<2x4x32xf32>, tensor<32x8xf32> -> tensor<2x4x8xf32>
+  %rq = tp.rope %q heads = 8 theta = 1.0e4 : tensor<2x4x32xf32>
+  %rk = tp.rope %k heads = 2 theta = 1.0e4 : tensor<2x4x8xf32>
+  %a = tp.attention %rq, %rk, %k heads = 8 kv_heads = 2 : tensor<2x4x32xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32> -> tensor<2x4x32xf32>
+  %r = tp.reshard %a {tp.sharding = #tp.sharding<@m, [[], [], []]>} : tensor<2x4x32xf32>
+  return %r : tensor<2x4x32xf32>
+}
+
+// -----
+
 // Vocabulary parallelism: the embedding masks ids outside this rank's rows
 // and g sums the ranks; the loss all-reduces only per-token statistics.
 

@@ -26,7 +26,8 @@ ShardingAttr getReplicated(FlatSymbolRefAttr mesh, Type type);
 ShardingAttr withoutPartial(ShardingAttr sharding);
 
 /// Whether two shardings lay the data out alike on `mesh`: same split of
-/// every dimension and same pending sums, ignoring axes of size 1.
+/// every dimension and same pending sums, ignoring axes of size 1 and how
+/// sub-axes spell a split.
 bool sameLayout(ShardingAttr a, ShardingAttr b, MeshOp mesh);
 
 /// How each factor of an op is split, gathered from the op's tensors.
@@ -45,8 +46,9 @@ public:
     Factor kept, dropped;
   };
 
-  explicit FactorShardings(const ShardingRule &rule)
-      : rule(rule), factors(rule.isReduction.size()) {}
+  /// `mesh` spells splits over sub-axes (null: a mesh without them).
+  FactorShardings(const ShardingRule &rule, MeshOp mesh)
+      : rule(rule), meshOp(mesh), factors(rule.isReduction.size()) {}
 
   /// Reads `sharding` of a tensor indexed by `dims`. Partial axes of a result
   /// belong to its reduction factor. A split of a dimension that must stay
@@ -72,8 +74,16 @@ public:
 
 private:
   void mergeFactor(int64_t index, Factor incoming);
+  /// How many pieces `factor`'s split makes (without a mesh, each axis
+  /// counts as splitting).
+  int64_t shardCount(const Factor &factor) const;
+  /// The dimension's split given to its major and minor factors.
+  void mergeCompound(const ShardingRule::Dim &dim, ArrayRef<StringRef> axes,
+                     bool fixed);
 
   const ShardingRule &rule;
+  /// Op handles are not const-correct; reading the mesh changes nothing.
+  mutable MeshOp meshOp;
   SmallVector<Factor> factors;
   SmallVector<Conflict> conflicts;
   bool fixedConflict = false;
@@ -120,6 +130,10 @@ private:
 
 /// Human-readable form of a factor's split, e.g. `["tp"]` or `[]`.
 std::string describeAxes(ArrayRef<StringRef> axes);
+
+/// The axes among `axes` that split (size > 1), each factored axis as its
+/// sub-axes: the form in which two splits compare and subtract.
+SmallVector<StringRef> splittingSubAxes(ArrayRef<StringRef> axes, MeshOp mesh);
 
 } // namespace mlir::tp
 

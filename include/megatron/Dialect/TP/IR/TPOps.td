@@ -31,21 +31,58 @@ def TP_MeshOp : TP_Op<"mesh", [Symbol]> {
     and non-empty, sizes positive. tp-megatron-annotate creates
     `tp.mesh @mesh axes = ["tp" = N]`; an axis of size 1 splits nothing.
 
+    An axis may be factored into named sub-axes, major to minor, whose sizes
+    multiply to its own (Shardy's sub-axes, named): with `"tp" = 4 ["tp_kv"
+    = 2, "tp_rep" = 2]`, tp rank t is at `t / 2` on "tp_kv" and `t % 2` on
+    "tp_rep". A dimension split over all of an axis's sub-axes in order is
+    split over the axis. Grouped-query attention with more ranks than
+    key/value heads splits the key/value heads over the major sub-axis and
+    gives the ranks of the minor one, which share a key/value head, each
+    its own query heads.
+
     Example:
 
     ```mlir
     tp.mesh @m axes = ["dp" = 1, "tp" = 4]
+    tp.mesh @g axes = ["tp" = 4 ["tp_kv" = 2, "tp_rep" = 2]]
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, StrArrayAttr:$axis_names,
-                       DenseI64ArrayAttr:$axis_sizes);
+                       DenseI64ArrayAttr:$axis_sizes,
+                       OptionalAttr<StrArrayAttr>:$sub_axis_names,
+                       OptionalAttr<DenseI64ArrayAttr>:$sub_axis_sizes,
+                       OptionalAttr<StrArrayAttr>:$sub_axis_parents);
   let assemblyFormat = [{
-    $sym_name `axes` `=` custom<MeshAxes>($axis_names, $axis_sizes) attr-dict
+    $sym_name `axes` `=` custom<MeshAxes>($axis_names, $axis_sizes,
+        $sub_axis_names, $sub_axis_sizes, $sub_axis_parents) attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
-    /// Size of `axis`, or nullopt when the mesh has no such axis.
+    /// Size of `axis` (an axis or a sub-axis), or nullopt when the mesh has
+    /// no such axis.
     std::optional<int64_t> getAxisSize(::llvm::StringRef axis);
+    /// Where a sub-axis lies in its axis: the parent, the number of parent
+    /// ranks between neighbours on it (the product of the more minor
+    /// sub-axes' sizes) and its size. nullopt for a name that is not a
+    /// sub-axis.
+    struct SubAxis {
+      ::llvm::StringRef parent;
+      int64_t stride, size;
+    };
+    std::optional<SubAxis> getSubAxis(::llvm::StringRef axis);
+    /// The sub-axes of `axis`, major to minor; empty when it has none.
+    ::llvm::SmallVector<::llvm::StringRef> getSubAxes(::llvm::StringRef axis);
+    /// `axes` with every factored axis replaced by its sub-axes.
+    ::llvm::SmallVector<::llvm::StringRef>
+    expandAxes(::llvm::ArrayRef<::llvm::StringRef> axes);
+    /// `axes` with every complete run of an axis's sub-axes, in order,
+    /// replaced by the axis: the one spelling of each split.
+    ::llvm::SmallVector<::llvm::StringRef>
+    canonicalAxes(::llvm::ArrayRef<::llvm::StringRef> axes);
+    /// Factors `axis` into `names` of `sizes`, major to minor.
+    void setSubAxes(::llvm::StringRef axis,
+                    ::llvm::ArrayRef<::llvm::StringRef> names,
+                    ::llvm::ArrayRef<int64_t> sizes);
   }];
 }
 
@@ -349,7 +386,7 @@ def TP_SwiGLUOp : TP_Op<"swiglu", [TP_MegatronRegionOpInterface, DeclareOpInterf
   let assemblyFormat = "$gate `,` $up attr-dict `:` type($result)";
 }
 
-def TP_RoPEOp : TP_Op<"rope", [DeclareOpInterfaceMethods<TP_MegatronRegionOpInterface, ["verifyTensorParallelSize"]>, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>, AllTypesMatch<["input", "result"]>]> {
+def TP_RoPEOp : TP_Op<"rope", [DeclareOpInterfaceMethods<TP_MegatronRegionOpInterface, ["getColumnHeads", "verifyTensorParallelSize"]>, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>, AllTypesMatch<["input", "result"]>]> {
   let summary = "Rotary position embedding of each head (Hugging Face's rotate_half)";
   let description = [{
     `input` is `[B, T, H D]`: `num_heads` heads of even width D per token.
@@ -384,7 +421,7 @@ def TP_RoPEOp : TP_Op<"rope", [DeclareOpInterfaceMethods<TP_MegatronRegionOpInte
   let hasVerifier = 1;
 }
 
-def TP_AttentionOp : TP_Op<"attention", [DeclareOpInterfaceMethods<TP_MegatronRegionOpInterface, ["getColumnSections", "verifyTensorParallelSize"]>, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>]> {
+def TP_AttentionOp : TP_Op<"attention", [DeclareOpInterfaceMethods<TP_MegatronRegionOpInterface, ["getColumnSections", "getColumnHeads", "verifyTensorParallelSize"]>, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>]> {
   let summary = "Causal self-attention: multi-head or grouped-query";
   let description = [{
     Two forms. Fused (GPT-2): one `qkv` `[B, T, 3C]` of q, k and v sections
@@ -429,7 +466,7 @@ def TP_AttentionOp : TP_Op<"attention", [DeclareOpInterfaceMethods<TP_MegatronRe
   let hasVerifier = 1;
 }
 
-def TP_KVCacheStoreOp : TP_Op<"kv_cache_store", [DeclareOpInterfaceMethods<TP_MegatronRegionOpInterface, ["getColumnSections", "verifyTensorParallelSize"]>, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>, AllTypesMatch<["cache", "result"]>]> {
+def TP_KVCacheStoreOp : TP_Op<"kv_cache_store", [DeclareOpInterfaceMethods<TP_MegatronRegionOpInterface, ["getColumnSections", "getColumnHeads", "verifyTensorParallelSize"]>, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>, AllTypesMatch<["cache", "result"]>]> {
   let summary = "Writes a chunk's keys or values into a KV cache";
   let description = [{
     Generation's cache update. `input` holds T new tokens of each of B
@@ -472,7 +509,7 @@ def TP_KVCacheStoreOp : TP_Op<"kv_cache_store", [DeclareOpInterfaceMethods<TP_Me
   let hasVerifier = 1;
 }
 
-def TP_CachedAttentionOp : TP_Op<"cached_attention", [DeclareOpInterfaceMethods<TP_MegatronRegionOpInterface, ["getColumnSections", "verifyTensorParallelSize"]>, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>, AllTypesMatch<["k_cache", "v_cache"]>]> {
+def TP_CachedAttentionOp : TP_Op<"cached_attention", [DeclareOpInterfaceMethods<TP_MegatronRegionOpInterface, ["getColumnSections", "getColumnHeads", "verifyTensorParallelSize"]>, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>, AllTypesMatch<["k_cache", "v_cache"]>]> {
   let summary = "Causal attention of a chunk of tokens over a KV cache";
   let description = [{
     Generation's attention: the queries of `queries` (token t of sequence b

@@ -26,6 +26,13 @@ struct ShardingRule {
     /// The dimension holds this many sections of the factor, each split
     /// separately (the fused [q|k|v] dimension of attention holds 3).
     int64_t sections = 1;
+    /// A second factor inside `factor`: the dimension is `factor` (of size
+    /// `majorSize`) times `minor` (grouped-query attention's query heads:
+    /// the key/value head, then the query head inside its group). The
+    /// dimension's axes go to the major factor while they divide its size,
+    /// the rest to the minor one.
+    int64_t minor = kWhole;
+    int64_t majorSize = 1;
   };
   using TensorDims = llvm::SmallVector<Dim, 4>;
 

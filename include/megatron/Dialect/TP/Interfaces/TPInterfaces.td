@@ -76,6 +76,13 @@ def TP_MegatronRegionOpInterface : OpInterface<"MegatronRegionOpInterface"> {
     InterfaceMethod<[{Sections of the producing GEMM's columns, each split
       separately (3 for attention's fused [q|k|v]).}],
       "int64_t", "getColumnSections", (ins), [{}], [{ return 1; }]>,
+    InterfaceMethod<[{The whole heads the columns of the GEMM producing
+      operand `operand` hold (per section), which ranks share by whole heads:
+      where they are fewer than the ranks, each head's columns go to the
+      tp / heads ranks that share it (grouped-query attention's key/value
+      heads). 0 where any split of the columns will do.}],
+      "int64_t", "getColumnHeads", (ins "unsigned":$operand), [{}],
+      [{ return 0; }]>,
     InterfaceMethod<[{Checks that `tp` ranks can share the op; a located
       error otherwise.}],
       "::llvm::LogicalResult", "verifyTensorParallelSize", (ins "int64_t":$tp),

@@ -114,6 +114,21 @@ def InsertConjugates : Pass<"tp-insert-conjugates", "ModuleOp"> {
     layout differs from what its consumer needs. Axes of size 1 need
     nothing. Runs after tp-propagate, on the global program.
 
+    An f moves up from a value to the operands of the op that made it where
+    those operands are whole over its axes (the op's VJP is then the same
+    linear map on every rank, so the sum may come before it or after) and
+    the elements it then reduces are fewer than the value's: a parameter
+    gains an f, an operand with an f of its own has it take the axes on
+    (saving a collective where another use already has an f over the
+    union), any other operand passes the f on in turn. A position table's f
+    stays on the rows a step reads. Grouped-query attention with more ranks
+    than key/value heads needs one: the ranks sharing a key/value head ("tp_rep") each read it
+    for their own query heads, so its gradient is partial over them. The f
+    goes through the rotary embedding and the key projection to the
+    projection's weight, whose gradient is reduced over those ranks once
+    per step, and to the normalised activation, whose f over "tp_kv" grows
+    into the f over "tp" the query projection already puts there.
+
     Example:
 
     ```mlir
