@@ -59,7 +59,11 @@ struct EmbeddingGradToRuntime : RuntimePattern<EmbeddingGradOp> {
 /// `tp.add %g, (tp.embedding_grad ...)`: a tied table's gradient, its LM
 /// head's plus its embedding's. The embedding's rows are added into %g's
 /// buffer where they are, instead of zeroing a table-sized buffer, writing
-/// the few rows the batch selects, and adding the two tables.
+/// the few rows the batch selects, and adding the two tables. Not where %g
+/// is a loop's carried sum (micro-batches' gradient of an untied table):
+/// viewed in place, the carried buffer would take a second layout, and
+/// one-shot bufferization cannot allocate the copy such a loop then needs
+/// (its realloc keeps the view's dynamic offset).
 struct AccumulatedEmbeddingGrad : RuntimePattern<AddOp> {
   using RuntimePattern::RuntimePattern;
   LogicalResult matchAndRewrite(AddOp add,
@@ -68,7 +72,7 @@ struct AccumulatedEmbeddingGrad : RuntimePattern<AddOp> {
                                std::pair(add.getRhs(), add.getLhs())}) {
       auto embedding = grad.getDefiningOp<EmbeddingGradOp>();
       if (!embedding || !embedding->hasOneUse() || !other.hasOneUse() ||
-          other.getType() != add.getType() ||
+          isa<BlockArgument>(other) || other.getType() != add.getType() ||
           embedding.getType() != add.getType())
         continue;
       CallBuilder c(rewriter, add.getLoc());

@@ -159,9 +159,15 @@ LogicalResult MeshOp::verify() {
   if (!parents || subSizes.size() != getSubAxisNamesAttr().size() ||
       parents.size() != subSizes.size())
     return emitOpError("needs a size and a parent axis for each sub-axis");
-  for (auto [name, size] : llvm::zip(getSubAxisNamesAttr(), subSizes))
+  for (auto [name, size] : llvm::zip(getSubAxisNamesAttr(), subSizes)) {
     if (failed(checkAxis(cast<StringAttr>(name).getValue(), size)))
       return failure();
+    // A sub-axis of size 1 splits nothing; with one, a split over the
+    // others would be the axis's split spelled two ways.
+    if (size == 1)
+      return emitOpError("sub-axis \"")
+             << cast<StringAttr>(name).getValue() << "\" has size 1";
+  }
   for (auto [name, size] : llvm::zip(getAxisNames(), getAxisSizes())) {
     StringRef axis = cast<StringAttr>(name).getValue();
     SmallVector<StringRef> subAxes = getSubAxes(axis);

@@ -204,10 +204,10 @@ int64_t elementsOf(Value value) {
 /// cotangent, and where its operands are the same on every rank of `axes`
 /// (whole there), the VJP is the same map on each: summing the cotangent
 /// over `axes` before it or the operands' cotangents after it is the same
-/// sum. A parameter gains an f (its gradient reduced once per step); an
-/// operand with an f of its own has it take the axes on, which saves that
-/// operand's collective where another use already has an f over the union
-/// (the two then share it); any other operand passes the f on in turn. The
+/// sum. An operand that another use already gives an f over the union
+/// joins that f (saving its own, if it had one); one with an f of its own
+/// has it take the axes on; a parameter gains an f (its gradient reduced
+/// once per step); any other operand passes the f on in turn. The
 /// value's one use must be the one that needs the f.
 std::optional<int64_t> moveCost(Value value, ArrayRef<StringRef> axes,
                                 const MovePlanning &planning) {
@@ -228,13 +228,15 @@ std::optional<int64_t> moveCost(Value value, ArrayRef<StringRef> axes,
     if (llvm::any_of(axes, [&](StringRef axis) { return split.contains(axis); }))
       return std::nullopt;
     SmallVector<StringRef> own = neededSubAxes(producer, layout, maker->mesh);
-    if (!own.empty()) {
-      SmallVector<StringRef> merged =
-          neededSubAxes(producer, layout, maker->mesh, axes);
-      if (planning.hasChain(operand, merged, maker->mesh))
+    SmallVector<StringRef> merged =
+        neededSubAxes(producer, layout, maker->mesh, axes);
+    if (planning.hasChain(operand, merged, maker->mesh)) {
+      if (!own.empty())
         cost -= elementsOf(operand);
       continue;
     }
+    if (!own.empty())
+      continue;
     if (isFunctionArgument(operand)) {
       cost += elementsOf(operand);
       continue;

@@ -123,10 +123,12 @@ private:
   /// The axes columns of `heads` whole heads split over: "tp", or where the
   /// heads are fewer than the ranks, the ranks' head sub-axis (each head's
   /// columns replicated on the tp / heads ranks sharing it), which the mesh
-  /// then declares.
+  /// then declares; one head (multi-query attention) is on every rank.
   FailureOr<SmallVector<StringRef>> columnAxes(Operation *op, int64_t heads) {
     if (heads == 0 || heads % tp == 0)
       return SmallVector<StringRef>{kAxis};
+    if (heads == 1)
+      return SmallVector<StringRef>{};
     auto mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(function, meshRef);
     SmallVector<StringRef> subAxes = mesh.getSubAxes(kAxis);
     if (subAxes.empty())

@@ -20,6 +20,11 @@ tp.mesh @m axes = ["tp" = 4 ["tp" = 2, "tp_rep" = 2]]
 
 // -----
 
+// expected-error @+1 {{sub-axis "tp_kv" has size 1}}
+tp.mesh @m axes = ["tp" = 2 ["tp_kv" = 1, "tp_rep" = 2]]
+
+// -----
+
 // expected-error @+1 {{needs a size and a parent axis for each sub-axis}}
 "tp.mesh"() <{sym_name = "m", axis_names = ["tp"], axis_sizes = array<i64: 4>, sub_axis_names = ["tp_kv", "tp_rep"], sub_axis_sizes = array<i64: 2, 2>}> : () -> ()
 
