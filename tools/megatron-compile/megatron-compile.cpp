@@ -148,6 +148,13 @@ static LogicalResult compile(MLIRContext &context) {
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(std::move(file), SMLoc());
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  // The planner's remarks (a layout it chose where two disagreed, as
+  // sequence parallelism's does at every region) are megatron-opt's to
+  // show; a compile prints its errors and warnings. Handlers run newest
+  // first: this one takes the remarks before the printer sees them.
+  context.getDiagEngine().registerHandler([](Diagnostic &diagnostic) {
+    return success(diagnostic.getSeverity() == mlir::DiagnosticSeverity::Remark);
+  });
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module || failed(pm.run(*module)))
     return failure();

@@ -314,7 +314,19 @@ struct AxisIndexToRuntime : RuntimePattern<AxisIndexOp> {
   }
 };
 
-/// This rank's chunk: a slice at rank * size along `dim`.
+/// Only a split of the outermost non-unit dimension is a contiguous
+/// concatenation of the ranks' buffers; an all-gather along another one is
+/// transposed into place (gatherInner).
+bool isOutermost(RankedTensorType type, int64_t dim) {
+  return llvm::all_of(type.getShape().take_front(dim),
+                      [](int64_t size) { return size == 1; });
+}
+
+/// This rank's chunk: a slice at rank * size along `dim`. A chunk along an
+/// inner dimension is strided in its tensor: it is copied out, as the
+/// runtime's kernels read contiguous rows (and one-shot bufferization
+/// cannot allocate a copy of a view with a dynamic offset where a reader
+/// asks for it later).
 struct LocalSliceToRuntime : RuntimePattern<LocalSliceOp> {
   using RuntimePattern::RuntimePattern;
   LogicalResult matchAndRewrite(LocalSliceOp op,
@@ -325,29 +337,26 @@ struct LocalSliceToRuntime : RuntimePattern<LocalSliceOp> {
     CallBuilder c(rewriter, op.getLoc());
     ChunkSlice mine =
         chunkAt(c, op.getType(), op.getDim(), axisRank(c, op, *runtime));
-    rewriter.replaceOpWithNewOp<tensor::ExtractSliceOp>(
-        op, op.getType(), op.getInput(), mine.offsets, mine.sizes,
-        mine.strides);
+    Value chunk = tensor::ExtractSliceOp::create(
+        rewriter, op.getLoc(), op.getType(), op.getInput(), mine.offsets,
+        mine.sizes, mine.strides);
+    if (!isOutermost(op.getInput().getType(), op.getDim())) {
+      Value contiguous = tensor::EmptyOp::create(
+          rewriter, op.getLoc(), op.getType().getShape(),
+          op.getType().getElementType());
+      chunk = linalg::CopyOp::create(rewriter, op.getLoc(), chunk, contiguous)
+                  .getResult(0);
+    }
+    rewriter.replaceOp(op, chunk);
     return success();
   }
 };
 
-/// Only a split of the outermost non-unit dimension is a contiguous
-/// concatenation of the ranks' buffers; an all-gather along another one is
-/// transposed into place (gatherInner).
-bool isOutermost(RankedTensorType type, int64_t dim) {
-  return llvm::all_of(type.getShape().take_front(dim),
-                      [](int64_t size) { return size == 1; });
-}
-
-/// An all-gather or reduce-scatter call moving `local` elements per rank.
+/// An all-gather or reduce-scatter along the outermost dimension: one call
+/// moving `local` elements per rank.
 template <typename CollectiveOp>
 LogicalResult gatherOrScatter(PatternRewriter &rewriter, CollectiveOp op,
                               StringRef runtimeName, RankedTensorType local) {
-  if (!isOutermost(op.getType(), op.getDim()))
-    return op.emitOpError("along dimension ")
-           << op.getDim()
-           << " has no runtime lowering; only the outermost dimension";
   FailureOr<int64_t> runtime = runtimeAxis(op, op.getAxis());
   if (failed(runtime))
     return failure();
@@ -361,48 +370,88 @@ LogicalResult gatherOrScatter(PatternRewriter &rewriter, CollectiveOp op,
   return success();
 }
 
+/// A tensor with a split dimension `dim`, viewed in three: the dimensions
+/// before it (`outer` elements), the ranks' chunks, and each chunk's part
+/// of the rest (`inner` = the chunk's extent along `dim` times the later
+/// dimensions). Each rank's chunk is [outer, inner]; the runtime's gathers
+/// and scatters move [ranks, outer, inner], the tensor is [outer, ranks,
+/// inner]. Three dimensions keep the transposes between the two within
+/// what the CUDA target maps onto a grid.
+struct RankChunks {
+  int64_t outer = 1, ranks, inner = 1;
+  RankChunks(RankedTensorType chunk, int64_t dim, int64_t ranks)
+      : ranks(ranks) {
+    for (int64_t i = 0; i < chunk.getRank(); ++i)
+      (i < dim ? outer : inner) *= chunk.getDimSize(i);
+  }
+  RankedTensorType byRank(Type element) const {
+    return RankedTensorType::get({ranks, outer, inner}, element);
+  }
+  RankedTensorType inPlace(Type element) const {
+    return RankedTensorType::get({outer, ranks, inner}, element);
+  }
+};
+
+/// `value` reshaped to `type` (same elements, row-major) through its flat
+/// form.
+Value reshapeThroughFlat(PatternRewriter &rewriter, Location loc, Value value,
+                         RankedTensorType type) {
+  auto from = cast<RankedTensorType>(value.getType());
+  auto flat = RankedTensorType::get({from.getNumElements()},
+                                    from.getElementType());
+  auto all = [](int64_t rank) {
+    ReassociationIndices group;
+    for (int64_t i = 0; i < rank; ++i)
+      group.push_back(i);
+    return SmallVector<ReassociationIndices>{group};
+  };
+  if (from.getRank() != 1)
+    value = tensor::CollapseShapeOp::create(rewriter, loc, flat, value,
+                                            all(from.getRank()));
+  if (type.getRank() == 1)
+    return value;
+  return tensor::ExpandShapeOp::create(rewriter, loc, type, value,
+                                       all(type.getRank()));
+}
+
+/// [a, b, c] -> [b, a, c].
+Value swapLeadingDims(PatternRewriter &rewriter, Location loc, Value value,
+                      RankedTensorType to) {
+  Value init = tensor::EmptyOp::create(rewriter, loc, to.getShape(),
+                                       to.getElementType());
+  return linalg::TransposeOp::create(rewriter, loc, value, init,
+                                     ArrayRef<int64_t>{1, 0, 2})
+      .getResult()[0];
+}
+
 /// An all-gather along an inner dimension: the ranks' chunks come stacked
-/// ([ranks, local...], what the runtime writes), and a transpose puts each
-/// at its place along the dimension.
-Value gatherInner(PatternRewriter &rewriter, AllGatherOp op,
+/// ([ranks, outer, inner], what the runtime writes), and a transpose puts
+/// each at its place along the dimension.
+template <typename GatherOp>
+Value gatherInner(PatternRewriter &rewriter, GatherOp op,
                   int64_t runtimeAxis) {
   RankedTensorType local = op.getInput().getType();
   int64_t dim = op.getDim();
-  int64_t ranks = op.getType().getDimSize(dim) / local.getDimSize(dim);
-  SmallVector<int64_t> stacked = {ranks};
-  llvm::append_range(stacked, local.getShape());
+  RankChunks chunks(local, dim,
+                    op.getType().getDimSize(dim) / local.getDimSize(dim));
+  Type element = local.getElementType();
   CallBuilder c(rewriter, op.getLoc());
   Value in = c.input(op.getInput());
-  CallBuilder::Output out = c.output(local.clone(stacked));
+  CallBuilder::Output out = c.output(chunks.byRank(element));
   c.call(kernel("mrt_all_gather", op.getInput()),
          {CallBuilder::context(op), c.i32(runtimeAxis), in, out.view,
           c.i64(local.getNumElements())});
-  // [ranks, s0, ..., s(n-1)] -> [s0, ..., s(dim-1), ranks, s(dim), ...].
-  SmallVector<int64_t> permutation, moved;
-  for (int64_t i = 0; i < local.getRank(); ++i) {
-    if (i == dim)
-      permutation.push_back(0);
-    permutation.push_back(i + 1);
-  }
-  for (int64_t from : permutation)
-    moved.push_back(stacked[from]);
-  Value init = tensor::EmptyOp::create(rewriter, op.getLoc(), moved,
-                                       local.getElementType());
-  Value placed = linalg::TransposeOp::create(rewriter, op.getLoc(),
-                                             c.tensor(out), init, permutation)
-                     .getResult()[0];
-  SmallVector<ReassociationIndices> groups;
-  for (int64_t i = 0; i < local.getRank(); ++i)
-    groups.push_back(i < dim    ? ReassociationIndices{i}
-                     : i == dim ? ReassociationIndices{i, i + 1}
-                                : ReassociationIndices{i + 1});
-  return tensor::CollapseShapeOp::create(rewriter, op.getLoc(), op.getType(),
-                                         placed, groups);
+  Value placed = swapLeadingDims(rewriter, op.getLoc(), c.tensor(out),
+                                 chunks.inPlace(element));
+  return reshapeThroughFlat(rewriter, op.getLoc(), placed, op.getType());
 }
 
-struct AllGatherToRuntime : RuntimePattern<AllGatherOp> {
-  using RuntimePattern::RuntimePattern;
-  LogicalResult matchAndRewrite(AllGatherOp op,
+/// tp.all_gather, and sequence parallelism's tp.sp_gather (the same
+/// forward).
+template <typename GatherOp>
+struct AllGatherToRuntime : RuntimePattern<GatherOp> {
+  using RuntimePattern<GatherOp>::RuntimePattern;
+  LogicalResult matchAndRewrite(GatherOp op,
                                 PatternRewriter &rewriter) const override {
     if (isOutermost(op.getType(), op.getDim()))
       return gatherOrScatter(rewriter, op, "mrt_all_gather",
@@ -415,13 +464,44 @@ struct AllGatherToRuntime : RuntimePattern<AllGatherOp> {
   }
 };
 
+/// A reduce-scatter along an inner dimension: each rank's chunks are
+/// transposed to the front ([ranks, outer, inner], what the runtime
+/// scatters by), then reduce-scattered.
+Value scatterInner(PatternRewriter &rewriter, ReduceScatterOp op,
+                   int64_t runtimeAxis) {
+  RankedTensorType local = op.getType();
+  int64_t dim = op.getDim();
+  RankChunks chunks(local, dim,
+                    op.getInput().getType().getDimSize(dim) /
+                        local.getDimSize(dim));
+  Type element = local.getElementType();
+  Location loc = op.getLoc();
+  Value inPlace = reshapeThroughFlat(rewriter, loc, op.getInput(),
+                                     chunks.inPlace(element));
+  Value byRank =
+      swapLeadingDims(rewriter, loc, inPlace, chunks.byRank(element));
+  CallBuilder c(rewriter, loc);
+  Value in = c.input(byRank);
+  CallBuilder::Output out = c.output(local);
+  c.call(kernel("mrt_reduce_scatter", op.getInput()),
+         {CallBuilder::context(op), c.i32(runtimeAxis), in, out.view,
+          c.i64(local.getNumElements())});
+  return c.tensor(out);
+}
+
 struct ReduceScatterToRuntime : RuntimePattern<ReduceScatterOp> {
   using RuntimePattern::RuntimePattern;
   LogicalResult matchAndRewrite(ReduceScatterOp op,
                                 PatternRewriter &rewriter) const override {
     if (op.getKind() != ReductionKind::sum)
       return op.emitOpError("has no runtime lowering for a max reduction");
-    return gatherOrScatter(rewriter, op, "mrt_reduce_scatter", op.getType());
+    if (isOutermost(op.getInput().getType(), op.getDim()))
+      return gatherOrScatter(rewriter, op, "mrt_reduce_scatter", op.getType());
+    FailureOr<int64_t> runtime = runtimeAxis(op, op.getAxis());
+    if (failed(runtime))
+      return failure();
+    rewriter.replaceOp(op, scatterInner(rewriter, op, *runtime));
+    return success();
   }
 };
 
@@ -435,6 +515,7 @@ void megatron::populateCollectiveToRuntimePatterns(
                StartToRuntime<AllReduceStartOp>,
                StartToRuntime<ReduceScatterStartOp>,
                StartToRuntime<AllGatherStartOp>, WaitToRuntime, AxisIndexToRuntime,
-               LocalSliceToRuntime, AllGatherToRuntime, ReduceScatterToRuntime>(
+               LocalSliceToRuntime, AllGatherToRuntime<AllGatherOp>,
+               AllGatherToRuntime<SPGatherOp>, ReduceScatterToRuntime>(
       patterns.getContext(), target);
 }

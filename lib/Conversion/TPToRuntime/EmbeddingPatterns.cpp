@@ -4,6 +4,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Interfaces/LoopLikeInterface.h"
 
 using namespace mlir;
 using namespace mlir::megatron;
@@ -64,6 +65,11 @@ struct EmbeddingGradToRuntime : RuntimePattern<EmbeddingGradOp> {
 /// viewed in place, the carried buffer would take a second layout, and
 /// one-shot bufferization cannot allocate the copy such a loop then needs
 /// (its realloc keeps the view's dynamic offset).
+static bool isCarriedByLoop(Value value) {
+  auto arg = dyn_cast<BlockArgument>(value);
+  return arg && isa<LoopLikeOpInterface>(arg.getOwner()->getParentOp());
+}
+
 struct AccumulatedEmbeddingGrad : RuntimePattern<AddOp> {
   using RuntimePattern::RuntimePattern;
   LogicalResult matchAndRewrite(AddOp add,
@@ -72,7 +78,7 @@ struct AccumulatedEmbeddingGrad : RuntimePattern<AddOp> {
                                std::pair(add.getRhs(), add.getLhs())}) {
       auto embedding = grad.getDefiningOp<EmbeddingGradOp>();
       if (!embedding || !embedding->hasOneUse() || !other.hasOneUse() ||
-          isa<BlockArgument>(other) || other.getType() != add.getType() ||
+          isCarriedByLoop(other) || other.getType() != add.getType() ||
           embedding.getType() != add.getType())
         continue;
       CallBuilder c(rewriter, add.getLoc());

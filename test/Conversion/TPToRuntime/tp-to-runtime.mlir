@@ -157,15 +157,16 @@ func.func @transpose_lhs_batched(%a: tensor<2x4x3xf32>, %w: tensor<4x5xf32>) -> 
 
 // -----
 
-// Gathering along an inner dimension: the ranks' chunks come stacked, and a
-// transpose puts each at its columns.
+// Gathering along an inner dimension: the ranks' chunks come stacked
+// ([ranks, outer, inner]), and a transpose puts each at its columns.
 
 // CHECK-LABEL: func.func private @gather_inner(
 // CHECK: %[[STACKED:.+]] = memref.alloc() : memref<4x4x8xf32>
 // CHECK: call @mrt_all_gather_f32(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}) : (!llvm.ptr, i32, memref<?xf32, strided<[1], offset: ?>>, memref<?xf32, strided<[1], offset: ?>>, i64) -> ()
 // CHECK: %[[CHUNKS:.+]] = bufferization.to_tensor %[[STACKED]]
 // CHECK: %[[PLACED:.+]] = linalg.transpose ins(%[[CHUNKS]] : tensor<4x4x8xf32>) outs(%{{.+}} : tensor<4x4x8xf32>) permutation = [1, 0, 2]
-// CHECK: %[[G:.+]] = tensor.collapse_shape %[[PLACED]] {{\[\[}}0], [1, 2]] : tensor<4x4x8xf32> into tensor<4x32xf32>
+// CHECK: %[[FLAT:.+]] = tensor.collapse_shape %[[PLACED]] {{\[\[}}0, 1, 2]] : tensor<4x4x8xf32> into tensor<128xf32>
+// CHECK: %[[G:.+]] = tensor.expand_shape %[[FLAT]] {{\[\[}}0, 1]] output_shape [4, 32] : tensor<128xf32> into tensor<4x32xf32>
 // CHECK: return %[[G]]
 tp.mesh @m axes = ["tp" = 4]
 func.func @gather_inner(%x: tensor<4x8xf32>) -> tensor<4x32xf32> {
@@ -175,9 +176,18 @@ func.func @gather_inner(%x: tensor<4x8xf32>) -> tensor<4x32xf32> {
 
 // -----
 
+// Reduce-scattering along an inner dimension (sequence parallelism's
+// sequence): a transpose puts each rank's columns first, as the runtime
+// scatters by leading chunks.
+
+// CHECK-LABEL: func.func private @scatter_inner(
+// CHECK: %[[FLAT:.+]] = tensor.collapse_shape %{{.+}} {{\[\[}}0, 1]] : tensor<4x32xf32> into tensor<128xf32>
+// CHECK: %[[CHUNKS:.+]] = tensor.expand_shape %[[FLAT]] {{\[\[}}0, 1, 2]] output_shape [4, 4, 8] : tensor<128xf32> into tensor<4x4x8xf32>
+// CHECK: %[[BYRANK:.+]] = linalg.transpose ins(%[[CHUNKS]] : tensor<4x4x8xf32>) outs(%{{.+}} : tensor<4x4x8xf32>) permutation = [1, 0, 2]
+// CHECK: bufferization.to_buffer %[[BYRANK]]
+// CHECK: call @mrt_reduce_scatter_f32(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}) : (!llvm.ptr, i32, memref<?xf32, strided<[1], offset: ?>>, memref<?xf32, strided<[1], offset: ?>>, i64) -> ()
 tp.mesh @m axes = ["tp" = 4]
 func.func @scatter_inner(%x: tensor<4x32xf32>) -> tensor<4x8xf32> {
-  // expected-error @+1 {{'tp.reduce_scatter' op along dimension 1 has no runtime lowering; only the outermost dimension}}
   %s = tp.reduce_scatter sum %x over @m["tp"] dim = 1 : tensor<4x32xf32> -> tensor<4x8xf32>
   return %s : tensor<4x8xf32>
 }

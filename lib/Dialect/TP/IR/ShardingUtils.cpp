@@ -101,7 +101,46 @@ int64_t FactorShardings::shardCount(const Factor &factor) const {
   return shards;
 }
 
+bool FactorShardings::shareAxis(const Factor &a, const Factor &b) const {
+  auto splitting = [&](const Factor &factor) {
+    return meshOp ? splittingSubAxes(factor.axes, meshOp)
+                  : SmallVector<StringRef>(factor.axes.begin(),
+                                           factor.axes.end());
+  };
+  SmallVector<StringRef> axesOfB = splitting(b);
+  return llvm::any_of(splitting(a), [&](StringRef axis) {
+    return llvm::is_contained(axesOfB, axis);
+  });
+}
+
+/// How strongly a split claims its axes (mergeFactor).
+static int claimStrength(const FactorShardings::Factor &factor) {
+  if (!factor.fixed)
+    return 0;
+  return factor.fromResult ? 1 : 2;
+}
+
 void FactorShardings::mergeFactor(int64_t index, Factor incoming) {
+  for (int64_t other = 0, e = factors.size(); other < e; ++other) {
+    Factor &holder = factors[other];
+    if (other == index || !holder.known || !shareAxis(incoming, holder))
+      continue;
+    int strength = claimStrength(incoming), held = claimStrength(holder);
+    if (strength == held && strength > 0) {
+      fixedConflict = true;
+      conflicts.push_back({index, holder, incoming});
+      return;
+    }
+    if (strength <= held) {
+      incoming.axes.clear();
+      break;
+    }
+    holder.axes.clear();
+  }
+  mergeSplit(index, std::move(incoming));
+}
+
+void FactorShardings::mergeSplit(int64_t index, Factor incoming) {
   Factor &current = factors[index];
   if (!current.known) {
     current = incoming;
@@ -111,9 +150,17 @@ void FactorShardings::mergeFactor(int64_t index, Factor incoming) {
     current.fixed |= incoming.fixed;
     return;
   }
-  if (current.fixed && incoming.fixed) {
+  int strength = claimStrength(incoming), held = claimStrength(current);
+  if (strength == held && strength > 0) {
     fixedConflict = true;
     conflicts.push_back({index, current, incoming});
+    return;
+  }
+  // An annotated operand over an annotated result: the op computes from
+  // its operands, and its users get theirs after it.
+  if (strength > 0 && held > 0) {
+    if (strength > held)
+      current = incoming;
     return;
   }
   // A split beats a replicated layout: each rank can slice a replicated
@@ -133,12 +180,14 @@ void FactorShardings::mergeFactor(int64_t index, Factor incoming) {
 }
 
 void FactorShardings::mergeCompound(const ShardingRule::Dim &dim,
-                                    ArrayRef<StringRef> axes, bool fixed) {
+                                    ArrayRef<StringRef> axes, bool fixed,
+                                    bool isResult) {
   SmallVector<StringRef> subAxes =
       meshOp ? meshOp.expandAxes(axes) : SmallVector<StringRef>(axes);
   Factor major, minor;
   major.known = minor.known = true;
   major.fixed = minor.fixed = fixed;
+  major.fromResult = minor.fromResult = isResult;
   int64_t majorShards = 1;
   for (StringRef axis : subAxes) {
     int64_t size = meshOp ? meshOp.getAxisSize(axis).value_or(1) : 1;
@@ -166,12 +215,13 @@ void FactorShardings::merge(const ShardingRule::TensorDims &dims,
     if (dim.factor == ShardingRule::kWhole)
       continue;
     if (dim.minor != ShardingRule::kWhole) {
-      mergeCompound(dim, axes, fixed);
+      mergeCompound(dim, axes, fixed, isResult);
       continue;
     }
     Factor factor;
     factor.known = true;
     factor.fixed = fixed;
+    factor.fromResult = isResult;
     if (meshOp)
       axes = meshOp.canonicalAxes(axes);
     factor.axes.assign(axes.begin(), axes.end());
@@ -196,10 +246,15 @@ void FactorShardings::merge(const ShardingRule::TensorDims &dims,
   if (partialFactors.size() != 1)
     return;
   SmallVector<StringRef> partial = sharding.getPartialAxes();
+  // A whole result is what its users want: a g after the op gives it them
+  // whatever the op leaves pending.
+  if (partial.empty())
+    return;
   for (int64_t index : partialFactors) {
     Factor factor;
     factor.known = true;
     factor.fixed = fixed;
+    factor.fromResult = true;
     factor.axes.assign(partial.begin(), partial.end());
     mergeFactor(index, factor);
   }

@@ -3,6 +3,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -953,6 +954,70 @@ ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 LogicalResult
 LocalSliceOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return verifySplitDim(*this, symbolTable, getInput().getType(), getType());
+}
+
+LogicalResult
+SPGatherOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifySplitDim(*this, symbolTable, getType(), getInput().getType());
+}
+
+//===----------------------------------------------------------------------===//
+// Canonicalization: sequence parallelism's collectives
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Leaving a tensor-parallel region into a sequence-split one: this rank's
+/// chunk of a g's complete sum is a reduce-scatter, half of what the
+/// all-reduce moves. The gradient agrees: g passes it through and the
+/// chunk's is the all-gather that is the reduce-scatter's.
+struct ScatterCompletedSum : OpRewritePattern<LocalSliceOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(LocalSliceOp slice,
+                                PatternRewriter &rewriter) const override {
+    auto sum = slice.getInput().getDefiningOp<GOp>();
+    if (!sum || !sum->hasOneUse() || sum.getMeshAttr() != slice.getMeshAttr() ||
+        sum.getAxis() != slice.getAxis())
+      return failure();
+    rewriter.replaceOpWithNewOp<ReduceScatterOp>(
+        slice, slice.getType(), sum.getInput(),
+        ReductionKindAttr::get(getContext(), ReductionKind::sum),
+        slice.getMeshAttr(), slice.getAxisAttr(), slice.getDimAttr());
+    rewriter.eraseOp(sum);
+    return success();
+  }
+};
+
+/// Entering a tensor-parallel region from a sequence-split one: an f of a
+/// gather that only it reads is one tp.sp_gather, whose gradient
+/// reduce-scatters what the f would all-reduce and the gather slice.
+struct GatherIntoRegion : OpRewritePattern<FOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(FOp f,
+                                PatternRewriter &rewriter) const override {
+    auto gather = f.getInput().getDefiningOp<AllGatherOp>();
+    if (!gather || !gather->hasOneUse() ||
+        gather.getMeshAttr() != f.getMeshAttr() ||
+        gather.getAxis() != f.getAxis())
+      return failure();
+    rewriter.replaceOpWithNewOp<SPGatherOp>(
+        f, f.getType(), gather.getInput(), gather.getMeshAttr(),
+        gather.getAxisAttr(), gather.getDimAttr());
+    rewriter.eraseOp(gather);
+    return success();
+  }
+};
+
+} // namespace
+
+void LocalSliceOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                               MLIRContext *context) {
+  patterns.add<ScatterCompletedSum>(context);
+}
+
+void FOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                      MLIRContext *context) {
+  patterns.add<GatherIntoRegion>(context);
 }
 
 #define GET_OP_CLASSES

@@ -92,6 +92,7 @@ PrecisionRule ReduceScatterBucketOp::getPrecisionRule() {
   return PrecisionRule::uniform(*this, Precision::Full);
 }
 PrecisionRule AllGatherOp::getPrecisionRule() { return follow(*this); }
+PrecisionRule SPGatherOp::getPrecisionRule() { return follow(*this); }
 PrecisionRule ReduceScatterOp::getPrecisionRule() { return follow(*this); }
 PrecisionRule LocalSliceOp::getPrecisionRule() { return follow(*this); }
 // A conversion states its own types.

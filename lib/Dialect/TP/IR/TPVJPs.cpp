@@ -215,6 +215,18 @@ static void accumulateGathered(OpBuilder &b, OpTy op, Value grad,
                                  op.getDimAttr()));
 }
 
+/// The gathered value's cotangent is partial on each rank (it entered a
+/// split region): its sum over the ranks, of which each keeps its chunk.
+LogicalResult SPGatherOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                   Accumulate accumulate) {
+  accumulate(getInput(),
+             ReduceScatterOp::create(
+                 b, getLoc(), getInput().getType(), resultGrads[0],
+                 ReductionKindAttr::get(b.getContext(), ReductionKind::sum),
+                 getMeshAttr(), getAxisAttr(), getDimAttr()));
+  return success();
+}
+
 /// Every rank's addend gets the cotangent of the whole sum: the ranks'
 /// chunks, assembled.
 LogicalResult ReduceScatterOp::buildVJP(OpBuilder &b,

@@ -74,16 +74,51 @@ llvm::SmallSetVector<StringRef, 4> splittingAxesOf(ArrayRef<ShardingAttr> shardi
   return axes;
 }
 
-/// The sub-axes, in the mesh's order, over which `op`'s results are split
-/// or partial (and `extra`, the f's moved up to this op's operands), but
-/// `required` (an operand's layout) is not: what an f on the operand
-/// reduces over.
-SmallVector<StringRef> neededSubAxes(Operation *op, ShardingAttr required,
-                                     MeshOp mesh,
+bool isFunctionArgument(Value value) {
+  auto arg = dyn_cast<BlockArgument>(value);
+  return arg && isa<FunctionOpInterface>(arg.getOwner()->getParentOp());
+}
+
+/// An op's rule and what its tensors' shardings make of the rule's factors,
+/// computed once for planning and inserting.
+struct PlannedOp {
+  PlannedOp(ShardingRuleOpInterface op, MeshOp mesh)
+      : op(op), mesh(mesh), rule(op.getShardingRule()), factors(rule, mesh) {
+    // An argument's sharding is an annotation (the user's or the
+    // planner's): where its factor and another claim one axis, it keeps it.
+    for (auto [value, dims] : llvm::zip(op->getResults(), rule.results))
+      if (ShardingAttr sharding = getSharding(value))
+        factors.merge(dims, sharding, false, /*isResult=*/true);
+    for (auto [value, dims] : llvm::zip(op->getOperands(), rule.operands))
+      if (ShardingAttr sharding = getSharding(value))
+        factors.merge(dims, sharding, isFunctionArgument(value),
+                      /*isResult=*/false);
+  }
+  ShardingAttr required(unsigned index) const {
+    return factors.build(FlatSymbolRefAttr::get(mesh), rule.operands[index],
+                         /*isResult=*/false);
+  }
+
+  ShardingRuleOpInterface op;
+  MeshOp mesh;
+  ShardingRule rule;
+  FactorShardings factors;
+};
+
+/// The sub-axes, in the mesh's order, over which the results of `planned`'s
+/// op are split or partial as it computes them (and `extra`, the f's moved
+/// up to its operands), but `required` (an operand's layout) is not: what
+/// an f on the operand reduces over. Where a result's users want another
+/// layout (a g or a reshard after the op gives it them), that layout says
+/// nothing of the op's own cotangents.
+SmallVector<StringRef> neededSubAxes(const PlannedOp &planned,
+                                     ShardingAttr required,
                                      ArrayRef<StringRef> extra = {}) {
+  MeshOp mesh = planned.mesh;
   SmallVector<ShardingAttr> results;
-  for (Value result : op->getResults())
-    results.push_back(getSharding(result));
+  for (const ShardingRule::TensorDims &dims : planned.rule.results)
+    results.push_back(planned.factors.build(FlatSymbolRefAttr::get(mesh),
+                                            dims, /*isResult=*/true));
   llvm::SmallSetVector<StringRef, 4> split = splittingAxesOf(results, mesh);
   split.insert(extra.begin(), extra.end());
   llvm::SmallSetVector<StringRef, 4> covered =
@@ -130,29 +165,6 @@ Value conjugate(OpBuilder &b, Operation *op, Value value,
   return value;
 }
 
-/// An op's rule and what its tensors' shardings make of the rule's factors,
-/// computed once for planning and inserting.
-struct PlannedOp {
-  PlannedOp(ShardingRuleOpInterface op, MeshOp mesh)
-      : op(op), mesh(mesh), rule(op.getShardingRule()), factors(rule, mesh) {
-    for (auto [value, dims] : llvm::zip(op->getResults(), rule.results))
-      if (ShardingAttr sharding = getSharding(value))
-        factors.merge(dims, sharding, false, /*isResult=*/true);
-    for (auto [value, dims] : llvm::zip(op->getOperands(), rule.operands))
-      if (ShardingAttr sharding = getSharding(value))
-        factors.merge(dims, sharding, false, /*isResult=*/false);
-  }
-  ShardingAttr required(unsigned index) const {
-    return factors.build(FlatSymbolRefAttr::get(mesh), rule.operands[index],
-                         /*isResult=*/false);
-  }
-
-  ShardingRuleOpInterface op;
-  MeshOp mesh;
-  ShardingRule rule;
-  FactorShardings factors;
-};
-
 /// The f's moved up from a value to the operands of the op that made it:
 /// the operands that need no f of their own, and the sub-axes the f's of
 /// each op's operands take on.
@@ -160,11 +172,6 @@ struct MovedConjugates {
   DenseSet<std::pair<Operation *, unsigned>> operands;
   DenseMap<Operation *, SmallVector<StringRef>> extra;
 };
-
-bool isFunctionArgument(Value value) {
-  auto arg = dyn_cast<BlockArgument>(value);
-  return arg && isa<FunctionOpInterface>(arg.getOwner()->getParentOp());
-}
 
 bool isFloatTensor(Value value) {
   return isa<RankedTensorType>(value.getType()) &&
@@ -227,9 +234,9 @@ std::optional<int64_t> moveCost(Value value, ArrayRef<StringRef> axes,
         splittingAxesOf({layout}, maker->mesh);
     if (llvm::any_of(axes, [&](StringRef axis) { return split.contains(axis); }))
       return std::nullopt;
-    SmallVector<StringRef> own = neededSubAxes(producer, layout, maker->mesh);
+    SmallVector<StringRef> own = neededSubAxes(*maker, layout);
     SmallVector<StringRef> merged =
-        neededSubAxes(producer, layout, maker->mesh, axes);
+        neededSubAxes(*maker, layout, axes);
     if (planning.hasChain(operand, merged, maker->mesh)) {
       if (!own.empty())
         cost -= elementsOf(operand);
@@ -260,7 +267,7 @@ MovedConjugates planMoves(ArrayRef<std::unique_ptr<PlannedOp>> ops) {
     for (auto [index, operand] : llvm::enumerate(op->op->getOperands()))
       if (isFloatTensor(operand)) {
         SmallVector<StringRef> axes =
-            neededSubAxes(op->op, op->required(index), op->mesh);
+            neededSubAxes(*op, op->required(index));
         if (!axes.empty())
           planning.chains[operand].insert(
               llvm::join(op->mesh.canonicalAxes(axes), ","));
@@ -274,7 +281,7 @@ MovedConjugates planMoves(ArrayRef<std::unique_ptr<PlannedOp>> ops) {
       if (!isFloatTensor(operand) || !fitsAsIs(*user, index))
         continue;
       SmallVector<StringRef> axes =
-          neededSubAxes(user->op, user->required(index), user->mesh,
+          neededSubAxes(*user, user->required(index),
                         moves.extra.lookup(user->op));
       if (axes.empty())
         continue;
@@ -293,11 +300,29 @@ MovedConjugates planMoves(ArrayRef<std::unique_ptr<PlannedOp>> ops) {
   return moves;
 }
 
+/// Each value's reshard to a layout, shared by every use that needs that
+/// layout (Llama's q, k and v projections read one normalised activation:
+/// under sequence parallelism, one all-gather of it).
+using SharedReshards = DenseMap<std::pair<Value, Attribute>, Value>;
+
+/// `value` resharded to `layout`, right after it is defined.
+Value reshard(OpBuilder &b, Value value, ShardingAttr layout,
+              SharedReshards &shared) {
+  Value &cached = shared[{value, layout}];
+  if (cached)
+    return cached;
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointAfterValue(value);
+  cached = ReshardOp::create(b, value.getLoc(), value);
+  setSharding(cached, layout);
+  return cached;
+}
+
 /// Gives operand `index` of `planned`'s op the layout the op's rule
 /// requires, and its f unless that moved up.
 void conjugateOperand(OpBuilder &b, const PlannedOp &planned, unsigned index,
                       const MovedConjugates &moves, SharedConjugates &shared,
-                      CompletedSums &completed) {
+                      SharedReshards &reshards, CompletedSums &completed) {
   Operation *op = planned.op;
   const ShardingRule &rule = planned.rule;
   MeshOp mesh = planned.mesh;
@@ -312,8 +337,7 @@ void conjugateOperand(OpBuilder &b, const PlannedOp &planned, unsigned index,
   ShardingAttr actual = shardingOrReplicated(value, meshRef);
   ShardingAttr required = planned.required(index);
   if (!rule.consumesPartial && !sameLayout(actual, required, mesh)) {
-    value = ReshardOp::create(b, op->getLoc(), value);
-    setSharding(value, required);
+    value = reshard(b, value, required, reshards);
     actual = required;
   }
   if (isa<FloatType>(getElementTypeOrSelf(value.getType())) &&
@@ -324,7 +348,7 @@ void conjugateOperand(OpBuilder &b, const PlannedOp &planned, unsigned index,
     // backward needs it: an op without a VJP (a framework's linalg, whose
     // backward the framework wrote) has none.
     SmallVector<StringRef> axes = mesh.canonicalAxes(
-        neededSubAxes(op, required, mesh, moves.extra.lookup(op)));
+        neededSubAxes(planned, required, moves.extra.lookup(op)));
     value = conjugate(b, op, value, axes, meshRef, actual, shared);
   }
   op->setOperand(index, value);
@@ -350,6 +374,9 @@ void conjugateResults(OpBuilder &b, const PlannedOp &planned,
       continue;
     setSharding(result, computed);
     b.setInsertionPointAfter(op);
+    // The users before the g and reshard below, which themselves read it.
+    SmallVector<OpOperand *> uses = llvm::to_vector(llvm::map_range(
+        result.getUses(), [](OpOperand &use) { return &use; }));
     Value value = result;
     if (annotated.getPartialAxes().empty())
       value = completePartialSums(b, op->getLoc(), value, mesh, completed, op);
@@ -357,7 +384,8 @@ void conjugateResults(OpBuilder &b, const PlannedOp &planned,
       value = ReshardOp::create(b, op->getLoc(), value);
       setSharding(value, annotated);
     }
-    result.replaceAllUsesExcept(value, value.getDefiningOp());
+    for (OpOperand *use : uses)
+      use->set(value);
   }
 }
 
@@ -385,9 +413,10 @@ struct InsertConjugatesPass
       ops.push_back(std::make_unique<PlannedOp>(op, mesh));
     });
     MovedConjugates moves = planMoves(ops);
+    SharedReshards reshards;
     for (const std::unique_ptr<PlannedOp> &planned : ops) {
       for (unsigned i = 0; i < planned->op->getNumOperands(); ++i)
-        conjugateOperand(b, *planned, i, moves, shared, completed);
+        conjugateOperand(b, *planned, i, moves, shared, reshards, completed);
       conjugateResults(b, *planned, completed);
     }
     // Results leave the function whole.

@@ -61,8 +61,9 @@ std::optional<Linear> producingLinear(Value value) {
 class Annotator {
 public:
   Annotator(func::FuncOp function, int64_t tp, int64_t dp,
-            int64_t microBatches)
+            int64_t microBatches, bool sequenceParallel)
       : function(function), tp(tp), dp(dp), microBatches(microBatches),
+        sequenceParallel(sequenceParallel),
         b(function.getContext()),
         meshRef(FlatSymbolRefAttr::get(function.getContext(), kMeshName)) {}
 
@@ -78,7 +79,7 @@ public:
     });
     if (result.wasInterrupted())
       return failure();
-    if (failed(splitBatches()))
+    if (failed(splitBatches()) || failed(splitSequence()))
       return failure();
     replicateTheRest();
     return verifyDivisibility();
@@ -298,10 +299,7 @@ private:
   /// its rows of those; tp-propagate carries the split through every
   /// activation.
   LogicalResult splitBatches() {
-    SmallVector<StringRef> axes;
-    for (BatchAxis axis : batchAxes(dp, microBatches))
-      if (axis.size > 1)
-        axes.push_back(axis.name);
+    SmallVector<StringRef> axes = batchSplitAxes();
     if (axes.empty())
       return success();
     for (BlockArgument arg : function.getArguments()) {
@@ -324,6 +322,53 @@ private:
       annotateParameter(arg, split(arg, 0, 1, axes));
     }
     return success();
+  }
+
+  /// The axes the batch is split over (those of size > 1).
+  SmallVector<StringRef> batchSplitAxes() {
+    SmallVector<StringRef> axes;
+    for (BatchAxis axis : batchAxes(dp, microBatches))
+      if (axis.size > 1)
+        axes.push_back(axis.name);
+    return axes;
+  }
+
+  /// Sequence parallelism: the residual stream, the [batch, sequence,
+  /// width] input of every norm, has its sequence split over "tp" (its
+  /// batch as splitBatches splits it). Propagation carries the split through
+  /// the norms and residual adds; a column-parallel GEMM, whose columns
+  /// take "tp", gathers its input, and the sum leaving a row-parallel one
+  /// is scattered: Megatron's sequence parallelism, found rather than
+  /// written.
+  LogicalResult splitSequence() {
+    if (!sequenceParallel || tp == 1)
+      return success();
+    if (isGenerationEntry(function))
+      return function.emitError(
+          "sequence parallelism splits a training step's sequence; a "
+          "generation step decodes one position at a time");
+    WalkResult result = function.walk([&](Operation *op) {
+      if (!isa<LayerNormOp, RMSNormOp>(op))
+        return WalkResult::advance();
+      Value stream = op->getOperand(0);
+      auto type = cast<RankedTensorType>(stream.getType());
+      if (type.getRank() != 3 || getSharding(stream))
+        return WalkResult::advance();
+      if (type.getDimSize(1) % tp != 0) {
+        op->emitError("sequence parallelism splits the sequence of ")
+            << type.getDimSize(1) << " positions over tp=" << tp
+            << ", which does not divide it";
+        return WalkResult::interrupt();
+      }
+      SmallVector<Attribute> dims = {b.getStrArrayAttr(batchSplitAxes()),
+                                     b.getStrArrayAttr({kAxis}),
+                                     b.getArrayAttr({})};
+      setSharding(stream, ShardingAttr::get(b.getContext(), meshRef,
+                                            b.getArrayAttr(dims), ArrayAttr(),
+                                            {}));
+      return WalkResult::advance();
+    });
+    return failure(result.wasInterrupted());
   }
 
   /// Layer norms, row-parallel biases and the position embedding: whole.
@@ -351,6 +396,7 @@ private:
 
   func::FuncOp function;
   int64_t tp, dp, microBatches;
+  bool sequenceParallel;
   OpBuilder b;
   FlatSymbolRefAttr meshRef;
   SmallVector<std::pair<Value, ShardingAttr>> annotated;
@@ -374,7 +420,8 @@ struct MegatronAnnotatePass
       return signalPassFailure();
     for (auto function : module.getOps<func::FuncOp>())
       if (!function.isExternal() &&
-          failed(Annotator(function, tp, dp, microBatches).annotate()))
+          failed(Annotator(function, tp, dp, microBatches, sequenceParallel)
+                     .annotate()))
         return signalPassFailure();
   }
 

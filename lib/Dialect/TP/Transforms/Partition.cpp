@@ -5,6 +5,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/Transforms/WalkPatternRewriteDriver.h"
 #include "llvm/Support/Debug.h"
 
 #define DEBUG_TYPE "tp-partition"
@@ -133,6 +134,18 @@ struct PartitionPass : public megatron::impl::PartitionBase<PartitionPass> {
       if (failed(Partitioner(mesh, std::move(shardings)).partition(function)))
         return signalPassFailure();
     }
+    foldSequenceParallelCollectives(module);
+  }
+
+  /// Sequence parallelism's collectives, from what partition wrote: a g's
+  /// sum sliced is a reduce-scatter, a gather entering f a tp.sp_gather.
+  void foldSequenceParallelCollectives(ModuleOp module) {
+    RewritePatternSet patterns(&getContext());
+    LocalSliceOp::getCanonicalizationPatterns(patterns, &getContext());
+    FOp::getCanonicalizationPatterns(patterns, &getContext());
+    // One walk, without the greedy driver's folding and constant hoisting:
+    // the program is otherwise as partition wrote it.
+    walkAndApplyPatterns(module, std::move(patterns));
   }
 };
 

@@ -66,18 +66,22 @@ LogicalResult propagateThrough(ShardingRuleOpInterface op,
   FactorShardings factors(rule, state.meshOp);
   bool anyKnown = false;
   auto mergeAll = [&](ValueRange values,
-                      ArrayRef<ShardingRule::TensorDims> dims, bool isResult) {
+                      ArrayRef<ShardingRule::TensorDims> dims, bool isResult,
+                      bool fixed) {
     for (auto [value, tensorDims] : llvm::zip(values, dims)) {
       ShardingAttr sharding = state.known.lookup(value);
-      if (!sharding)
+      if (!sharding || state.fixed.contains(value) != fixed)
         continue;
       anyKnown = true;
-      factors.merge(tensorDims, sharding, state.fixed.contains(value),
-                    isResult);
+      factors.merge(tensorDims, sharding, fixed, isResult);
     }
   };
-  mergeAll(op->getResults(), rule.results, /*isResult=*/true);
-  mergeAll(op->getOperands(), rule.operands, /*isResult=*/false);
+  // Annotations first: what they split, inferred layouts then agree with
+  // or give way to.
+  for (bool fixed : {true, false}) {
+    mergeAll(op->getResults(), rule.results, /*isResult=*/true, fixed);
+    mergeAll(op->getOperands(), rule.operands, /*isResult=*/false, fixed);
+  }
   if (factors.hasFixedConflict())
     return op->emitError("conflicting user shardings: ")
            << "factor #" << factors.getConflicts().back().factor

@@ -76,6 +76,8 @@ func.func @collectives(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %w:2 = tp.wait %started : tensor<4x8xf32>, tensor<4x8xf32>
   // CHECK: tp.all_gather %{{.*}} over @m["tp"] dim = 1 : tensor<4x8xf32> -> tensor<4x32xf32>
   %ag = tp.all_gather %b#0 over @m["tp"] dim = 1 : tensor<4x8xf32> -> tensor<4x32xf32>
+  // CHECK: tp.sp_gather %{{.*}} over @m["tp"] dim = 1 : tensor<4x8xf32> -> tensor<4x32xf32>
+  %spg = tp.sp_gather %b#0 over @m["tp"] dim = 1 : tensor<4x8xf32> -> tensor<4x32xf32>
   // CHECK: tp.reduce_scatter sum %{{.*}} over @m["tp"] dim = 1 : tensor<4x32xf32> -> tensor<4x8xf32>
   %rs = tp.reduce_scatter sum %ag over @m["tp"] dim = 1 : tensor<4x32xf32> -> tensor<4x8xf32>
   // CHECK: tp.local_slice %{{.*}} over @m["tp"] dim = 0 : tensor<4x8xf32> -> tensor<1x8xf32>

@@ -31,6 +31,28 @@ func.func @collectives(%x: tensor<2x8xf32> {tp.name = "x"}, %t: tensor<1xi32>) -
 
 // -----
 
+// Sequence parallelism's gather into a split region: each rank's cotangent
+// of the gathered value is partial, so the gradient is their sum's chunk,
+// one reduce-scatter.
+
+// CHECK-LABEL: func.func @sp_gather(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<1x8xf32> {tp.name = "x"}
+// CHECK: %[[A:.*]] = tp.sp_gather %[[X]] over @m["tp"] dim = 0 : tensor<1x8xf32> -> tensor<2x8xf32>
+// CHECK: %[[DA:.*]] = tp.xent_grad
+// CHECK: %[[DX:.*]] = tp.reduce_scatter sum %[[DA]] over @m["tp"] dim = 0 {tp.phase = "backward"} : tensor<2x8xf32> -> tensor<1x8xf32>
+// CHECK: return %{{.*}}, %[[DX]]
+tp.mesh @m axes = ["tp" = 2]
+func.func @sp_gather(%x: tensor<1x8xf32> {tp.name = "x"}, %t: tensor<2xi32>) -> tensor<f32> {
+  %a = tp.sp_gather %x over @m["tp"] dim = 0 : tensor<1x8xf32> -> tensor<2x8xf32>
+  %c0 = arith.constant 0 : index
+  %max = tp.xent_max %a offset %c0 valid_vocab = 8 : tensor<2x8xf32> -> tensor<2xf32>
+  %se, %tl = tp.xent_sum_exp %a, %max, %t offset %c0 valid_vocab = 8 : tensor<2x8xf32>, tensor<2xi32> -> tensor<2xf32>
+  %loss = tp.xent_loss %se, %max, %tl : tensor<2xf32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
 // A maximum over ranks passes no gradient on.
 tp.mesh @m axes = ["tp" = 2]
 func.func @max(%x: tensor<1x8xf32> {tp.name = "x"}, %t: tensor<1xi32>) -> tensor<f32> {

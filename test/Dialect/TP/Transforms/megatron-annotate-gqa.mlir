@@ -25,19 +25,6 @@ func.func @gqa(%x: tensor<2x4x32xf32>, %wq: tensor<32x32xf32>, %wk: tensor<32x8x
 
 // -----
 
-// One factoring of "tp" serves every attention: a second one with another
-// number of key/value heads below the ranks cannot have its own.
-func.func @two_groupings(%q: tensor<2x4x32xf32>, %k2: tensor<2x4x8xf32>, %k1: tensor<2x4x4xf32>, %wk2: tensor<32x8xf32>, %wk1: tensor<32x4xf32>) -> (tensor<2x4x32xf32>, tensor<2x4x32xf32>) {
-  %x2 = tp.matmul %q, %wk2 : tensor<2x4x32xf32>, tensor<32x8xf32> -> tensor<2x4x8xf32>
-  %x1 = tp.matmul %q, %wk1 : tensor<2x4x32xf32>, tensor<32x4xf32> -> tensor<2x4x4xf32>
-  %a = tp.attention %q, %x2, %k2 heads = 8 kv_heads = 2 : tensor<2x4x32xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32> -> tensor<2x4x32xf32>
-  // expected-error @+1 {{heads are split over 2 groups of ranks elsewhere; one mesh cannot also split 1 of them}}
-  %b = tp.attention %q, %x1, %k1 heads = 8 kv_heads = 1 : tensor<2x4x32xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32> -> tensor<2x4x32xf32>
-  return %a, %b : tensor<2x4x32xf32>, tensor<2x4x32xf32>
-}
-
-// -----
-
 // Key/value heads that tp neither divides nor is a multiple of.
 func.func @kv_heads_tp(%q: tensor<2x4x24xf32>, %k: tensor<2x4x6xf32>) -> tensor<2x4x24xf32> {
   // expected-error @+1 {{tensor-parallel size 4 neither divides the 3 key/value heads nor is a multiple of them}}

@@ -123,14 +123,15 @@ func.func @vocab(%wte: tensor<32x4xf32> {tp.sharding = #tp.sharding<@m, [["tp"],
 
 // -----
 
-// Reshards move data: a replicated weight is sliced locally, a split
+// Reshards move data: a replicated weight is sliced locally (once, right
+// after it is defined, for every use that needs the slice), a split
 // activation that must be whole is gathered.
 
 // CHECK-LABEL: func.func @reshards(
 // CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<8x16xf32>
 // CHECK-SAME: %[[B:[a-z0-9]+]]: tensor<64x16xf32>
-// CHECK: %[[H:.*]] = tp.matmul
 // CHECK: %[[BS:.*]] = tp.local_slice %[[B]] over @m["tp"] dim = 0 : tensor<64x16xf32> -> tensor<32x16xf32>
+// CHECK: %[[H:.*]] = tp.matmul
 // CHECK: tp.matmul %[[H]], %[[BS]] : tensor<8x32xf32>, tensor<32x16xf32> -> tensor<8x16xf32>
 // CHECK: %[[HG:.*]] = tp.all_gather %[[H]] over @m["tp"] dim = 1 : tensor<8x32xf32> -> tensor<8x64xf32>
 // CHECK: tp.gelu %[[HG]] : tensor<8x64xf32>

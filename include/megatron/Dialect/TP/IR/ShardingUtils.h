@@ -37,6 +37,9 @@ public:
     bool known = false;
     /// Set by a user annotation: propagation may not change it.
     bool fixed = false;
+    /// Read from a result: what the op's users want, which a g or reshard
+    /// after the op can give them.
+    bool fromResult = false;
     SmallVector<StringRef, 1> axes;
     int64_t sections = 1;
   };
@@ -73,13 +76,25 @@ public:
   bool hasFixedConflict() const { return fixedConflict; }
 
 private:
+  /// Merges one tensor's split of factor `index`. An axis splits one factor
+  /// of an op: where another factor holds an axis the split claims, the
+  /// stronger claim takes it and the other factor becomes unsplit, its
+  /// tensors resharded. An annotated operand is strongest, then an
+  /// annotated result (its users get it after the op), then what was
+  /// inferred; between equals the earlier stays, and two annotations of
+  /// one kind conflict. Sequence parallelism's sequence, split over tp
+  /// between the tensor-parallel regions, so meets a GEMM whose columns are
+  /// split over tp: the activation is gathered.
   void mergeFactor(int64_t index, Factor incoming);
+  /// The split of one factor from one tensor against what is known of it.
+  void mergeSplit(int64_t index, Factor incoming);
+  bool shareAxis(const Factor &a, const Factor &b) const;
   /// How many pieces `factor`'s split makes (without a mesh, each axis
   /// counts as splitting).
   int64_t shardCount(const Factor &factor) const;
   /// The dimension's split given to its major and minor factors.
   void mergeCompound(const ShardingRule::Dim &dim, ArrayRef<StringRef> axes,
-                     bool fixed);
+                     bool fixed, bool isResult);
 
   const ShardingRule &rule;
   /// Op handles are not const-correct; reading the mesh changes nothing.

@@ -1212,6 +1212,7 @@ def TP_FOp : TP_CollectiveOp<"f", "identity", "getResult", [Pure, TP_MeshAxisUse
   let arguments = (ins TP_FloatTensor:$input, FlatSymbolRefAttr:$mesh, StrAttr:$axis);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = "$input `over` $mesh `[` $axis `]` attr-dict `:` type($result)";
+  let hasCanonicalizer = 1;
 }
 
 def TP_GOp : TP_CollectiveOp<"g", "all_reduce", "getResult", [TP_MeshAxisUser, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
@@ -1397,6 +1398,33 @@ def TP_AllGatherOp : TP_CollectiveOp<"all_gather", "all_gather", "getResult", [D
   }];
 }
 
+def TP_SPGatherOp : TP_CollectiveOp<"sp_gather", "all_gather", "getResult", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Sequence parallelism's all-gather into a tensor-parallel region";
+  let description = [{
+    Forward, the `tp.all_gather` of `input` along `dim`; but the gathered
+    value enters a region whose ops split their results over `axis` (a
+    column-parallel GEMM), so each rank's cotangent of it is a partial sum,
+    as `tp.f` takes it. Its gradient is therefore the `tp.reduce_scatter`
+    of the cotangent along `dim`: the sum `tp.f` would all-reduce and the
+    chunk the gather's own gradient keeps, in one collective. The
+    canonicalisation of `tp.f` folds a `tp.f` of a `tp.all_gather` over the
+    same axis into it (sequence parallelism's entry into a region).
+
+    Example:
+
+    ```mlir
+    %x = tp.sp_gather %xs over @m["tp"] dim = 1 : tensor<2x16x64xf32> -> tensor<2x32x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrAttr:$axis, I64Attr:$dim);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = [{
+    $input `over` $mesh `[` $axis `]` `dim` `=` $dim attr-dict `:`
+    type($input) `->` type($result)
+  }];
+}
+
 def TP_ReduceScatterOp : TP_CollectiveOp<"reduce_scatter", "reduce_scatter", "getInput", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Reduces across ranks, each rank keeping its chunk of one dimension";
   let description = [{
@@ -1563,6 +1591,7 @@ def TP_LocalSliceOp : TP_CollectiveOp<"local_slice", "local_slice", "getResult",
     $input `over` $mesh `[` $axis `]` `dim` `=` $dim attr-dict `:`
     type($input) `->` type($result)
   }];
+  let hasCanonicalizer = 1;
 }
 
 #endif // MEGATRON_DIALECT_TP_IR_TPOPS_TD

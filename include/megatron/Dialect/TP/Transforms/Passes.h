@@ -43,7 +43,7 @@ struct LayoutOptions : public PassPipelineOptions<Derived> {
 #undef MEGATRON_OPTION
 
   MegatronAnnotateOptions annotateOptions() const {
-    return MegatronAnnotateOptions{tp, dp, microBatches};
+    return MegatronAnnotateOptions{tp, dp, microBatches, sequenceParallel};
   }
 };
 

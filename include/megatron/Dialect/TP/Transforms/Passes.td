@@ -59,6 +59,10 @@ def MegatronAnnotate : Pass<"tp-megatron-annotate", "ModuleOp"> {
     Option<"microBatches", "micro-batches", "int64_t", "1",
            "micro-batches per step: each dp rank's rows are split again over "
            "an \"mb\" axis, which tp-micro-batches later runs as a loop">,
+    Option<"sequenceParallel", "sequence-parallel", "bool", "false",
+           "split the residual stream's sequence over \"tp\" (the input "
+           "of every norm), so that propagation finds Megatron's sequence "
+           "parallelism">,
   ];
   let dependentDialects = ["::mlir::tp::TPDialect"];
 }
