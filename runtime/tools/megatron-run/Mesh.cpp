@@ -71,6 +71,15 @@ void Mesh::allGather(int axis, const float *in, float *out, int64_t n) const {
   rt_.allGather(ctx_, axis, in, out, n);
 }
 
+std::vector<float> Mesh::gatherWorld(float value) const {
+  // Over tp, then over dp: rank (d, t)'s value lands at d * tp + t.
+  std::vector<float> overTp(static_cast<size_t>(tpSize_));
+  allGather(MRT_AXIS_TP, &value, overTp.data(), 1);
+  std::vector<float> all(static_cast<size_t>(tpSize_ * dpSize_));
+  allGather(MRT_AXIS_DP, overTp.data(), all.data(), tpSize_);
+  return all;
+}
+
 void Mesh::allReduce(int axis, float *data, int64_t n, int op) const {
   rt_.allReduce(ctx_, axis, data, n, op);
 }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace mrun {
 
@@ -52,6 +53,8 @@ public:
   // out[size * n] = every rank's in[n] along `axis` (MRT_AXIS_TP or
   // MRT_AXIS_DP), in rank order (n fits an int).
   void allGather(int axis, const float *in, float *out, int64_t n) const;
+  // Collective: every rank's `value`, in world rank order (d * tp + t).
+  std::vector<float> gatherWorld(float value) const;
   // In place: data[n] becomes the element-wise `op` (MRT_REDUCE_SUM or
   // MRT_REDUCE_MAX) over the ranks along `axis`.
   void allReduce(int axis, float *data, int64_t n, int op) const;

@@ -18,6 +18,8 @@
 #include "StepLoop.h"
 #include "Threads.h"
 
+#include <sys/resource.h>
+
 #include <csignal>
 #include <cstdio>
 #include <memory>
@@ -28,6 +30,24 @@
 namespace {
 
 using namespace mrun;
+
+// Each rank's peak resident set so far (getrusage's high-water mark), said
+// once by rank 0 in world rank order: what the step's buffers, the
+// runtime's caches and the checkpoint I/O took at their largest.
+void reportPeakMemory(const Mesh &mesh) {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  std::vector<float> mib = mesh.gatherWorld(float(usage.ru_maxrss) / 1024.0f);
+  if (!mesh.rank0())
+    return;
+  std::string line = "peak resident memory per rank (MiB):";
+  char value[32];
+  for (float m : mib) {
+    std::snprintf(value, sizeof(value), " %.1f", m);
+    line += value;
+  }
+  report(line);
+}
 
 // The exit status of a run: 0, or 1 after an error (reported).
 int run(const Options &opt) {
@@ -62,6 +82,8 @@ int run(const Options &opt) {
     return 1;
   bool ok = opt.evalOnly ? evaluate(s)
                          : train(s) && (opt.save.empty() || saveCheckpoint(s));
+  if (ok)
+    reportPeakMemory(*mesh);
   // The log is closed on every path; its failure matters to a run that
   // succeeded otherwise.
   const std::string logError = s.log.close();

@@ -147,7 +147,10 @@ void FactorShardings::mergeSplit(int64_t index, Factor incoming) {
     return;
   }
   if (sameSplit(current, incoming)) {
-    current.fixed |= incoming.fixed;
+    if (claimStrength(incoming) > claimStrength(current)) {
+      current.fixed = incoming.fixed;
+      current.fromResult = incoming.fromResult;
+    }
     return;
   }
   int strength = claimStrength(incoming), held = claimStrength(current);
