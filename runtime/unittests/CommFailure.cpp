@@ -6,6 +6,7 @@
 //                     dp (tp=1) or tp: the 2 s collective timeout ends the job
 //   started-stops <tp> the same while the others wait for started sums
 //   wait-unstarted <tp>  a wait for a ticket no start returned
+//   unknown-axis <tp>  an all-reduce over a sub-axis tp does not factor into
 // Each returns 0 only if the failure it provokes did not happen.
 #include "megatron_rt/comm.h"
 
@@ -64,6 +65,12 @@ void rankStopsDuringStartedSums(mrt_context *ctx) {
 
 void waitForUnstartedTicket(mrt_context *ctx) { mrt_collective_wait(ctx, 7); }
 
+// tp=2 has no sub-axis of 2 ranks 2 apart.
+void allReduceOverUnknownAxis(mrt_context *ctx) {
+  float value = 1.0f;
+  mrt_all_reduce_f32(ctx, MRT_AXIS_TP_SUB(2, 2), &value, 1, MRT_REDUCE_SUM);
+}
+
 void broadcastFromInvalidRoot(mrt_context *ctx) {
   char byte = 0;
   mrt_broadcast_bytes(ctx, MRT_AXIS_TP, &byte, 1, 1 << 20);
@@ -75,7 +82,7 @@ int main(int argc, char **argv) {
   if (argc != 3) {
     std::fprintf(stderr,
                  "usage: %s tp-mismatch|rank-exit|mpi-error|rank-stops|"
-                 "started-stops|wait-unstarted <tp>\n",
+                 "started-stops|wait-unstarted|unknown-axis <tp>\n",
                  argv[0]);
     return 2;
   }
@@ -89,6 +96,8 @@ int main(int argc, char **argv) {
     rankStopsDuringStartedSums(ctx);
   else if (std::strcmp(argv[1], "wait-unstarted") == 0)
     waitForUnstartedTicket(ctx);
+  else if (std::strcmp(argv[1], "unknown-axis") == 0)
+    allReduceOverUnknownAxis(ctx);
   else if (std::strcmp(argv[1], "rank-exit") == 0)
     rankExitsDuringAllReduce(ctx);
   else if (std::strcmp(argv[1], "mpi-error") == 0)

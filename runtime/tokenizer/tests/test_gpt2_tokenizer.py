@@ -38,6 +38,8 @@ except ImportError:
         sys.exit(77)
     pytest.skip("regex is not available", allow_module_level=True)
 
+from tokenize_tool import read_token_file, run, tool  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 INPUTS = os.path.join(HERE, "Inputs")
 PATTERN = regex.compile(
@@ -214,27 +216,6 @@ def write_vocabulary(directory, merges):
 
 # ------------------------------------------------------- the tool
 
-def tool():
-    path = os.environ.get("MEGATRON_TOKENIZE")
-    if not path:
-        pytest.skip("MEGATRON_TOKENIZE (the megatron-tokenize binary) is not set")
-    return path
-
-
-def run(*args):
-    return subprocess.run([tool(), *args], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, timeout=120)
-
-
-def read_token_file(path):
-    data = open(path, "rb").read()
-    magic, version, count = struct.unpack_from("<3i", data)
-    assert (magic, version) == (20240520, 1)
-    assert struct.unpack_from("<253i", data, 12) == (0,) * 253
-    assert len(data) == 1024 + 2 * count
-    return list(struct.unpack_from(f"<{count}H", data, 1024))
-
-
 def check_against_reference(tmp_path, data, vocab_path, merges_path, reference=True):
     """Encodes data with megatron-tokenize, compares the tokens with the
     reference's (unless reference=False) and decodes them back; returns
@@ -244,7 +225,7 @@ def check_against_reference(tmp_path, data, vocab_path, merges_path, reference=T
     files = ["--tokenizer", "gpt2", "--vocab", vocab_path, "--merges", merges_path]
     p = run(*files, str(text_path), "-o", str(tokens_path))
     assert p.returncode == 0, p.stderr.decode()
-    got = read_token_file(tokens_path)
+    got = read_token_file(tokens_path, layout=(20240520, 1))
     if reference:
         want = Encoder(vocab_path, merges_path).encode(data)
         first_difference = next((i for i, (g, w) in enumerate(zip(got, want)) if g != w),

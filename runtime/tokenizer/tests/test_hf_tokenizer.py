@@ -15,7 +15,6 @@ import json
 import os
 import random
 import struct
-import subprocess
 import sys
 
 try:
@@ -30,6 +29,8 @@ except ImportError:
         print("SKIP: tokenizers is not available")
         sys.exit(77)
     pytest.skip("tokenizers is not available", allow_module_level=True)
+
+from tokenize_tool import read_token_file, run  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FILES = {name: os.path.join(HERE, "Inputs", "hf", f"{name}.json")
@@ -50,28 +51,6 @@ TEXTS = [
     "\n",
     "a\u00a0b\u3000c\u2028d e\u0301 x\u00b2",
 ]
-
-
-def tool():
-    path = os.environ.get("MEGATRON_TOKENIZE")
-    if not path:
-        pytest.skip("MEGATRON_TOKENIZE (the megatron-tokenize binary) is not set")
-    return path
-
-
-def run(*args):
-    return subprocess.run([tool(), *args], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, timeout=120)
-
-
-def read_token_file(path):
-    """The ids of an llm.c token file of either layout."""
-    data = open(path, "rb").read()
-    magic, version, count = struct.unpack_from("<3i", data)
-    width = {(20240520, 1): 2, (20240801, 7): 4}[(magic, version)]
-    assert len(data) == 1024 + width * count
-    return list(struct.unpack_from(f"<{count}{'H' if width == 2 else 'I'}",
-                                   data, 1024))
 
 
 def encode_with_tool(tmp_path, tokenizer_json, text):
