@@ -1,4 +1,5 @@
 #include "megatron_rt/attention.h"
+#include "megatron_rt/dropout.h"
 
 #include "fatal.h"
 #include "isa.h"
@@ -58,6 +59,22 @@ template <typename Ptr> struct Heads {
   Ptr value(const Shape &s, int64_t b, int64_t t, int64_t g) const {
     return v + (b * s.T + t) * ldkv + g * s.D;
   }
+};
+
+// Dropout on the probabilities (megatron_rt/dropout.h): probability (i, j)
+// of query head h of sequence b is element ((b + batchOffset) * globalHeads
+// + h + headOffset, i, j) of the global [B, H, T, T] probabilities.
+struct ProbabilityDropout {
+  float rate;
+  uint64_t seed;
+  uint32_t step, stream;
+  int64_t batchOffset, headOffset, globalHeads;
+
+  bool enabled() const { return rate > 0.0f; }
+  // factors[j] = 1 / (1 - rate) where the probability of keys j0 + j is
+  // kept, 0 where it is dropped, for j < kKeyBlock.
+  void rowFactors(const Shape &s, int64_t b, int64_t h, int64_t t, int64_t j0,
+                  float *factors) const;
 };
 
 // Offset of row t of one head inside out/dout [B,T,HD].
@@ -230,6 +247,23 @@ struct QueryGroup {
   }
 };
 
+void ProbabilityDropout::rowFactors(const Shape &s, int64_t b, int64_t h,
+                                    int64_t t, int64_t j0,
+                                    float *factors) const {
+  const uint32_t threshold = mrt_dropout_threshold(rate);
+  const float scale = 1.0f / (1.0f - rate);
+  const uint64_t first = static_cast<uint64_t>(
+      (((b + batchOffset) * globalHeads + h + headOffset) * s.T + t) * s.T +
+      j0);
+  uint32_t words[4];
+  for (int64_t j = 0; j < kKeyBlock; ++j) {
+    uint64_t index = first + static_cast<uint64_t>(j);
+    if (j == 0 || index % 4 == 0)
+      mrt_dropout_block(seed, step, stream, index / 4, words);
+    factors[j] = words[index % 4] >= threshold ? scale : 0.0f;
+  }
+}
+
 QueryGroup groupAt(const Shape &s, int64_t t0) {
   return {t0, std::min(kGroupRows, s.T - t0)};
 }
@@ -281,18 +315,33 @@ struct ForwardScratch {
   explicit ForwardScratch(const Shape &s)
       : keysT(s.D * s.Tpad(), 0.0f), values(s.Tpad() * s.Dpad(), 0.0f),
         queries(kGroupRows * s.Dpad(), 0.0f), acc(kGroupRows * s.Dpad()),
-        weights(kGroupRows * kKeyBlock), states(kGroupRows) {}
+        weights(kGroupRows * kKeyBlock), factors(kKeyBlock),
+        states(kGroupRows) {}
   std::vector<float> keysT;   // [D, Tpad]
   std::vector<float> values;  // [Tpad, Dpad]
   std::vector<float> queries; // [kGroupRows, Dpad]
   std::vector<float> acc;     // [kGroupRows, Dpad]: weighted value sums
   std::vector<float> weights; // [kGroupRows, kKeyBlock]: scores, weights
+  std::vector<float> factors; // [kKeyBlock]: one row's dropout factors
   std::vector<RunningSoftmax> states; // [kGroupRows]
 };
 
+// Drops row r's weights of the block at j0 after the softmax has summed
+// them: the normaliser and the log-sum-exp are those of all probabilities.
+void dropWeights(const ProbabilityDropout &dropout, const Shape &s, int64_t b,
+                 int64_t h, QueryGroup g, int64_t r, int64_t j0, float *row,
+                 float *factors) {
+  if (!dropout.enabled() || r >= g.count)
+    return;
+  dropout.rowFactors(s, b, h, g.t0 + r, j0, factors);
+#pragma omp simd
+  for (int64_t j = 0; j < kKeyBlock; ++j)
+    row[j] *= factors[j];
+}
+
 void forwardGroup(const Heads<const float *> &in, float *out, float *headLse,
-                  const Shape &s, int64_t b, int64_t h, QueryGroup g,
-                  ForwardScratch &w) {
+                  const Shape &s, const ProbabilityDropout &dropout, int64_t b,
+                  int64_t h, QueryGroup g, ForwardScratch &w) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.D));
   const int64_t Dpad = s.Dpad();
   g.gather(in.query(s, b, 0, h), in.ldq, s.D, w.queries.data(), Dpad);
@@ -304,8 +353,10 @@ void forwardGroup(const Heads<const float *> &in, float *out, float *headLse,
     groupMultiply(w.queries.data(), Dpad, w.keysT.data() + j0, s.Tpad(), s.D,
                   roundUp(n, kLanes), w.weights.data(), kKeyBlock, false);
     for (int64_t r = 0; r < kGroupRows; ++r) {
-      float shrink = foldScores(w.weights.data() + r * kKeyBlock,
-                                g.visible(r, j0, n), scale, w.states[r]);
+      float *row = w.weights.data() + r * kKeyBlock;
+      float shrink =
+          foldScores(row, g.visible(r, j0, n), scale, w.states[r]);
+      dropWeights(dropout, s, b, h, g, r, j0, row, w.factors.data());
       if (j0 > 0) // the accumulators are still zero on the first block
         mrt::scale(w.acc.data() + r * Dpad, Dpad, shrink);
     }
@@ -322,6 +373,7 @@ void forwardGroup(const Heads<const float *> &in, float *out, float *headLse,
 
 MRT_VECTOR_KERNEL void forwardHead(const Heads<const float *> &in,
                                    float *out, float *lse, const Shape &s,
+                                   const ProbabilityDropout &dropout,
                                    int64_t b, int64_t h, ForwardScratch &w) {
   const int64_t kv = h / s.group();
   packTransposed(in.key(s, b, 0, kv), in.ldkv, s.T, s.D, w.keysT.data(),
@@ -329,8 +381,8 @@ MRT_VECTOR_KERNEL void forwardHead(const Heads<const float *> &in,
   copyRows(in.value(s, b, 0, kv), in.ldkv, s.T, s.D, w.values.data(),
            s.Dpad());
   for (int64_t t0 = 0; t0 < s.T; t0 += kGroupRows)
-    forwardGroup(in, out, lse + (b * s.H + h) * s.T, s, b, h, groupAt(s, t0),
-                 w);
+    forwardGroup(in, out, lse + (b * s.H + h) * s.T, s, dropout, b, h,
+                 groupAt(s, t0), w);
 }
 
 struct BackwardScratch {
@@ -341,7 +393,7 @@ struct BackwardScratch {
         queries(kGroupRows * s.Dpad(), 0.0f),
         douts(kGroupRows * s.Dpad(), 0.0f), dq(kGroupRows * s.Dpad()),
         probs(kGroupRows * kKeyBlock), dscores(kGroupRows * kKeyBlock),
-        transposed(kKeyBlock * kGroupRows) {}
+        factors(kKeyBlock, 1.0f), transposed(kKeyBlock * kGroupRows) {}
   std::vector<float> keysT, valuesT; // [D, Tpad]
   std::vector<float> keys;           // [Tpad, Dpad]
   std::vector<float> dkeys, dvalues; // [Tpad, Dpad] accumulators
@@ -349,28 +401,34 @@ struct BackwardScratch {
   std::vector<float> queries, douts; // [kGroupRows, Dpad]
   std::vector<float> dq;             // [kGroupRows, Dpad] accumulator
   std::vector<float> probs, dscores; // [kGroupRows, kKeyBlock]
+  std::vector<float> factors;        // [kKeyBlock]: one row's dropout factors
   std::vector<float> transposed;     // [kKeyBlock, kGroupRows]
 };
 
 // For one key block, from the raw products q.k (in probs) and dout.v (in
-// dscores): P = exp(scale*q.k - lse) recomputed from the forward's lse, and
-// the score gradient dS = scale * P * (dout.v - delta).
-void probabilitiesAndScoreGrads(const Shape &s, QueryGroup g, int64_t j0,
-                                int64_t n, const float *headLse,
-                                BackwardScratch &w) {
+// dscores): P = exp(scale*q.k - lse) recomputed from the forward's lse, the
+// kept probabilities P * F (F the dropout factors, 1 without dropout) in
+// probs, and the score gradient dS = scale * P * (F * dout.v - delta).
+void probabilitiesAndScoreGrads(const Shape &s,
+                                const ProbabilityDropout &dropout, int64_t b,
+                                int64_t h, QueryGroup g, int64_t j0, int64_t n,
+                                const float *headLse, BackwardScratch &w) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.D));
+  const float *f = w.factors.data();
   for (int64_t r = 0; r < kGroupRows; ++r) {
     float *p = w.probs.data() + r * kKeyBlock;
     float *ds = w.dscores.data() + r * kKeyBlock;
     int64_t visible = g.visible(r, j0, n);
     float lse = headLse[g.row(r)], delta = w.delta[g.row(r)];
+    if (dropout.enabled() && visible > 0)
+      dropout.rowFactors(s, b, h, g.t0 + r, j0, w.factors.data());
     // lse is at least the row's largest score: exponents at most 0.
 #pragma omp simd
     for (int64_t j = 0; j < kKeyBlock; ++j) {
       bool seen = j < visible;
       float prob = seen ? mrt::expNonPositive(scale * p[j] - lse) : 0.0f;
-      ds[j] = seen ? scale * prob * (ds[j] - delta) : 0.0f;
-      p[j] = prob;
+      ds[j] = seen ? scale * prob * (f[j] * ds[j] - delta) : 0.0f;
+      p[j] = prob * f[j];
     }
   }
 }
@@ -390,8 +448,8 @@ void accumulatePerKey(const float *coeffs, const float *x, int64_t n,
 
 void backwardGroup(const Heads<const float *> &in, const float *dout,
                    const float *headLse, const Heads<float *> &grads,
-                   const Shape &s, int64_t b, int64_t h, QueryGroup g,
-                   BackwardScratch &w) {
+                   const Shape &s, const ProbabilityDropout &dropout,
+                   int64_t b, int64_t h, QueryGroup g, BackwardScratch &w) {
   const int64_t Dpad = s.Dpad();
   g.gather(in.query(s, b, 0, h), in.ldq, s.D, w.queries.data(), Dpad);
   g.gather(dout + outOffset(s, b, 0, h), s.H * s.D, s.D, w.douts.data(), Dpad);
@@ -403,7 +461,7 @@ void backwardGroup(const Heads<const float *> &in, const float *dout,
                   width, w.probs.data(), kKeyBlock, false);
     groupMultiply(w.douts.data(), Dpad, w.valuesT.data() + j0, s.Tpad(), s.D,
                   width, w.dscores.data(), kKeyBlock, false);
-    probabilitiesAndScoreGrads(s, g, j0, n, headLse, w);
+    probabilitiesAndScoreGrads(s, dropout, b, h, g, j0, n, headLse, w);
     groupMultiply(w.dscores.data(), kKeyBlock, w.keys.data() + j0 * Dpad, Dpad,
                   n, Dpad, w.dq.data(), Dpad, true);
     accumulatePerKey(w.dscores.data(), w.queries.data(), n,
@@ -416,8 +474,9 @@ void backwardGroup(const Heads<const float *> &in, const float *dout,
            grads.ldq);
 }
 
-// With P the probabilities and dP = dout v^T, the score gradient is
-// dS = P * (dP - delta), delta[t] = sum_j P[t,j] dP[t,j] = dout[t] . out[t].
+// With P the probabilities, F the dropout factors and dP = dout v^T, the
+// score gradient is dS = P * (F * dP - delta), delta[t] = sum_j P[t,j]
+// F[t,j] dP[t,j] = dout[t] . out[t].
 // Query head h's share of its key/value head's gradients goes to head
 // `kvOut` of `kvGrads`' k and v.
 MRT_VECTOR_KERNEL void backwardHead(const Heads<const float *> &in,
@@ -425,8 +484,9 @@ MRT_VECTOR_KERNEL void backwardHead(const Heads<const float *> &in,
                                     const float *lse,
                                     const Heads<float *> &grads,
                                     const Heads<float *> &kvGrads,
-                                    int64_t kvOut, const Shape &s, int64_t b,
-                                    int64_t h, BackwardScratch &w) {
+                                    int64_t kvOut, const Shape &s,
+                                    const ProbabilityDropout &dropout,
+                                    int64_t b, int64_t h, BackwardScratch &w) {
   const int64_t kv = h / s.group();
   packTransposed(in.key(s, b, 0, kv), in.ldkv, s.T, s.D, w.keysT.data(),
                  s.Tpad());
@@ -440,8 +500,8 @@ MRT_VECTOR_KERNEL void backwardHead(const Heads<const float *> &in,
                           out + outOffset(s, b, t, h), s.D);
 
   for (int64_t t0 = 0; t0 < s.T; t0 += kGroupRows)
-    backwardGroup(in, dout, lse + (b * s.H + h) * s.T, grads, s, b, h,
-                  groupAt(s, t0), w);
+    backwardGroup(in, dout, lse + (b * s.H + h) * s.T, grads, s, dropout, b,
+                  h, groupAt(s, t0), w);
 
   copyRows(w.dkeys.data(), s.Dpad(), s.T, s.D, kvGrads.key(s, b, 0, kvOut),
            kvGrads.ldkv);
@@ -472,15 +532,42 @@ void checkGroups(const Shape &s) {
                static_cast<long long>(s.KV), static_cast<long long>(s.H));
 }
 
+ProbabilityDropout probabilityDropout(const Shape &s, float rate, int64_t seed,
+                                      int64_t step, int64_t stream,
+                                      int64_t batchOffset, int64_t headOffset,
+                                      int64_t globalHeads) {
+  if (!(rate >= 0.0f && rate < 1.0f))
+    mrt::fatal("attention: dropout rate %g is outside [0, 1)", rate);
+  if (rate > 0.0f && headOffset + s.H > globalHeads)
+    mrt::fatal("attention: heads %lld..%lld are outside the %lld global heads",
+               static_cast<long long>(headOffset),
+               static_cast<long long>(headOffset + s.H - 1),
+               static_cast<long long>(globalHeads));
+  return {rate,
+          static_cast<uint64_t>(seed),
+          static_cast<uint32_t>(step),
+          static_cast<uint32_t>(stream),
+          batchOffset,
+          headOffset,
+          globalHeads};
+}
+
 } // namespace
 
 extern "C" void mrt_attention_fwd_f32(const float *q, const float *k,
                                       const float *v, int64_t ldq,
                                       int64_t ldkv, float *out, float *lse,
                                       int64_t B, int64_t T, int64_t H,
-                                      int64_t KV, int64_t D) {
+                                      int64_t KV, int64_t D, float dropout,
+                                      int64_t seed, int64_t step,
+                                      int64_t stream, int64_t batch_offset,
+                                      int64_t head_offset,
+                                      int64_t global_heads) {
   const Shape s{B, T, H, KV, D};
   checkGroups(s);
+  const ProbabilityDropout drop =
+      probabilityDropout(s, dropout, seed, step, stream, batch_offset,
+                         head_offset, global_heads);
   const Heads<const float *> in{q, k, v, ldq, ldkv};
 #pragma omp parallel
   {
@@ -488,7 +575,7 @@ extern "C" void mrt_attention_fwd_f32(const float *q, const float *k,
 #pragma omp for collapse(2) schedule(dynamic)
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < H; ++h)
-        forwardHead(in, out, lse, s, b, h, scratch);
+        forwardHead(in, out, lse, s, drop, b, h, scratch);
   }
 }
 
@@ -498,9 +585,16 @@ extern "C" void mrt_attention_bwd_f32(const float *q, const float *k,
                                       const float *dout, const float *lse,
                                       float *dq, float *dk, float *dv,
                                       int64_t B, int64_t T, int64_t H,
-                                      int64_t KV, int64_t D) {
+                                      int64_t KV, int64_t D, float dropout,
+                                      int64_t seed, int64_t step,
+                                      int64_t stream, int64_t batch_offset,
+                                      int64_t head_offset,
+                                      int64_t global_heads) {
   const Shape s{B, T, H, KV, D};
   checkGroups(s);
+  const ProbabilityDropout drop =
+      probabilityDropout(s, dropout, seed, step, stream, batch_offset,
+                         head_offset, global_heads);
   const Heads<const float *> in{q, k, v, ldq, ldkv};
   const Heads<float *> grads{dq, dk, dv, ldq, ldkv};
   // Multi-head attention writes each head's dk and dv where they belong;
@@ -517,7 +611,7 @@ extern "C" void mrt_attention_bwd_f32(const float *q, const float *k,
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < H; ++h)
         backwardHead(in, out, dout, lse, grads, grouped ? shares : grads,
-                     grouped ? h : h / s.group(), s, b, h, scratch);
+                     grouped ? h : h / s.group(), s, drop, b, h, scratch);
   }
   if (grouped) {
     sumGroups(dkShares.data(), s, dk, ldkv);

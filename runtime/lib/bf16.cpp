@@ -233,14 +233,20 @@ extern "C" void mrt_attention_fwd_bf16(const mrt_bf16 *q, const mrt_bf16 *k,
                                        const mrt_bf16 *v, int64_t ldq,
                                        int64_t ldkv, mrt_bf16 *out,
                                        float *lse, int64_t B, int64_t T,
-                                       int64_t H, int64_t KV, int64_t D) {
+                                       int64_t H, int64_t KV, int64_t D,
+                                       float dropout, int64_t seed,
+                                       int64_t step, int64_t stream,
+                                       int64_t batch_offset,
+                                       int64_t head_offset,
+                                       int64_t global_heads) {
   const int64_t rows = B * T;
   std::vector<float> qs = widenRows(q, rows, H * D, ldq),
                      ks = widenRows(k, rows, KV * D, ldkv),
                      vs = widenRows(v, rows, KV * D, ldkv);
   Narrowed outs(out, rows * H * D);
   mrt_attention_fwd_f32(qs.data(), ks.data(), vs.data(), H * D, KV * D,
-                        outs.data(), lse, B, T, H, KV, D);
+                        outs.data(), lse, B, T, H, KV, D, dropout, seed, step,
+                        stream, batch_offset, head_offset, global_heads);
 }
 
 extern "C" void mrt_attention_bwd_bf16(const mrt_bf16 *q, const mrt_bf16 *k,
@@ -249,7 +255,12 @@ extern "C" void mrt_attention_bwd_bf16(const mrt_bf16 *q, const mrt_bf16 *k,
                                        const mrt_bf16 *dout, const float *lse,
                                        mrt_bf16 *dq, mrt_bf16 *dk,
                                        mrt_bf16 *dv, int64_t B, int64_t T,
-                                       int64_t H, int64_t KV, int64_t D) {
+                                       int64_t H, int64_t KV, int64_t D,
+                                       float dropout, int64_t seed,
+                                       int64_t step, int64_t stream,
+                                       int64_t batch_offset,
+                                       int64_t head_offset,
+                                       int64_t global_heads) {
   const int64_t rows = B * T;
   std::vector<float> qs = widenRows(q, rows, H * D, ldq),
                      ks = widenRows(k, rows, KV * D, ldkv),
@@ -258,7 +269,8 @@ extern "C" void mrt_attention_bwd_bf16(const mrt_bf16 *q, const mrt_bf16 *k,
   std::vector<float> dqs(qs.size()), dks(ks.size()), dvs(vs.size());
   mrt_attention_bwd_f32(qs.data(), ks.data(), vs.data(), H * D, KV * D,
                         outs.data(), douts.data(), lse, dqs.data(), dks.data(),
-                        dvs.data(), B, T, H, KV, D);
+                        dvs.data(), B, T, H, KV, D, dropout, seed, step,
+                        stream, batch_offset, head_offset, global_heads);
   narrowRows(dqs, rows, H * D, dq, ldq);
   narrowRows(dks, rows, KV * D, dk, ldkv);
   narrowRows(dvs, rows, KV * D, dv, ldkv);

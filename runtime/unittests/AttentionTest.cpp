@@ -1,4 +1,5 @@
 #include "megatron_rt/attention.h"
+#include "megatron_rt/dropout.h"
 
 #include "TestUtil.h"
 
@@ -38,6 +39,26 @@ struct Reference {
   std::vector<double> out, lse;
 };
 
+// The probability dropout the kernels are asked for; rate 0 turns it off.
+struct Dropout {
+  float rate = 0.0f;
+  int64_t seed = 0, step = 0, stream = 0, batchOffset = 0, headOffset = 0,
+          globalHeads = 0;
+  // What probability (t, j) of head h of sequence b is multiplied by: one
+  // element's bits, drawn on their own from its global index.
+  double factor(const Shape &s, int64_t b, int64_t h, int64_t t,
+                int64_t j) const {
+    if (rate == 0.0f)
+      return 1.0;
+    uint64_t index = (((b + batchOffset) * globalHeads + h + headOffset) * s.T +
+                      t) * s.T + j;
+    uint32_t words[4];
+    mrt_dropout_block(seed, step, stream, index / 4, words);
+    return words[index % 4] >= mrt_dropout_threshold(rate) ? 1.0 / (1.0 - rate)
+                                                           : 0.0;
+  }
+};
+
 // Probabilities of query t of head h over keys 0..t of its key/value head,
 // straight from the definition; also returns the log-sum-exp of the scaled
 // scores.
@@ -63,7 +84,8 @@ std::vector<double> probabilities(const Shape &s,
   return p;
 }
 
-Reference referenceForward(const Shape &s, const std::vector<double> &x) {
+Reference referenceForward(const Shape &s, const std::vector<double> &x,
+                           const Dropout &drop) {
   Reference ref{std::vector<double>(s.outSize(), 0.0),
                 std::vector<double>(s.B * s.H * s.T)};
   for (int64_t b = 0; b < s.B; ++b)
@@ -73,17 +95,19 @@ Reference referenceForward(const Shape &s, const std::vector<double> &x) {
         for (int64_t j = 0; j <= t; ++j)
           for (int64_t d = 0; d < s.D; ++d)
             ref.out[s.outIndex(b, t, h, d)] +=
-                p[j] * x[s.index(b, j, 2, h / s.group(), d)];
+                p[j] * drop.factor(s, b, h, t, j) *
+                x[s.index(b, j, 2, h / s.group(), d)];
       }
   return ref;
 }
 
-// dv = P^T dout, dP = dout v^T, dS = P (dP - rowsum(P dP)), dq = dS k scale,
-// dk = dS^T q scale, per (b, h), summed into the key/value head's; in the
-// packed layout.
+// With F the dropout factors: dv = (P F)^T dout, dP = dout v^T, dS = P (F
+// dP - rowsum(P F dP)), dq = dS k scale, dk = dS^T q scale, per (b, h),
+// summed into the key/value head's; in the packed layout.
 std::vector<double> referenceBackward(const Shape &s,
                                       const std::vector<double> &x,
-                                      const std::vector<float> &dout) {
+                                      const std::vector<float> &dout,
+                                      const Dropout &drop) {
   std::vector<double> dx(s.packedSize(), 0.0);
   double scale = 1.0 / std::sqrt(double(s.D)), lse;
   for (int64_t b = 0; b < s.B; ++b)
@@ -91,17 +115,19 @@ std::vector<double> referenceBackward(const Shape &s,
       for (int64_t t = 0; t < s.T; ++t) {
         const int64_t g = h / s.group();
         auto p = probabilities(s, x, b, h, t, &lse);
-        std::vector<double> dp(t + 1, 0.0);
+        std::vector<double> dp(t + 1, 0.0), f(t + 1);
         double rowDot = 0.0;
         for (int64_t j = 0; j <= t; ++j) {
+          f[j] = drop.factor(s, b, h, t, j);
           for (int64_t d = 0; d < s.D; ++d)
             dp[j] += dout[s.outIndex(b, t, h, d)] * x[s.index(b, j, 2, g, d)];
-          rowDot += p[j] * dp[j];
+          rowDot += p[j] * f[j] * dp[j];
         }
         for (int64_t j = 0; j <= t; ++j) {
-          double ds = p[j] * (dp[j] - rowDot) * scale;
+          double ds = p[j] * (f[j] * dp[j] - rowDot) * scale;
           for (int64_t d = 0; d < s.D; ++d) {
-            dx[s.index(b, j, 2, g, d)] += p[j] * dout[s.outIndex(b, t, h, d)];
+            dx[s.index(b, j, 2, g, d)] +=
+                p[j] * f[j] * dout[s.outIndex(b, t, h, d)];
             dx[s.index(b, t, 0, h, d)] += ds * x[s.index(b, j, 1, g, d)];
             dx[s.index(b, j, 1, g, d)] += ds * x[s.index(b, t, 0, h, d)];
           }
@@ -129,6 +155,11 @@ void pack(const Shape &s, const std::vector<float> &compact, int section,
                 packed.begin() + s.index(0, bt, section, 0, 0));
 }
 
+// The kernels' trailing arguments for the fixture's `drop`.
+#define DROPOUT_ARGS                                                           \
+  drop.rate, drop.seed, drop.step, drop.stream, drop.batchOffset,              \
+      drop.headOffset, drop.globalHeads
+
 class AttentionTest : public ::testing::TestWithParam<Shape> {
 protected:
   const Shape s = GetParam();
@@ -140,17 +171,19 @@ protected:
   // The separate tensors, when the shape asks for them.
   std::vector<float> q = unpack(s, x, 0), k = unpack(s, x, 1),
                      v = unpack(s, x, 2);
+  Dropout drop;
 
   void runForward() {
     if (s.separate)
       mrt_attention_fwd_f32(q.data(), k.data(), v.data(), s.H * s.D,
                             s.KV * s.D, out.data(), lse.data(), s.B, s.T, s.H,
-                            s.KV, s.D);
+                            s.KV, s.D, DROPOUT_ARGS);
     else
       mrt_attention_fwd_f32(&x[s.index(0, 0, 0, 0, 0)],
                             &x[s.index(0, 0, 1, 0, 0)],
                             &x[s.index(0, 0, 2, 0, 0)], s.row(), s.row(),
-                            out.data(), lse.data(), s.B, s.T, s.H, s.KV, s.D);
+                            out.data(), lse.data(), s.B, s.T, s.H, s.KV, s.D,
+                            DROPOUT_ARGS);
   }
 
   /// The gradient in the packed layout; every element must be overwritten.
@@ -163,7 +196,7 @@ protected:
       mrt_attention_bwd_f32(q.data(), k.data(), v.data(), s.H * s.D,
                             s.KV * s.D, out.data(), dout.data(), lse.data(),
                             dq.data(), dk.data(), dv.data(), s.B, s.T, s.H,
-                            s.KV, s.D);
+                            s.KV, s.D, DROPOUT_ARGS);
       pack(s, dq, 0, dx);
       pack(s, dk, 1, dx);
       pack(s, dv, 2, dx);
@@ -173,7 +206,7 @@ protected:
           &x[s.index(0, 0, 2, 0, 0)], s.row(), s.row(), out.data(),
           dout.data(), lse.data(), &dx[s.index(0, 0, 0, 0, 0)],
           &dx[s.index(0, 0, 1, 0, 0)], &dx[s.index(0, 0, 2, 0, 0)], s.B, s.T,
-          s.H, s.KV, s.D);
+          s.H, s.KV, s.D, DROPOUT_ARGS);
     }
     return dx;
   }
@@ -181,20 +214,34 @@ protected:
 
 TEST_P(AttentionTest, ForwardMatchesNaive) {
   runForward();
-  Reference ref = referenceForward(s, toDouble(x));
+  Reference ref = referenceForward(s, toDouble(x), drop);
   EXPECT_TRUE(allClose(out, ref.out));
   EXPECT_TRUE(allClose(lse, ref.lse));
 }
 
 TEST_P(AttentionTest, BackwardMatchesNaive) {
   std::vector<float> dx = runBackward();
-  EXPECT_TRUE(allClose(dx, referenceBackward(s, toDouble(x), dout), 2e-5));
+  EXPECT_TRUE(
+      allClose(dx, referenceBackward(s, toDouble(x), dout, drop), 2e-5));
+}
+
+// The rank's sequences and heads start past the global tensor's first, so
+// the mask is read at offsets; lse stays that of the undropped softmax.
+TEST_P(AttentionTest, DropoutMatchesNaive) {
+  drop = Dropout{0.25f, 0x5eed, 3, 17, 1, 2, s.H + 3};
+  runForward();
+  Reference ref = referenceForward(s, toDouble(x), drop);
+  EXPECT_TRUE(allClose(out, ref.out));
+  EXPECT_TRUE(allClose(lse, ref.lse));
+  std::vector<float> dx = runBackward();
+  EXPECT_TRUE(
+      allClose(dx, referenceBackward(s, toDouble(x), dout, drop), 2e-5));
 }
 
 TEST_P(AttentionTest, BackwardAgreesWithFiniteDifferences) {
   std::vector<float> dx = runBackward();
   auto loss = [&](const std::vector<double> &xs) {
-    std::vector<double> o = referenceForward(s, xs).out;
+    std::vector<double> o = referenceForward(s, xs, drop).out;
     double sum = 0.0;
     for (size_t i = 0; i < o.size(); ++i)
       sum += dout[i] * o[i];
@@ -228,10 +275,27 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(s.D) + (s.separate ? "_separate" : "_packed");
     });
 
+TEST(AttentionDeathTest, DropoutRateOutsideRangeIsFatal) {
+  std::vector<float> x(4 * 8, 1.0f), out(4 * 4), lse(4);
+  EXPECT_DEATH(mrt_attention_fwd_f32(x.data(), x.data(), x.data(), 8, 8,
+                                     out.data(), lse.data(), 1, 1, 4, 4, 1,
+                                     1.0f, 0, 0, 0, 0, 0, 4),
+               "attention: dropout rate 1 is outside \\[0, 1\\)");
+}
+
+TEST(AttentionDeathTest, DropoutHeadsOutsideTheGlobalHeadsAreFatal) {
+  std::vector<float> x(4 * 8, 1.0f), out(4 * 4), lse(4);
+  EXPECT_DEATH(mrt_attention_fwd_f32(x.data(), x.data(), x.data(), 8, 8,
+                                     out.data(), lse.data(), 1, 1, 4, 4, 1,
+                                     0.5f, 0, 0, 0, 0, 2, 4),
+               "attention: heads 2..5 are outside the 4 global heads");
+}
+
 TEST(AttentionDeathTest, KeyValueHeadsMustDivideQueryHeads) {
   std::vector<float> x(4 * 8, 1.0f), out(4 * 4), lse(4);
   EXPECT_DEATH(mrt_attention_fwd_f32(x.data(), x.data(), x.data(), 8, 8,
-                                     out.data(), lse.data(), 1, 1, 4, 3, 1),
+                                     out.data(), lse.data(), 1, 1, 4, 3, 1,
+                                     kNoDropout),
                "attention: 3 key/value heads do not divide 4 query heads");
 }
 
@@ -252,7 +316,7 @@ TEST(CachedAttention, TokenByTokenEqualsWholeSequence) {
   const std::vector<float> x = randomVector(s.packedSize(), 41, -2.0f, 2.0f);
   std::vector<float> whole(B * T * H * D), lse(B * H * T);
   mrt_attention_fwd_f32(&x[0], &x[H * D], &x[(H + KV) * D], W, W,
-                        whole.data(), lse.data(), B, T, H, KV, D);
+                        whole.data(), lse.data(), B, T, H, KV, D, kNoDropout);
 
   std::vector<float> keys(L * B * KV * N * D, 0.0f), values = keys;
   std::vector<double> decoded(B * T * H * D);

@@ -11,6 +11,10 @@
 #include <random>
 #include <vector>
 
+// The trailing arguments of the attention kernels that turn their
+// probability dropout off (megatron_rt/attention.h).
+#define kNoDropout 0.0f, 0, 0, 0, 0, 0, 0
+
 namespace mrt_test {
 
 inline std::vector<float> randomVector(size_t n, uint32_t seed,

@@ -407,7 +407,7 @@ protected:
               *v = x.data() + s.column(2);
   void SetUp() override {
     mrt_attention_fwd_f32(q, k, v, s.row(), s.row(), out.data(), lse.data(),
-                          s.B, s.T, s.H, s.KV, s.D);
+                          s.B, s.T, s.H, s.KV, s.D, kNoDropout);
   }
 };
 
@@ -417,7 +417,7 @@ TEST_P(AttentionTest, Forward) {
          gLse = Buffer::garbage(s.lse());
   GPU_CALL(storage, mrt_attention_fwd, gX.section(0), gX.section(1),
            gX.section(2), gX.ldq(), gX.ldkv(), gOut.data(), gLse.data(), s.B,
-           s.T, s.H, s.KV, s.D);
+           s.T, s.H, s.KV, s.D, kNoDropout);
   EXPECT_TRUE(gX.guardsIntact());
   EXPECT_TRUE(attentionMatches(s, gOut, out)) << "out";
   // lse = max + log(sum): bf16 scores move it by about u * |score|, more
@@ -435,14 +435,14 @@ TEST_P(AttentionTest, Backward) {
   mrt_attention_bwd_f32(q, k, v, s.row(), s.row(), out.data(), dout.data(),
                         lse.data(), dx.data() + s.column(0),
                         dx.data() + s.column(1), dx.data() + s.column(2), s.B,
-                        s.T, s.H, s.KV, s.D);
+                        s.T, s.H, s.KV, s.D, kNoDropout);
   DeviceQKV gX(s, x, storage), gDx(s, dx, storage, /*garbage=*/true);
   Buffer gOut = typedBuffer(out, s.misaligned),
          gDout = typedBuffer(dout, s.misaligned), gLse(lse);
   GPU_CALL(storage, mrt_attention_bwd, gX.section(0), gX.section(1),
            gX.section(2), gX.ldq(), gX.ldkv(), gOut.data(), gDout.data(),
            gLse.data(), gDx.section(0), gDx.section(1), gDx.section(2), s.B,
-           s.T, s.H, s.KV, s.D);
+           s.T, s.H, s.KV, s.D, kNoDropout);
   EXPECT_TRUE(gDx.guardsIntact());
   EXPECT_TRUE(attentionMatches(s, gDx.packed(), dx));
 }

@@ -16,36 +16,58 @@ MRT_EXTERN_C_BEGIN
  * head h attends to key/value head h / (H/KV). out [B,T,H*D] (heads
  * concatenated) = softmax(q k^T / sqrt(D), causal) v, where query t sees
  * keys 0..t; lse [B,H,T] receives each score row's log-sum-exp (of the
- * scaled scores). */
+ * scaled scores).
+ *
+ * With dropout > 0 (in [0, 1)) the probabilities are dropped after the
+ * softmax as megatron_rt/dropout.h drops a tensor, with its seed, step and
+ * stream: probability (t, j) of head h of sequence b is element (b +
+ * batch_offset, h + head_offset, t, j) of global probabilities [*,
+ * global_heads, T, T] (the rank's sequences and heads start at those
+ * offsets). lse stays that of all probabilities. */
 MRT_API void mrt_attention_fwd_f32(const float *q, const float *k,
                                    const float *v, int64_t ldq, int64_t ldkv,
                                    float *out, float *lse, int64_t B,
                                    int64_t T, int64_t H, int64_t KV,
-                                   int64_t D);
+                                   int64_t D, float dropout, int64_t seed,
+                                   int64_t step, int64_t stream,
+                                   int64_t batch_offset, int64_t head_offset,
+                                   int64_t global_heads);
 /* Backward of mrt_attention_fwd_f32 given its out and lse and dout [B,T,HD]:
  * dq, dk and dv, laid out as q, k and v (the same strides; sections of one
  * fused gradient when the inputs were), are OVERWRITTEN; a key/value head's
- * gradient sums its query heads'. Probabilities are recomputed from q, k
- * and lse one small tile (16 x 64) at a time. */
+ * gradient sums its query heads'. Probabilities, and their dropout mask
+ * (the forward's arguments), are recomputed from q, k and lse one small tile
+ * (16 x 64) at a time. */
 MRT_API void mrt_attention_bwd_f32(const float *q, const float *k,
                                    const float *v, int64_t ldq, int64_t ldkv,
                                    const float *out, const float *dout,
                                    const float *lse, float *dq, float *dk,
                                    float *dv, int64_t B, int64_t T, int64_t H,
-                                   int64_t KV, int64_t D);
+                                   int64_t KV, int64_t D, float dropout,
+                                   int64_t seed, int64_t step, int64_t stream,
+                                   int64_t batch_offset, int64_t head_offset,
+                                   int64_t global_heads);
 /* The same two on bf16 q, k, v, out, dout, dq, dk, dv; lse stays fp32. */
 MRT_API void mrt_attention_fwd_bf16(const mrt_bf16 *q, const mrt_bf16 *k,
                                     const mrt_bf16 *v, int64_t ldq,
                                     int64_t ldkv, mrt_bf16 *out, float *lse,
                                     int64_t B, int64_t T, int64_t H,
-                                    int64_t KV, int64_t D);
+                                    int64_t KV, int64_t D, float dropout,
+                                    int64_t seed, int64_t step,
+                                    int64_t stream, int64_t batch_offset,
+                                    int64_t head_offset,
+                                    int64_t global_heads);
 MRT_API void mrt_attention_bwd_bf16(const mrt_bf16 *q, const mrt_bf16 *k,
                                     const mrt_bf16 *v, int64_t ldq,
                                     int64_t ldkv, const mrt_bf16 *out,
                                     const mrt_bf16 *dout, const float *lse,
                                     mrt_bf16 *dq, mrt_bf16 *dk, mrt_bf16 *dv,
                                     int64_t B, int64_t T, int64_t H,
-                                    int64_t KV, int64_t D);
+                                    int64_t KV, int64_t D, float dropout,
+                                    int64_t seed, int64_t step,
+                                    int64_t stream, int64_t batch_offset,
+                                    int64_t head_offset,
+                                    int64_t global_heads);
 /* Generation. A cache is [L,B,KV,N,D]: the keys (or values) of every layer,
  * sequence, key/value head and position. A chunk holds T new tokens of each
  * sequence, token t of sequence b at position positions[b] + t. A position

@@ -1211,11 +1211,27 @@ void attentionBwd(const Inputs<Storage> &in, int64_t ldq, int64_t ldkv,
 
 using mrt::cuda::asBf16;
 
+namespace {
+// The probability dropout of megatron_rt/dropout.h is not in these kernels
+// yet; megatron-compile refuses the cuda target for a model that has it.
+void refuseDropout(float rate) {
+  if (rate != 0.0f)
+    mrt::fatal("attention: the CUDA kernels have no probability dropout "
+               "(rate %g)",
+               rate);
+}
+} // namespace
+
 extern "C" void mrt_attention_fwd_f32(const float *q, const float *k,
                                       const float *v, int64_t ldq,
                                       int64_t ldkv, float *out, float *lse,
                                       int64_t B, int64_t T, int64_t H,
-                                      int64_t KV, int64_t D) {
+                                      int64_t KV, int64_t D, float dropout,
+                                      int64_t seed, int64_t step,
+                                      int64_t stream, int64_t batch_offset,
+                                      int64_t head_offset,
+                                      int64_t global_heads) {
+  refuseDropout(dropout);
   attentionFwd(Inputs<float>{q, k, v}, ldq, ldkv, out, lse, B, T, H, KV, D);
 }
 
@@ -1223,7 +1239,12 @@ extern "C" void mrt_attention_fwd_bf16(const mrt_bf16 *q, const mrt_bf16 *k,
                                        const mrt_bf16 *v, int64_t ldq,
                                        int64_t ldkv, mrt_bf16 *out,
                                        float *lse, int64_t B, int64_t T,
-                                       int64_t H, int64_t KV, int64_t D) {
+                                       int64_t H, int64_t KV, int64_t D, float dropout,
+                                      int64_t seed, int64_t step,
+                                      int64_t stream, int64_t batch_offset,
+                                      int64_t head_offset,
+                                      int64_t global_heads) {
+  refuseDropout(dropout);
   attentionFwd(Inputs<bf16>{asBf16(q), asBf16(k), asBf16(v)}, ldq, ldkv,
                asBf16(out), lse, B, T, H, KV, D);
 }
@@ -1234,7 +1255,12 @@ extern "C" void mrt_attention_bwd_f32(const float *q, const float *k,
                                       const float *dout, const float *lse,
                                       float *dq, float *dk, float *dv,
                                       int64_t B, int64_t T, int64_t H,
-                                      int64_t KV, int64_t D) {
+                                      int64_t KV, int64_t D, float dropout,
+                                      int64_t seed, int64_t step,
+                                      int64_t stream, int64_t batch_offset,
+                                      int64_t head_offset,
+                                      int64_t global_heads) {
+  refuseDropout(dropout);
   attentionBwd(Inputs<float>{q, k, v}, ldq, ldkv, out, dout, lse, dq, dk, dv,
                B, T, H, KV, D);
 }
@@ -1245,7 +1271,12 @@ extern "C" void mrt_attention_bwd_bf16(const mrt_bf16 *q, const mrt_bf16 *k,
                                        const mrt_bf16 *dout, const float *lse,
                                        mrt_bf16 *dq, mrt_bf16 *dk,
                                        mrt_bf16 *dv, int64_t B, int64_t T,
-                                       int64_t H, int64_t KV, int64_t D) {
+                                       int64_t H, int64_t KV, int64_t D, float dropout,
+                                      int64_t seed, int64_t step,
+                                      int64_t stream, int64_t batch_offset,
+                                      int64_t head_offset,
+                                      int64_t global_heads) {
+  refuseDropout(dropout);
   attentionBwd(Inputs<bf16>{asBf16(q), asBf16(k), asBf16(v)}, ldq, ldkv,
                asBf16(out), asBf16(dout), lse, asBf16(dq), asBf16(dk),
                asBf16(dv), B, T, H, KV, D);
