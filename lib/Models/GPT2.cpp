@@ -58,6 +58,8 @@ std::string GPT2Config::validate() const {
         {batch, "--batch"}})
     if (value < 1)
       return std::string(what) + " must be positive";
+  if (std::string bad = validateDropout(dropout); !bad.empty())
+    return bad;
   if (embd % heads != 0)
     return "--heads " + std::to_string(heads) +
            " does not divide the embedding width " + std::to_string(embd);
@@ -141,7 +143,9 @@ public:
               llvm::StringMap<Value> params)
       : TransformerEmitter(builder, std::move(params), config.batch,
                            config.seq),
-        config(config) {}
+        config(config) {
+    dropoutRate = config.dropout;
+  }
 
   Value forwardLoss(Value ids, Value targets) override {
     Value logits = lmHead(layerNorm(blocks(embed(ids)), "ln_f"));
@@ -187,16 +191,16 @@ private:
         RankedTensorType::get({config.seq, config.embd}, b.getF32Type());
     Value positions = tp::PositionEmbeddingOp::create(
         b, at("wpe"), positionsType, param("wpe.weight"));
-    return tp::BiasAddOp::create(b, at("wpe"), tokens, positions);
+    return dropout(tp::BiasAddOp::create(b, at("wpe"), tokens, positions),
+                   DropoutSite::Embedding, "drop");
   }
 
   /// Causal self-attention of the block: over the chunk itself, or,
   /// generating, over the cache the chunk is added to.
   Value attention(Value qkv, const std::string &h) {
     if (!cache)
-      return tp::AttentionOp::create(b, at(h + ".attn"),
-                                     activation(config.embd), ValueRange{qkv},
-                                     config.heads, /*kv_heads=*/IntegerAttr());
+      return selfAttention(qkv, config.heads, /*kvHeads=*/IntegerAttr(),
+                           h + ".attn");
     auto store = [&](Value into, tp::CacheSection section) -> Value {
       return tp::KVCacheStoreOp::create(
           b, at(h + ".attn"), qkv, into, cache->positions, *currentLayer,
@@ -230,11 +234,13 @@ private:
     const int64_t c = config.embd;
     Value qkv = linear(layerNorm(x, h + ".ln_1"), h + ".attn.c_attn", 3 * c);
     Value heads = attention(qkv, h);
-    Value attn = linear(heads, h + ".attn.c_proj", c);
+    Value attn = dropout(linear(heads, h + ".attn.c_proj", c),
+                         DropoutSite::AttentionOutput, h + ".attn");
     x = tp::AddOp::create(b, at(h + ".attn"), x, attn);
     Value fc = linear(layerNorm(x, h + ".ln_2"), h + ".mlp.c_fc", 4 * c);
     Value act = tp::GeluOp::create(b, at(h + ".mlp"), fc);
-    Value mlp = linear(act, h + ".mlp.c_proj", c);
+    Value mlp = dropout(linear(act, h + ".mlp.c_proj", c),
+                        DropoutSite::MLPOutput, h + ".mlp");
     return tp::AddOp::create(b, at(h + ".mlp"), x, mlp);
   }
 

@@ -51,6 +51,8 @@ std::string LlamaConfig::validate() const {
         {batch, "--batch"}})
     if (value < 1)
       return std::string(what) + " must be positive";
+  if (std::string bad = validateDropout(dropout); !bad.empty())
+    return bad;
   if (embd % heads != 0)
     return "--heads " + std::to_string(heads) +
            " does not divide the embedding width " + std::to_string(embd);
@@ -145,7 +147,9 @@ public:
                llvm::StringMap<Value> params)
       : TransformerEmitter(builder, std::move(params), config.batch,
                            config.seq),
-        config(config) {}
+        config(config) {
+    dropoutRate = config.dropout;
+  }
 
   Value forwardLoss(Value ids, Value targets) override {
     Value logits = lmHead(rmsNorm(blocks(embed(ids)), "model.norm"));
@@ -221,9 +225,7 @@ private:
     Value v = linear(h, module + ".v_proj", kvWidth);
     auto kvHeads = b.getI64IntegerAttr(config.kvHeads);
     if (!cache)
-      return tp::AttentionOp::create(b, at(module), activation(config.embd),
-                                     ValueRange{q, k, v}, config.heads,
-                                     kvHeads);
+      return selfAttention({q, k, v}, config.heads, kvHeads, module);
     auto store = [&](Value chunk, Value into) -> Value {
       return tp::KVCacheStoreOp::create(b, at(module), chunk, into,
                                         cache->positions, *currentLayer,
@@ -239,13 +241,15 @@ private:
 
   Value block(Value x, const std::string &p) {
     Value a = attention(rmsNorm(x, p + ".input_layernorm"), p);
-    Value o = linear(a, p + ".self_attn.o_proj", config.embd);
+    Value o = dropout(linear(a, p + ".self_attn.o_proj", config.embd),
+                      DropoutSite::AttentionOutput, p + ".self_attn");
     x = tp::AddOp::create(b, at(p + ".self_attn"), x, o);
     Value h = rmsNorm(x, p + ".post_attention_layernorm");
     Value gate = linear(h, p + ".mlp.gate_proj", config.ffn);
     Value up = linear(h, p + ".mlp.up_proj", config.ffn);
     Value act = tp::SwiGLUOp::create(b, at(p + ".mlp"), gate, up);
-    Value down = linear(act, p + ".mlp.down_proj", config.embd);
+    Value down = dropout(linear(act, p + ".mlp.down_proj", config.embd),
+                         DropoutSite::MLPOutput, p + ".mlp");
     return tp::AddOp::create(b, at(p + ".mlp"), x, down);
   }
 

@@ -37,6 +37,12 @@ int64_t megatron::countParameters(ArrayRef<ParameterSpec> specs) {
   return total;
 }
 
+std::string megatron::validateDropout(double rate) {
+  if (rate >= 0.0 && rate < 1.0)
+    return "";
+  return "--dropout " + std::to_string(rate) + " is outside [0, 1)";
+}
+
 TransformerEmitter::~TransformerEmitter() = default;
 
 Location TransformerEmitter::at(const std::string &name) {
@@ -68,6 +74,40 @@ Value TransformerEmitter::takePosition(Value x, Value last,
       {batch, cast<RankedTensorType>(x.getType()).getDimSize(2)},
       b.getF32Type());
   return tp::TakePositionOp::create(b, at(module), type, x, last);
+}
+
+IntegerAttr TransformerEmitter::dropoutStream(DropoutSite site) {
+  int64_t layer = currentLayer ? *currentLayer + 1 : 0;
+  return b.getI64IntegerAttr(layer * kDropoutSites +
+                             static_cast<int64_t>(site));
+}
+
+Value TransformerEmitter::dropout(Value x, DropoutSite site,
+                                  const std::string &module) {
+  if (dropoutRate == 0.0 || cache)
+    return x;
+  return tp::DropoutOp::create(b, at(module), x,
+                               b.getF64FloatAttr(dropoutRate),
+                               dropoutStream(site), /*key=*/Value(),
+                               /*offsets=*/ValueRange(),
+                               /*global_shape=*/DenseI64ArrayAttr());
+}
+
+Value TransformerEmitter::selfAttention(ValueRange inputs, int64_t heads,
+                                        IntegerAttr kvHeads,
+                                        const std::string &module) {
+  // The result holds the queries' heads: a fused qkv's first third.
+  int64_t queryWidth =
+      cast<RankedTensorType>(inputs.front().getType()).getDimSize(2) /
+      (inputs.size() == 1 ? 3 : 1);
+  bool drops = dropoutRate != 0.0;
+  return tp::AttentionOp::create(
+      b, at(module), activation(queryWidth), inputs,
+      b.getI64IntegerAttr(heads), kvHeads,
+      drops ? b.getF64FloatAttr(dropoutRate) : FloatAttr(),
+      drops ? dropoutStream(DropoutSite::Probabilities) : IntegerAttr(),
+      /*key=*/Value(), /*offsets=*/ValueRange(),
+      /*global_shape=*/DenseI64ArrayAttr());
 }
 
 namespace {

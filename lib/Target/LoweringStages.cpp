@@ -27,7 +27,11 @@ void megatron::addBufferizedRuntimeStages(OpPassManager &pm,
     pm.addPass(createOutlineLayers());
     pm.addPass(createRollLayers());
   }
-  pm.addPass(createConvertTPToRuntime());
+  // Attention's dropout runs in the CPU runtime's kernels only (the CUDA
+  // target on the host runs those too).
+  ConvertTPToRuntimeOptions runtime;
+  runtime.attentionDropout = hostMemory;
+  pm.addPass(createConvertTPToRuntime(runtime));
   // What the runtime calls left elementwise becomes as few loops (kernels)
   // as it can.
   pm.addPass(createFuseElementwise());

@@ -63,6 +63,12 @@ static cl::opt<int64_t> seq("seq", cl::desc("sequence length of a batch"),
                             cl::cat(batchCategory));
 static cl::opt<int64_t> batch("batch", cl::desc("sequences per batch"),
                               cl::cat(batchCategory));
+static cl::opt<double>
+    dropout("dropout",
+            cl::desc("the training step's dropout probability, in [0, 1): "
+                     "attention's probabilities and each block's outputs "
+                     "(0: none)"),
+            cl::cat(modelCategory));
 static cl::opt<bool> generate(
     "generate",
     cl::desc("the generation program (prefill of --seq prompt tokens, decode "
@@ -187,8 +193,11 @@ int run(const Family<Config> &family, int argc, char **argv) {
   if (!config)
     return fail("unknown preset '" + name + "'; expected " + family.presets);
   family.applyFlags(*config);
+  setIfGiven(dropout, config->dropout);
   if (std::string problem = config->validate(); !problem.empty())
     return fail(problem);
+  if (generate && config->dropout != 0.0)
+    return fail("--dropout applies to the training step, not to --generate");
 
   std::error_code error;
   ToolOutputFile out(output, error, sys::fs::OF_Text);

@@ -20,6 +20,9 @@ struct GPT2Config {
   /// prompt chunk prefill takes, and the sequences generated at once).
   int64_t seq = 64;
   int64_t batch = 4;
+  /// The training step's dropout probability: attention's probabilities
+  /// and each block's outputs (and GPT-2's embeddings) while training.
+  double dropout = 0.0;
 
   /// tiny, 124M, 350M, 774M or 1558M, or the Megatron-LM paper's Table 1
   /// configurations megatron-1.2B, megatron-2.5B, megatron-4.2B and

@@ -28,6 +28,9 @@ struct LlamaConfig {
   int64_t batch = 4;
   double ropeTheta = 10000.0;
   double normEps = 1e-5;
+  /// The training step's dropout probability: attention's probabilities
+  /// and each block's outputs (and GPT-2's embeddings) while training.
+  double dropout = 0.0;
 
   /// tiny, llama2-7B, llama3-8B or llama3-70B.
   static std::optional<LlamaConfig> fromPreset(llvm::StringRef name);

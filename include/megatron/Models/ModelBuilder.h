@@ -47,6 +47,9 @@ struct ParameterSpec {
 /// The elements of all of `specs`.
 int64_t countParameters(llvm::ArrayRef<ParameterSpec> specs);
 
+/// Why `rate` cannot be a dropout probability (outside [0, 1)), or "".
+std::string validateDropout(double rate);
+
 /// What the functions of a model take beside its parameters, and the names
 /// they carry.
 struct ModelSignature {
@@ -104,11 +107,35 @@ protected:
   /// [B, width].
   Value takePosition(Value x, Value last, const std::string &module);
 
+  /// Where a training step's dropout sits. A site's mask stream is (layer +
+  /// 1) * kDropoutSites + site, the embedding's outside any layer, so every
+  /// site of the model draws its own masks.
+  enum class DropoutSite : int64_t {
+    Probabilities,   // attention's, after the softmax
+    AttentionOutput, // the attention block's output, before the residual add
+    MLPOutput,       // the MLP's output, before the residual add
+    Embedding,       // the embedded tokens (and positions)
+  };
+  static constexpr int64_t kDropoutSites = 4;
+  /// `x` dropped at `site` by a tp.dropout located at `module` when the
+  /// step trains with a dropout rate; `x` itself otherwise (and generating).
+  Value dropout(Value x, DropoutSite site, const std::string &module);
+  /// Causal self-attention over the training chunk of `inputs` (a fused
+  /// qkv, or q, k and v), its probabilities dropped at the dropout rate.
+  Value selfAttention(ValueRange inputs, int64_t heads, IntegerAttr kvHeads,
+                      const std::string &module);
+
   OpBuilder &b;
   llvm::StringMap<Value> params;
   int64_t batch, seq;
   std::optional<int64_t> currentLayer;
   KVCache *cache = nullptr; // while emitting a generation step
+  /// The training step's dropout probability (the family's config sets it).
+  double dropoutRate = 0.0;
+
+private:
+  /// The current layer's stream of `site`.
+  IntegerAttr dropoutStream(DropoutSite site);
 };
 
 /// A family's emitter writing with `b` over the function's parameters (by

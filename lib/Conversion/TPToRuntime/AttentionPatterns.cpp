@@ -56,13 +56,42 @@ forwardOutputs(CallBuilder &c, RankedTensorType out, const AttentionShape &s) {
   return {y, lse};
 }
 
+/// The kernels' arguments after the sizes: the probability dropout (rate,
+/// seed, step, stream, the first sequence and head, the global heads) of a
+/// training step's op; rate 0 where it has no dropout or no key. Fails on a
+/// target whose kernels have no dropout.
+template <typename AttentionLikeOp>
+FailureOr<SmallVector<Value>> dropoutArgs(CallBuilder &c, AttentionLikeOp op,
+                                          const AttentionShape &s,
+                                          const RuntimeTargetInfo &target) {
+  if (!op.hasDropout() || !op.getKey())
+    return SmallVector<Value>{c.f32(0.0f), c.i64(0), c.i64(0), c.i64(0),
+                              c.i64(0),    c.i64(0), c.i64(s.heads)};
+  if (!target.attentionDropout)
+    return op.emitOpError("drops attention probabilities, which this "
+                          "target's attention kernels do not (compile for "
+                          "the cpu target, or without attention dropout)");
+  auto [seed, step] = c.dropoutKey(op.getKey());
+  ValueRange offsets = op.getOffsets();
+  std::optional<ArrayRef<int64_t>> global = op.getGlobalShape();
+  return SmallVector<Value>{
+      c.f32(static_cast<float>(op.getDropout()->convertToDouble())),
+      seed,
+      step,
+      c.i64(static_cast<int64_t>(*op.getStream())),
+      c.offsetI64(offsets.empty() ? Value() : offsets[0]),
+      c.offsetI64(offsets.empty() ? Value() : offsets[1]),
+      c.i64(global ? (*global)[1] : s.heads)};
+}
+
 /// Calls the forward kernel on `in` into `y` and `lse`.
 void callForward(CallBuilder &c, Value storage, const QKVViews &in, Value y,
-                 Value lse, const AttentionShape &s) {
+                 Value lse, const AttentionShape &s, ValueRange dropout) {
   SmallVector<Value> args = {in.q,         in.k,       in.v,
                              c.i64(in.ldq), c.i64(in.ldkv), y,
                              lse};
   args.append(sizes(c, s));
+  args.append(dropout.begin(), dropout.end());
   c.call(kernel("mrt_attention_fwd", storage), args);
 }
 
@@ -77,9 +106,12 @@ struct AttentionToRuntime : RuntimePattern<AttentionOp> {
     CallBuilder c(rewriter, op.getLoc());
     AttentionShape s = attentionShape(op.getType(), op.getNumHeads(),
                                       op.getKeyValueHeads());
+    FailureOr<SmallVector<Value>> dropout = dropoutArgs(c, op, s, target);
+    if (failed(dropout))
+      return failure();
     QKVViews in = qkvViews(c, inputViews(c, op.getInputs()), s);
     auto [y, lse] = forwardOutputs(c, op.getType(), s);
-    callForward(c, op.getInputs().front(), in, y.view, lse.view, s);
+    callForward(c, op.getInputs().front(), in, y.view, lse.view, s, *dropout);
     rewriter.replaceOp(op, c.tensor(y));
     return success();
   }
@@ -95,11 +127,14 @@ struct AttentionGradToRuntime : RuntimePattern<AttentionGradOp> {
     auto grad = op.getGrad().getType();
     AttentionShape s =
         attentionShape(grad, op.getNumHeads(), op.getKeyValueHeads());
+    FailureOr<SmallVector<Value>> dropout = dropoutArgs(c, op, s, target);
+    if (failed(dropout))
+      return failure();
     Value storage = op.getInputs().front();
     QKVViews in = qkvViews(c, inputViews(c, op.getInputs()), s);
     Value dout = c.input(op.getGrad());
     auto [out, lse] = forwardOutputs(c, grad, s);
-    callForward(c, storage, in, out.view, lse.view, s);
+    callForward(c, storage, in, out.view, lse.view, s, *dropout);
     SmallVector<CallBuilder::Output> grads = llvm::map_to_vector(
         op.getInputs().getTypes(), [&](Type type) { return c.output(type); });
     QKVViews d = qkvViews(
@@ -108,6 +143,7 @@ struct AttentionGradToRuntime : RuntimePattern<AttentionGradOp> {
                                c.i64(in.ldkv), out.view, dout,     lse.view,
                                d.q,    d.k,        d.v};
     args.append(sizes(c, s));
+    args.append(*dropout);
     c.call(kernel("mrt_attention_bwd", storage), args);
     rewriter.replaceOp(op, llvm::map_to_vector(grads, [&](auto &g) {
                          return c.tensor(g);

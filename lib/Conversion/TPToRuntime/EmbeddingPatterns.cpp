@@ -19,7 +19,7 @@ struct EmbeddingToRuntime : RuntimePattern<EmbeddingOp> {
                                 PatternRewriter &rewriter) const override {
     CallBuilder c(rewriter, op.getLoc());
     auto table = op.getTable().getType();
-    Value start = c.vocabStart(op.getOffset());
+    Value start = c.offsetI64(op.getOffset());
     Value t = c.input(op.getTable()), ids = c.input(op.getIds());
     CallBuilder::Output y = c.output(op.getType());
     c.call(kernel("mrt_embedding_fwd", op.getTable()),
@@ -35,7 +35,7 @@ struct EmbeddingToRuntime : RuntimePattern<EmbeddingOp> {
 /// of `op`'s type: the kernel accumulates.
 void callEmbeddingBwd(CallBuilder &c, EmbeddingGradOp op, Value dtable) {
   auto table = op.getType();
-  Value start = c.vocabStart(op.getOffset());
+  Value start = c.offsetI64(op.getOffset());
   Value dy = c.input(op.getGrad()), ids = c.input(op.getIds());
   c.call(kernel("mrt_embedding_bwd", op.getGrad()),
          {dy, ids, start, c.i64(table.getDimSize(0)),

@@ -11,7 +11,7 @@ using namespace mlir::tp;
 
 Value runtime::lowerXentMax(CallBuilder &c, XentMaxOp op) {
   int64_t vocab = op.getLogits().getType().getShape().back();
-  Value start = c.vocabStart(op.getOffset());
+  Value start = c.offsetI64(op.getOffset());
   Value logits = c.input(op.getLogits());
   CallBuilder::Output max = c.output(op.getType());
   c.call(kernel("mrt_vocab_ce_local_max", op.getLogits()),
@@ -23,7 +23,7 @@ Value runtime::lowerXentMax(CallBuilder &c, XentMaxOp op) {
 std::pair<Value, Value> runtime::lowerXentSumExp(CallBuilder &c,
                                                  XentSumExpOp op) {
   int64_t vocab = op.getLogits().getType().getShape().back();
-  Value start = c.vocabStart(op.getOffset());
+  Value start = c.offsetI64(op.getOffset());
   Value logits = c.input(op.getLogits()), targets = c.input(op.getTargets()),
         max = c.input(op.getMax());
   CallBuilder::Output sumExp = c.output(op.getSumExp().getType()),
@@ -123,7 +123,7 @@ struct XentGradToRuntime : RuntimePattern<XentGradOp> {
                                 PatternRewriter &rewriter) const override {
     CallBuilder c(rewriter, op.getLoc());
     int64_t vocab = op.getLogits().getType().getShape().back();
-    Value start = c.vocabStart(op.getOffset());
+    Value start = c.offsetI64(op.getOffset());
     Value lossGrad = scaleToMeanOver(
         c,
         tensor::ExtractOp::create(rewriter, op.getLoc(), op.getLossGrad(),

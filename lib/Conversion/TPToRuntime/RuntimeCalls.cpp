@@ -207,10 +207,18 @@ Value CallBuilder::gather(RankedTensorType result, Value source, Value perRow,
   return generic.getResult(0);
 }
 
-Value CallBuilder::vocabStart(Value offset) {
+Value CallBuilder::offsetI64(Value offset) {
   if (!offset)
     return i64(0);
   return arith::IndexCastOp::create(b, loc, b.getI64Type(), offset);
+}
+
+std::pair<Value, Value> CallBuilder::dropoutKey(Value hyperparameters) {
+  auto slot = [&](int64_t index) -> Value {
+    return arith::FPToUIOp::create(b, loc, b.getI64Type(),
+                                   scalar(hyperparameters, index));
+  };
+  return {slot(MGT_HP_DROPOUT_SEED), slot(MGT_HP_STEP)};
 }
 
 Value CallBuilder::elementwise(RankedTensorType result, ValueRange inputs,

@@ -95,8 +95,12 @@ public:
   Value gather(RankedTensorType result, Value source, Value perRow,
                GatherIndices where);
 
-  /// The first row of this rank's vocabulary slice (0 when not split).
-  Value vocabStart(Value offset);
+  /// An op's index offset (the first row of this rank's vocabulary slice,
+  /// a dropout's position) as the kernels' int64_t: 0 when it has none.
+  Value offsetI64(Value offset);
+  /// A dropout's key as the kernels take it (megatron_rt/dropout.h): the
+  /// seed and step of the step's hyperparameters, as int64_t.
+  std::pair<Value, Value> dropoutKey(Value hyperparameters);
 
   /// An elementwise linalg.generic over `result`'s shape; `inputs` are
   /// indexed by the trailing dimensions they have. `body` computes in fp32

@@ -41,6 +41,7 @@ void megatron::populateTPToRuntimePatterns(RewritePatternSet &patterns,
   populateNormalizationToRuntimePatterns(patterns, target);
   populateEmbeddingToRuntimePatterns(patterns, target);
   populateElementwiseToRuntimePatterns(patterns, target);
+  populateDropoutToRuntimePatterns(patterns, target);
   populateLossToRuntimePatterns(patterns, target);
   populateCollectiveToRuntimePatterns(patterns, target);
   populateOptimizerToRuntimePatterns(patterns, target);
@@ -188,6 +189,7 @@ struct ConvertTPToRuntimePass
                        "gelu-epilogue-row-multiple must be positive, got ")
              << geluEpilogueRowMultiple.getValue();
     target.geluEpilogueRowMultiple = geluEpilogueRowMultiple;
+    target.attentionDropout = attentionDropout;
     RewritePatternSet epilogues(context), ops(context);
     populateGemmEpilogueFusionPatterns(epilogues, target);
     populateEmbeddingGradAccumulationPatterns(epilogues, target);

@@ -11,6 +11,7 @@
 
 #include "megatron_rt/attention.h"
 #include "megatron_rt/cross_entropy.h"
+#include "megatron_rt/dropout.h"
 #include "megatron_rt/embedding.h"
 #include "megatron_rt/layernorm.h"
 #include "megatron_rt/optimizer.h"
@@ -869,6 +870,48 @@ INSTANTIATE_TEST_SUITE_P(
                        kBothStorages),
     typedName(ropeLabel));
 
+// --- dropout ------------------------------------------------------------
+
+// A [n0, n1, n2] block of a global [*, g1, g2] tensor at offsets.
+struct DropoutShape {
+  int64_t n0, n1, n2, o0, o1, o2, g1, g2;
+  bool aliased;
+  size_t size() const { return n0 * n1 * n2; }
+};
+
+std::string dropoutLabel(const DropoutShape &s) {
+  return std::to_string(s.n0) + "x" + std::to_string(s.n1) + "x" +
+         std::to_string(s.n2) + "_at_" + std::to_string(s.o0) + "_" +
+         std::to_string(s.o1) + "_" + std::to_string(s.o2) +
+         flags(false, s.aliased);
+}
+
+class DropoutTest : public TypedTest<DropoutShape> {};
+
+// The mask bits equal the CPU runtime's (which draws one Philox block per
+// four elements of a row, where a GPU thread draws its element's own).
+TEST_P(DropoutTest, MaskEqualsTheCPURuntimes) {
+  const std::vector<float> x = typed(randomVector(s.size(), 23));
+  std::vector<float> y(s.size());
+  mrt_dropout_f32(x.data(), y.data(), s.n0, s.n1, s.n2, s.o0, s.o1, s.o2,
+                  s.g1, s.g2, 0.3f, 99, 12, 7);
+  Buffer gX = typedBuffer(x), gY = typedGarbage(s.size());
+  Buffer &result = s.aliased ? gX : gY; // y may alias x
+  GPU_CALL(storage, mrt_dropout, gX.data(), result.data(), s.n0, s.n1, s.n2,
+           s.o0, s.o1, s.o2, s.g1, s.g2, 0.3f, 99, 12, 7);
+  EXPECT_TRUE(matches(result, y, kExact));
+}
+
+// Rows whose global indices start off a block of four, and a whole tensor.
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, DropoutTest,
+    ::testing::Combine(
+        ::testing::Values(DropoutShape{2, 3, 5, 1, 2, 3, 7, 11, false},
+                          DropoutShape{4, 16, 64, 0, 0, 0, 16, 64, true},
+                          DropoutShape{1, 1, 1000, 0, 0, 0, 1, 1000, false}),
+        kBothStorages),
+    typedName(dropoutLabel));
+
 // --- embeddings ---------------------------------------------------------
 
 struct EmbeddingShape {
@@ -1121,6 +1164,7 @@ TEST(EntryPoints, EveryOneIsTested) {
                                         "mrt_rmsnorm_bwd_f32",
                                         "mrt_residual_rmsnorm_fwd_f32",
                                         "mrt_rope_f32",
+                                        "mrt_dropout_f32",
                                         "mrt_embedding_fwd_f32",
                                         "mrt_embedding_bwd_f32",
                                         "mrt_vocab_ce_local_max_f32",
@@ -1141,6 +1185,7 @@ TEST(EntryPoints, EveryOneIsTested) {
                                         "mrt_rmsnorm_bwd_bf16",
                                         "mrt_residual_rmsnorm_fwd_bf16",
                                         "mrt_rope_bf16",
+                                        "mrt_dropout_bf16",
                                         "mrt_embedding_fwd_bf16",
                                         "mrt_embedding_bwd_bf16",
                                         "mrt_vocab_ce_local_max_bf16",

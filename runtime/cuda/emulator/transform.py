@@ -12,8 +12,8 @@ CUDA-only syntax replaced by calls into shim/cuda_runtime.h:
   extern __shared__ T name[];   -> T *name = emu::dynamicShared<T>();
   __shared__ T name[N];         -> auto &name = emu::staticShared<T[N]>([] {});
   asm volatile("cp.async...")   -> emu::cpAsync / CommitGroup / WaitGroup
-  mrt_<entry point>             -> gpu_mrt_<entry point> (ABI types keep
-                                   their names)
+  mrt_<entry point>             -> gpu_mrt_<entry point> (the ABI's types
+                                   and inline functions keep their names)
 
 The renaming lets the GPU entry points link beside libmegatron_rt's;
 DIR/gpu_entry_points.h declares them. Any asm statement, launch or shared
@@ -312,9 +312,10 @@ def rewrite_shared(source):
 
 ENTRY_DEFINITION = re.compile(r'\bextern\s+"\s*"\s+([^;{}()"]+?)\b(gpu_mrt_\w+)\s*\(')
 
-# Types of the C ABI (megatron_rt/api.h): shared by both runtimes' entry
-# points, so they keep their names.
-ABI_TYPES = {"mrt_bf16"}
+# Types and inline functions of the C ABI headers (megatron_rt/api.h,
+# dropout.h): shared by both runtimes, so they keep their names.
+ABI_TYPES = {"mrt_bf16", "mrt_bf16_round", "mrt_philox4x32_10",
+             "mrt_dropout_block", "mrt_dropout_threshold"}
 
 
 def rename_entry_points(source):

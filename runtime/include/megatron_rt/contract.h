@@ -186,8 +186,8 @@ enum { MRT_AXIS_TP_SUB_BASE = 1 << 20, MRT_AXIS_TP_SUB_STRIDE = 1 << 10 };
 enum { MRT_REDUCE_SUM = 0, MRT_REDUCE_MAX = 1 };
 
 /* ---- The hyperparameters argument (f32 [MGT_HP_COUNT], host memory) ------
- * The launcher writes it before every train step; the step's AdamW and
- * gradient clipping read it. */
+ * The launcher writes it before every train step; the step's AdamW,
+ * gradient clipping and dropout masks (megatron_rt/dropout.h) read it. */
 enum {
   MGT_HP_LR = 0,
   MGT_HP_BETA1 = 1,
@@ -195,8 +195,9 @@ enum {
   MGT_HP_EPS = 3,
   MGT_HP_WEIGHT_DECAY = 4,
   MGT_HP_GRAD_CLIP = 5, /* max global gradient norm; 0 disables clipping */
-  MGT_HP_STEP = 6,      /* 1-based AdamW step (bias correction) */
-  MGT_HP_COUNT = 8      /* slot 7 is reserved */
+  MGT_HP_STEP = 6,      /* 1-based AdamW step (bias correction); dropout's */
+  MGT_HP_DROPOUT_SEED = 7, /* dropout's seed, an integer below 2^24 */
+  MGT_HP_COUNT = 8
 };
 
 /* ---- Activation constants --------------------------------------------------

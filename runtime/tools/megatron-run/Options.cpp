@@ -121,8 +121,9 @@ const OptionSpec kOptions[] = {
     {"--seed", "S", kModelStep | kGeneration, Section::Common,
      "without --init-from: the model's initialisation\n"
      "(its tp.init rules) from seed S (default 1337; the\n"
-     "same weights for every TP size); with --generate\n"
-     "also the sampling's seed",
+     "same weights for every TP size); the dropout masks'\n"
+     "seed (its low 24 bits); with --generate also the\n"
+     "sampling's seed",
      [](Options &o, S f, S v) { o.seed = parseUnsigned(f, v); }},
     {"--data", "FILE", kModelStep, Section::Common,
      "tokens: llm.c shard (20240520 header, uint16; 20240801,\n"

@@ -166,7 +166,7 @@ bool train(Session &s) {
 std::array<float, MGT_HP_COUNT> hyperparameters(const Options &opt,
                                                 int64_t step,
                                                 int64_t skipped) {
-  std::array<float, MGT_HP_COUNT> hp = {}; // reserved slots stay 0
+  std::array<float, MGT_HP_COUNT> hp = {};
   hp[MGT_HP_LR] = static_cast<float>(learningRate(opt, step));
   hp[MGT_HP_BETA1] = static_cast<float>(opt.beta1);
   hp[MGT_HP_BETA2] = static_cast<float>(opt.beta2);
@@ -174,6 +174,8 @@ std::array<float, MGT_HP_COUNT> hyperparameters(const Options &opt,
   hp[MGT_HP_WEIGHT_DECAY] = static_cast<float>(opt.weightDecay);
   hp[MGT_HP_GRAD_CLIP] = static_cast<float>(opt.gradClip);
   hp[MGT_HP_STEP] = static_cast<float>(step + 1 - skipped);
+  // A float holds integers below 2^24 exactly: the seed's low 24 bits.
+  hp[MGT_HP_DROPOUT_SEED] = static_cast<float>(opt.seed & 0xFFFFFF);
   return hp;
 }
 

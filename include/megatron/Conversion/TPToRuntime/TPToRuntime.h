@@ -24,6 +24,10 @@ struct RuntimeTargetInfo {
   /// such limit but follows the CUDA target's, so that the CPU step fuses
   /// alike and stays the bit-for-bit reference of the GPU's program.
   int64_t geluEpilogueRowMultiple = 8;
+  /// Whether the attention kernels take a probability dropout: the CPU
+  /// runtime's do, the CUDA kernels do not yet, and a step that needs it is
+  /// refused there.
+  bool attentionDropout = true;
   /// The element types the runtime's kernels store (their _f32 and _bf16
   /// variants).
   bool storesElementType(Type element) const;
@@ -65,6 +69,10 @@ void populateEmbeddingToRuntimePatterns(RewritePatternSet &patterns,
 /// bias-gradient sums (a runtime call).
 void populateElementwiseToRuntimePatterns(RewritePatternSet &patterns,
                                           const RuntimeTargetInfo &target);
+/// Dropout (a runtime call drawing each element's mask from its global
+/// index; the identity without the step's key).
+void populateDropoutToRuntimePatterns(RewritePatternSet &patterns,
+                                      const RuntimeTargetInfo &target);
 /// The cross-entropy loss, its vocabulary-parallel pieces and its gradient.
 void populateLossToRuntimePatterns(RewritePatternSet &patterns,
                                    const RuntimeTargetInfo &target);

@@ -477,14 +477,54 @@ static LogicalResult verifyAttentionInputs(Operation *op, ValueRange inputs,
                            kvHeads.value_or(heads), result);
 }
 
+/// Where a DropoutOpInterface op's elements sit: no offsets (the whole
+/// tensor), or one per dimension of `local` with the global shape, which
+/// holds the local one.
+static LogicalResult verifyDropoutPlacement(Operation *op,
+                                            ArrayRef<int64_t> local,
+                                            ValueRange offsets,
+                                            std::optional<ArrayRef<int64_t>> global) {
+  if (offsets.empty() != !global)
+    return op->emitOpError("takes offsets and a global shape together");
+  if (!global)
+    return success();
+  if (offsets.size() != local.size() || global->size() != local.size())
+    return op->emitOpError("places its ")
+           << local.size() << " dimensions with " << offsets.size()
+           << " offsets in a global shape of " << global->size();
+  for (auto [dim, size] : llvm::enumerate(local))
+    if (size > (*global)[dim])
+      return op->emitOpError("holds ")
+             << size << " elements of dimension " << dim
+             << ", more than the global shape's " << (*global)[dim];
+  return success();
+}
+
+/// Attention's dropout arguments: a rate comes with its stream, and the
+/// placement is of the probabilities' [batch, heads].
+template <typename AttentionLikeOp>
+static LogicalResult verifyProbabilityDropout(AttentionLikeOp op,
+                                              int64_t batch) {
+  if (op.getDropout().has_value() != op.getStream().has_value())
+    return op.emitOpError("takes a dropout rate and its stream together");
+  if (!op.getDropout() && (op.getKey() || !op.getOffsets().empty()))
+    return op.emitOpError("has dropout arguments but no dropout rate");
+  return verifyDropoutPlacement(op, {batch, op.getNumHeads()},
+                                op.getOffsets(), op.getGlobalShape());
+}
+
 LogicalResult AttentionOp::verify() {
-  return verifyAttentionInputs(*this, getInputs(), getNumHeads(),
-                               getKvHeads(), getType());
+  if (failed(verifyAttentionInputs(*this, getInputs(), getNumHeads(),
+                                   getKvHeads(), getType())))
+    return failure();
+  return verifyProbabilityDropout(*this, getType().getDimSize(0));
 }
 
 LogicalResult AttentionGradOp::verify() {
   if (failed(verifyAttentionInputs(*this, getInputs(), getNumHeads(),
-                                   getKvHeads(), getGrad().getType())))
+                                   getKvHeads(), getGrad().getType())) ||
+      failed(verifyProbabilityDropout(*this,
+                                      getGrad().getType().getDimSize(0))))
     return failure();
   if (getInputGrads().getTypes() != getInputs().getTypes())
     return emitOpError("input_grads must have the inputs' types");
@@ -1022,3 +1062,27 @@ void FOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
 
 #define GET_OP_CLASSES
 #include "megatron/Dialect/TP/IR/TPOps.cpp.inc"
+
+LogicalResult DropoutOp::verify() {
+  int64_t rank = getType().getRank();
+  if (rank < 1 || rank > 3)
+    return emitOpError("drops elements of tensors of rank 1 to 3, got rank ")
+           << rank;
+  return verifyDropoutPlacement(*this, getType().getShape(), getOffsets(),
+                                getGlobalShape());
+}
+
+bool DropoutOp::hasDropout() { return !getDropout().isZero(); }
+bool AttentionOp::hasDropout() {
+  return getDropout() && !getDropout()->isZero();
+}
+bool AttentionGradOp::hasDropout() {
+  return getDropout() && !getDropout()->isZero();
+}
+
+/// Without the step's key (evaluation) or at rate 0 nothing is dropped.
+OpFoldResult DropoutOp::fold(FoldAdaptor) {
+  if (!getKey() || !hasDropout())
+    return getInput();
+  return {};
+}

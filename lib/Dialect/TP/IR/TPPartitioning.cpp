@@ -40,6 +40,26 @@ Value PartitionContext::rowOffset(Location loc, StringRef axis,
   return arith::MulIOp::create(builder, loc, index, size);
 }
 
+Value PartitionContext::dimOffset(Location loc, ShardingAttr sharding,
+                                  unsigned dim, int64_t localSize) {
+  Value position = arith::ConstantIndexOp::create(builder, loc, 0);
+  if (sharding)
+    for (StringRef axis : sharding.getDimAxes(dim)) {
+      int64_t size = mesh.getAxisSize(axis).value_or(1);
+      if (size <= 1)
+        continue;
+      Value index = AxisIndexOp::create(builder, loc, meshRef,
+                                        builder.getStringAttr(axis));
+      Value scaled = arith::MulIOp::create(
+          builder, loc, position,
+          arith::ConstantIndexOp::create(builder, loc, size));
+      position = arith::AddIOp::create(builder, loc, scaled, index);
+    }
+  return arith::MulIOp::create(
+      builder, loc, position,
+      arith::ConstantIndexOp::create(builder, loc, localSize));
+}
+
 void PartitionContext::replaceOp(Operation *op, Value replacement) {
   Value result = op->getResult(0);
   if (ShardingAttr sharding = shardings.lookup(result))
@@ -123,10 +143,45 @@ static int64_t headShards(PartitionContext &context, Value value,
 
 /// Each rank keeps num_heads / N whole query heads and the key/value heads
 /// its queries read (and, generating, the caches of those heads).
+/// A dropout places the rank's sequences and heads in the global
+/// probabilities.
 LogicalResult AttentionOp::partition(PartitionContext &context) {
+  int64_t globalHeads = getNumHeads();
   setNumHeads(getNumHeads() / headShards(context, getInputs().front()));
   if (getKvHeads())
     setKvHeads(*getKvHeads() / headShards(context, getInputs()[1]));
+  if (!getDropout())
+    return success();
+  if (!getOffsets().empty())
+    return emitOpError("is partitioned already: its dropout has offsets");
+  ShardingAttr queries = context.shardingOf(getInputs().front());
+  int64_t batch = getType().getDimSize(0);
+  OpBuilder &b = context.getBuilder();
+  b.setInsertionPoint(*this);
+  getOffsetsMutable().assign(
+      {context.dimOffset(getLoc(), queries, 0, batch),
+       context.dimOffset(getLoc(), queries, getType().getRank() - 1,
+                         getNumHeads())});
+  setGlobalShape(
+      ArrayRef<int64_t>{batch * context.shardCount(queries, 0), globalHeads});
+  return success();
+}
+
+/// The rank's block starts at its offset along every split dimension.
+LogicalResult DropoutOp::partition(PartitionContext &context) {
+  if (!getOffsets().empty())
+    return emitOpError("is partitioned already: it has offsets");
+  ShardingAttr sharding = context.shardingOf(getInput());
+  OpBuilder &b = context.getBuilder();
+  b.setInsertionPoint(*this);
+  SmallVector<Value> offsets;
+  SmallVector<int64_t> global;
+  for (auto [dim, size] : llvm::enumerate(getType().getShape())) {
+    offsets.push_back(context.dimOffset(getLoc(), sharding, dim, size));
+    global.push_back(size * context.shardCount(sharding, dim));
+  }
+  getOffsetsMutable().assign(offsets);
+  setGlobalShape(global);
   return success();
 }
 LogicalResult CachedAttentionOp::partition(PartitionContext &context) {

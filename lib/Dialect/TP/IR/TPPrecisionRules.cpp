@@ -31,12 +31,19 @@ PrecisionRule LayerNormOp::getPrecisionRule() { return low(*this); }
 PrecisionRule RMSNormOp::getPrecisionRule() { return low(*this); }
 PrecisionRule EmbeddingOp::getPrecisionRule() { return low(*this); }
 PrecisionRule PositionEmbeddingOp::getPrecisionRule() { return low(*this); }
-PrecisionRule AttentionOp::getPrecisionRule() { return low(*this); }
+/// bf16 q, k, v and result; the dropout key (the hyperparameters) stays.
+PrecisionRule AttentionOp::getPrecisionRule() {
+  return {SmallVector<Precision, 4>(getInputs().size(), L), {L}};
+}
 PrecisionRule CachedAttentionOp::getPrecisionRule() { return low(*this); }
 PrecisionRule KVCacheStoreOp::getPrecisionRule() { return low(*this); }
 PrecisionRule PositionEmbeddingAtOp::getPrecisionRule() { return low(*this); }
 PrecisionRule TakePositionOp::getPrecisionRule() { return low(*this); }
-PrecisionRule AttentionGradOp::getPrecisionRule() { return low(*this); }
+PrecisionRule AttentionGradOp::getPrecisionRule() {
+  return {SmallVector<Precision, 4>(getInputs().size() + 1, L),
+          SmallVector<Precision, 1>(getNumResults(), L)};
+}
+PrecisionRule DropoutOp::getPrecisionRule() { return {{L}, {L}}; }
 PrecisionRule GeluOp::getPrecisionRule() { return low(*this); }
 PrecisionRule GeluGradOp::getPrecisionRule() { return low(*this); }
 PrecisionRule SwiGLUOp::getPrecisionRule() { return low(*this); }

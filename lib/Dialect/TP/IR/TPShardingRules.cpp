@@ -88,6 +88,10 @@ ShardingRule GeluOp::getShardingRule() {
   return ShardingRule::elementwise(1, rankOf(getResult()));
 }
 
+ShardingRule DropoutOp::getShardingRule() {
+  return ShardingRule::elementwise(1, rankOf(getResult()));
+}
+
 ShardingRule SwiGLUOp::getShardingRule() {
   return ShardingRule::elementwise(2, rankOf(getResult()));
 }

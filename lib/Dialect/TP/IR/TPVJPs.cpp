@@ -56,6 +56,16 @@ LogicalResult GeluOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
   return success();
 }
 
+/// The same mask, drawn again, on the gradient.
+LogicalResult DropoutOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                  Accumulate accumulate) {
+  accumulate(getInput(),
+             DropoutOp::create(b, getLoc(), resultGrads[0], getDropoutAttr(),
+                               getStreamAttr(), getKey(), getOffsets(),
+                               getGlobalShapeAttr()));
+  return success();
+}
+
 LogicalResult SwiGLUOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
                                  Accumulate accumulate) {
   auto grads = SwiGLUGradOp::create(b, getLoc(), getGate(), getUp(),
@@ -110,7 +120,8 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
                                     Accumulate accumulate) {
   auto grads = AttentionGradOp::create(
       b, getLoc(), getInputs().getTypes(), resultGrads[0], getInputs(),
-      getNumHeadsAttr(), getKvHeadsAttr());
+      getNumHeadsAttr(), getKvHeadsAttr(), getDropoutAttr(), getStreamAttr(),
+      getKey(), getOffsets(), getGlobalShapeAttr());
   for (auto [input, grad] : llvm::zip(getInputs(), grads.getInputGrads()))
     accumulate(input, grad);
   return success();

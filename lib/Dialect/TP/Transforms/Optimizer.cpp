@@ -73,6 +73,11 @@ public:
     for (unsigned index : gradIndices)
       gradOutputs.push_back(function.getArgument(index));
     BlockArgument hyper = function.getArgument(hyperIndex);
+    // The step's seed and step key every dropout mask, forward and backward.
+    function.walk([&](DropoutOpInterface op) {
+      if (op.hasDropout())
+        op.bindKey(hyper);
+    });
 
     b.setInsertionPoint(ret);
     Operation *last = ret->getPrevNode();

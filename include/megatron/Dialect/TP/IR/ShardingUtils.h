@@ -129,6 +129,11 @@ public:
   /// This rank's first row of a tensor whose dimension of `localSize` rows
   /// is split over `axis`: axis_index * localSize, at the insertion point.
   Value rowOffset(Location loc, StringRef axis, int64_t localSize);
+  /// This rank's first index along dimension `dim` of a tensor `sharding`
+  /// splits into parts of `localSize`: its position among the dimension's
+  /// splitting axes (major to minor) times localSize; 0 where it is whole.
+  Value dimOffset(Location loc, ShardingAttr sharding, unsigned dim,
+                  int64_t localSize);
 
   /// Replaces `op`'s one result with `replacement`, which takes over its
   /// sharding, and erases `op`. Ops that partition into others go through

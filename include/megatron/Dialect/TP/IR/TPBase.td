@@ -100,5 +100,12 @@ def TP_FloatTensor : StaticShapeTensorOf<[AnyFloat]>;
 def TP_F32Tensor : StaticShapeTensorOf<[F32]>;
 def TP_IndexTensor : StaticShapeTensorOf<[AnySignlessInteger]>;
 def TP_Scalar : 0DTensorOf<[AnyFloat]>;
+// The training step's hyperparameters (megatron_rt/contract.h's MGT_HP_*).
+def TP_Hyperparameters : StaticShapeTensorOf<[F32]>;
+// A dropout probability: in [0, 1).
+def TP_DropoutRate : ConfinedAttr<F64Attr, [AttrConstraint<
+    CPred<"::llvm::cast<::mlir::FloatAttr>($_self).getValueAsDouble() >= 0.0 && "
+          "::llvm::cast<::mlir::FloatAttr>($_self).getValueAsDouble() < 1.0">,
+    "whose value is in [0, 1)">]>;
 
 #endif // MEGATRON_DIALECT_TP_IR_TPBASE_TD

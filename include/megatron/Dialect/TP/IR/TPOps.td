@@ -364,6 +364,64 @@ def TP_GeluOp : TP_Op<"gelu", [TP_MegatronRegionOpInterface, DeclareOpInterfaceM
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
+/// The arguments of a DropoutOpInterface op: the rate and stream, the key,
+/// and where the rank's elements sit in the global tensor (tp-partition
+/// sets them). Attention's are optional, the [batch, heads] of its
+/// probabilities.
+class TP_DropoutArgs {
+  dag args = (ins OptionalAttr<TP_DropoutRate>:$dropout,
+                  OptionalAttr<I64Attr>:$stream,
+                  Optional<TP_Hyperparameters>:$key,
+                  Variadic<Index>:$offsets,
+                  OptionalAttr<DenseI64ArrayAttr>:$global_shape);
+  string format = [{
+    (`dropout` `=` $dropout^ `stream` `=` $stream)?
+    (`at` ` ` `[` $offsets^ `]` `of` $global_shape)?
+    (`key` `(` $key^ `:` type($key) `)`)?
+  }];
+}
+def TP_ProbabilityDropoutArgs : TP_DropoutArgs;
+/// tp.dropout's: the rate is not optional.
+def TP_TensorDropoutArgs : TP_DropoutArgs {
+  let args = (ins TP_DropoutRate:$dropout, I64Attr:$stream,
+                  Optional<TP_Hyperparameters>:$key,
+                  Variadic<Index>:$offsets,
+                  OptionalAttr<DenseI64ArrayAttr>:$global_shape);
+  let format = [{
+    `dropout` `=` $dropout `stream` `=` $stream
+    (`at` ` ` `[` $offsets^ `]` `of` $global_shape)?
+    (`key` `(` $key^ `:` type($key) `)`)?
+  }];
+}
+
+def TP_DropoutOp : TP_Op<"dropout", [AttrSizedOperandSegments, DeclareOpInterfaceMethods<TP_DropoutOpInterface>, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>, AllTypesMatch<["input", "result"]>]> {
+  let summary = "Drops elements at random while training, the same at any layout";
+  let description = [{
+    Each element of `input` (of rank 1 to 3) is kept with probability
+    1 - `dropout` and then scaled by 1 / (1 - `dropout`), or set to zero
+    (DropoutOpInterface). Its mask bit is drawn from the training step's
+    seed and step (`key`), the site's `stream` and the element's index in
+    the global tensor: `input` is the part of `global_shape` starting at
+    `offsets`, which tp-partition sets (absent: the whole tensor), so every
+    tensor-parallel size, sequence split, data-parallel size and
+    micro-batch count draws the same mask. Without a key (the forward entry,
+    evaluation) the op is the identity. Its gradient is the same dropout of
+    the result's gradient, the mask recomputed rather than stored.
+
+    Example:
+
+    ```mlir
+    %d = tp.dropout %x dropout = 1.000000e-01 stream = 17 : tensor<2x32x64xf32>
+    ```
+  }];
+  let arguments = !con((ins TP_FloatTensor:$input), TP_TensorDropoutArgs.args);
+  let results = (outs TP_FloatTensor:$result);
+  let assemblyFormat = !strconcat("$input ", TP_TensorDropoutArgs.format,
+                                  " attr-dict `:` type($result)");
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
 def TP_SwiGLUOp : TP_Op<"swiglu", [TP_MegatronRegionOpInterface, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
   let summary = "SwiGLU: silu(gate) * up (Llama's MLP)";
   let description = [{
@@ -421,7 +479,7 @@ def TP_RoPEOp : TP_Op<"rope", [DeclareOpInterfaceMethods<TP_MegatronRegionOpInte
   let hasVerifier = 1;
 }
 
-def TP_AttentionOp : TP_Op<"attention", [DeclareOpInterfaceMethods<TP_MegatronRegionOpInterface, ["getColumnSections", "getColumnHeads", "verifyTensorParallelSize"]>, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>]> {
+def TP_AttentionOp : TP_Op<"attention", [AttrSizedOperandSegments, DeclareOpInterfaceMethods<TP_DropoutOpInterface>, DeclareOpInterfaceMethods<TP_MegatronRegionOpInterface, ["getColumnSections", "getColumnHeads", "verifyTensorParallelSize"]>, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>]> {
   let summary = "Causal self-attention: multi-head or grouped-query";
   let description = [{
     Two forms. Fused (GPT-2): one `qkv` `[B, T, 3C]` of q, k and v sections
@@ -442,21 +500,31 @@ def TP_AttentionOp : TP_Op<"attention", [DeclareOpInterfaceMethods<TP_MegatronRe
     rejects a TP size that does not divide them. The gradient is
     `tp.attention_grad`.
 
+    With `dropout` (a rate in [0, 1)) and its `stream`, training drops
+    probabilities after the softmax (DropoutOpInterface): probability (t, j)
+    of head h of sequence b is element (b, h, t, j) of the global [B, H, T,
+    T] probabilities, the rank's first sequence and head at `offsets` of
+    `global_shape` [B, H]. Without a `key` (evaluation) it drops nothing.
+
     Example:
 
     ```mlir
     %a = tp.attention %qkv heads = 4 : tensor<2x32x192xf32> -> tensor<2x32x64xf32>
     %g = tp.attention %q, %k, %v heads = 8 kv_heads = 2 : tensor<2x32x64xf32>, tensor<2x32x16xf32>, tensor<2x32x16xf32> -> tensor<2x32x64xf32>
+    %d = tp.attention %qkv heads = 4 dropout = 1.000000e-01 stream = 16 : tensor<2x32x192xf32> -> tensor<2x32x64xf32>
     ```
   }];
-  let arguments = (ins Variadic<TP_FloatTensor>:$inputs,
-                   ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
-                   OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$kv_heads);
+  let arguments = !con(
+      (ins Variadic<TP_FloatTensor>:$inputs,
+           ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+           OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$kv_heads),
+      TP_ProbabilityDropoutArgs.args);
   let results = (outs TP_FloatTensor:$result);
   let assemblyFormat = [{
-    $inputs `heads` `=` $num_heads (`kv_heads` `=` $kv_heads^)? attr-dict
+    $inputs `heads` `=` $num_heads (`kv_heads` `=` $kv_heads^)?
+    }] # !strconcat(TP_ProbabilityDropoutArgs.format, [{ attr-dict
     `:` type($inputs) `->` type($result)
-  }];
+  }]);
   let extraClassDeclaration = [{
     /// The key/value heads: kv_heads, or num_heads when absent.
     int64_t getKeyValueHeads() {
@@ -827,7 +895,7 @@ def TP_RMSNormGradOp : TP_Op<"rms_norm_grad", [DeclareOpInterfaceMethods<TP_Prec
   }];
 }
 
-def TP_AttentionGradOp : TP_Op<"attention_grad", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure]> {
+def TP_AttentionGradOp : TP_Op<"attention_grad", [AttrSizedOperandSegments, DeclareOpInterfaceMethods<TP_DropoutOpInterface>, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure]> {
   let summary = "Gradient of tp.attention; probabilities are recomputed";
   let description = [{
     From the gradient `grad` `[B, T, H D]` of tp.attention's result and
@@ -836,7 +904,8 @@ def TP_AttentionGradOp : TP_Op<"attention_grad", [DeclareOpInterfaceMethods<TP_P
     `kv_heads` are the forward op's (per rank after tp-partition); a
     key/value head's gradient sums those of the query heads reading it. The
     forward pass keeps no probabilities: they are recomputed from q and k,
-    so the T x T matrix is never stored.
+    so the T x T matrix is never stored; their dropout mask (the forward
+    op's dropout arguments) too.
 
     Example:
 
@@ -844,14 +913,17 @@ def TP_AttentionGradOp : TP_Op<"attention_grad", [DeclareOpInterfaceMethods<TP_P
     %dqkv = tp.attention_grad %da, %qkv heads = 4 : tensor<2x32x64xf32>, tensor<2x32x192xf32> -> tensor<2x32x192xf32>
     ```
   }];
-  let arguments = (ins TP_FloatTensor:$grad, Variadic<TP_FloatTensor>:$inputs,
-                   ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
-                   OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$kv_heads);
+  let arguments = !con(
+      (ins TP_FloatTensor:$grad, Variadic<TP_FloatTensor>:$inputs,
+           ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+           OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$kv_heads),
+      TP_ProbabilityDropoutArgs.args);
   let results = (outs Variadic<TP_FloatTensor>:$input_grads);
   let assemblyFormat = [{
     $grad `,` $inputs `heads` `=` $num_heads (`kv_heads` `=` $kv_heads^)?
+    }] # !strconcat(TP_ProbabilityDropoutArgs.format, [{
     attr-dict `:` type($grad) `,` type($inputs) `->` type($input_grads)
-  }];
+  }]);
   let extraClassDeclaration = [{
     int64_t getKeyValueHeads() {
       return getKvHeads().value_or(getNumHeads());

@@ -90,6 +90,32 @@ def TP_MegatronRegionOpInterface : OpInterface<"MegatronRegionOpInterface"> {
   ];
 }
 
+def TP_DropoutOpInterface : OpInterface<"DropoutOpInterface"> {
+  let cppNamespace = "::mlir::tp";
+  let description = [{
+    Ops that drop elements at random while training: tp.dropout an input's,
+    attention its probabilities'. An element's mask bit is drawn from its
+    index in the global tensor (megatron_rt/dropout.h), so a mask never
+    depends on the layout: the op states where its elements sit (`offsets`
+    into `global_shape`, which tp-partition sets; none means the op holds
+    the whole tensor) and the site's `stream`. The seed and step come from
+    the training step's hyperparameters (`key`), which tp-optimizer binds
+    to every such op of the step; an op without a key, as in the forward
+    entry that validation runs, drops nothing.
+  }];
+  let methods = [
+    InterfaceMethod<"Whether the op drops at a rate above 0 while training.",
+      "bool", "hasDropout">,
+    InterfaceMethod<"The step's hyperparameters, null where the op drops "
+                    "nothing.",
+      "::mlir::Value", "getKey", (ins), [{}],
+      [{ return $_op.getKey(); }]>,
+    InterfaceMethod<"Draws the mask from `hyperparameters`' seed and step.",
+      "void", "bindKey", (ins "::mlir::Value":$hyperparameters), [{}],
+      [{ $_op.getKeyMutable().assign(hyperparameters); }]>,
+  ];
+}
+
 def TP_PrecisionOpInterface : OpInterface<"PrecisionOpInterface"> {
   let cppNamespace = "::mlir::tp";
   let description = [{
