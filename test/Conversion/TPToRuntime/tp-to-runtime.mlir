@@ -294,7 +294,9 @@ func.func @residual_norm(%x: tensor<2x3x4xf32>, %h: tensor<2x3x4xf32>, %b: tenso
 // CHECK-DAG: %[[LDKV:.*]] = arith.constant 8 : i64
 // CHECK-DAG: %[[TWO:.*]] = arith.constant 2 : i64
 // CHECK-DAG: %[[FOUR:.*]] = arith.constant 4 : i64
-// CHECK: call @mrt_attention_fwd_f32(%{{.*}}, %{{.*}}, %{{.*}}, %[[LDQ]], %[[LDKV]], %{{.*}}, %{{.*}}, %[[TWO]], %[[LDKV]], %[[FOUR]], %[[TWO]], %[[FOUR]])
+// CHECK-DAG: %[[NO_RATE:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-DAG: %[[ZERO:.*]] = arith.constant 0 : i64
+// CHECK: call @mrt_attention_fwd_f32(%{{.*}}, %{{.*}}, %{{.*}}, %[[LDQ]], %[[LDKV]], %{{.*}}, %{{.*}}, %[[TWO]], %[[LDKV]], %[[FOUR]], %[[TWO]], %[[FOUR]], %[[NO_RATE]], %[[ZERO]], %[[ZERO]], %[[ZERO]], %[[ZERO]], %[[ZERO]], %[[FOUR]])
 // CHECK: %[[ZEROS:.*]] = arith.constant dense<0> : tensor<2xi32>
 // CHECK: bufferization.to_buffer %[[ZEROS]]
 // CHECK: %[[THETA:.*]] = arith.constant 5.000000e+05 : f64
@@ -322,6 +324,57 @@ func.func @llama_ops(%q: tensor<2x8x16xf32>, %k: tensor<2x8x8xf32>, %v: tensor<2
 // CHECK: call @mrt_attention_fwd_f32(%[[QKV]], %[[K]], %[[V]], %[[LD]], %[[LD]],
 func.func @fused_attention(%qkv: tensor<2x8x48xf32>) -> tensor<2x8x16xf32> {
   %a = tp.attention %qkv heads = 4 : tensor<2x8x48xf32> -> tensor<2x8x16xf32>
+  return %a : tensor<2x8x16xf32>
+}
+
+// -----
+
+// A training step's dropout is one runtime call on the tensor as [n0, n1,
+// n2] (a leading 1 added to a matrix) at its offsets in the global shape,
+// keyed on the hyperparameters' seed (slot 7) and step (slot 6); without a
+// key (evaluation) it is the identity.
+
+// CHECK-LABEL: func.func private @dropout(
+// CHECK-SAME: %{{.*}}: !llvm.ptr, %[[X:.*]]: tensor<4x8xf32>, %[[HP:.*]]: tensor<8xf32>, %[[ROW:.*]]: index)
+// CHECK: %[[SEED_SLOT:.*]] = tensor.extract %[[HP]][%c7]
+// CHECK: %[[SEED:.*]] = arith.fptoui %[[SEED_SLOT]] : f32 to i64
+// CHECK: %[[STEP_SLOT:.*]] = tensor.extract %[[HP]][%c6]
+// CHECK: %[[STEP:.*]] = arith.fptoui %[[STEP_SLOT]] : f32 to i64
+// CHECK-DAG: %[[ONE:.*]] = arith.constant 1 : i64
+// CHECK-DAG: %[[FOUR:.*]] = arith.constant 4 : i64
+// CHECK-DAG: %[[EIGHT:.*]] = arith.constant 8 : i64
+// CHECK-DAG: %[[ZERO:.*]] = arith.constant 0 : i64
+// CHECK-DAG: %[[FIRST:.*]] = arith.index_cast %[[ROW]] : index to i64
+// CHECK-DAG: %[[ROWS:.*]] = arith.constant 16 : i64
+// CHECK-DAG: %[[RATE:.*]] = arith.constant 1.000000e-01 : f32
+// CHECK-DAG: %[[STREAM:.*]] = arith.constant 9 : i64
+// CHECK: call @mrt_dropout_f32(%{{.*}}, %{{.*}}, %[[ONE]], %[[FOUR]], %[[EIGHT]], %[[ZERO]], %[[FIRST]], %{{.*}}, %[[ROWS]], %[[EIGHT]], %[[RATE]], %[[SEED]], %[[STEP]], %[[STREAM]])
+// CHECK-NOT: mrt_dropout_f32(
+// CHECK: return %{{.*}}, %[[X]]
+func.func @dropout(%x: tensor<4x8xf32>, %hp: tensor<8xf32>, %i: index) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %c0 = arith.constant 0 : index
+  %0 = tp.dropout %x dropout = 0.1 stream = 9 at [%i, %c0] of [16, 8] key(%hp : tensor<8xf32>) : tensor<4x8xf32>
+  %1 = tp.dropout %x dropout = 0.1 stream = 9 : tensor<4x8xf32>
+  return %0, %1 : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// Attention's dropout follows the sizes: the rate, seed, step, stream, the
+// rank's first sequence and head, and the global heads.
+
+// CHECK-LABEL: func.func private @attention_dropout(
+// CHECK-SAME: %{{.*}}: !llvm.ptr, %{{.*}}: tensor<2x8x48xf32>, %{{.*}}: tensor<8xf32>, %[[B:.*]]: index, %[[H:.*]]: index)
+// CHECK: %[[SEED:.*]] = arith.fptoui %{{.*}} : f32 to i64
+// CHECK: %[[STEP:.*]] = arith.fptoui %{{.*}} : f32 to i64
+// CHECK-DAG: %[[RATE:.*]] = arith.constant 2.500000e-01 : f32
+// CHECK-DAG: %[[FOUR:.*]] = arith.constant 4 : i64
+// CHECK-DAG: %[[FIRST_B:.*]] = arith.index_cast %[[B]] : index to i64
+// CHECK-DAG: %[[FIRST_H:.*]] = arith.index_cast %[[H]] : index to i64
+// CHECK-DAG: %[[HEADS:.*]] = arith.constant 8 : i64
+// CHECK: call @mrt_attention_fwd_f32({{.*}}, %[[RATE]], %[[SEED]], %[[STEP]], %[[FOUR]], %[[FIRST_B]], %[[FIRST_H]], %[[HEADS]])
+func.func @attention_dropout(%qkv: tensor<2x8x48xf32>, %hp: tensor<8xf32>, %b: index, %h: index) -> tensor<2x8x16xf32> {
+  %a = tp.attention %qkv heads = 4 dropout = 0.25 stream = 4 at [%b, %h] of [4, 8] key(%hp : tensor<8xf32>) : tensor<2x8x48xf32> -> tensor<2x8x16xf32>
   return %a : tensor<2x8x16xf32>
 }
 

@@ -705,7 +705,7 @@ def case_train_hyperparameters():
     ti = tokens_io()
     ok_hp = ok_batch = ok_res = True
     for s, (d, line) in enumerate(zip(tr2, p2)):
-        want = np.array([0.002, 0.8, 0.95, 1e-6, 0.1, 0.25, s + 1, 0], np.float32)
+        want = np.array([0.002, 0.8, 0.95, 1e-6, 0.1, 0.25, s + 1, 5], np.float32)
         ok_hp &= np.array_equal(d.get("hyperparameters"), want)
         inp, tgt = ti.batch(np.arange(60) % VOCAB, s, B, T)
         ok_batch &= np.array_equal(d["input_ids"], inp.reshape(-1))
@@ -713,8 +713,9 @@ def case_train_hyperparameters():
         ok_res &= (f32(line[1]) == d["mock.loss"][0] and
                    f32(line[2]) == d["mock.grad_norm"][0] and
                    f32(line[3]) == np.float32(0.002))
-    check(ok_hp, "hyperparameters [lr, beta1, beta2, eps, wd, clip, step, 0] "
-          "reach every step (step = 1-based update count)")
+    check(ok_hp, "hyperparameters [lr, beta1, beta2, eps, wd, clip, step, "
+          "dropout seed] reach every step (step = 1-based update count, the "
+          "seed --seed's)")
     check(ok_batch, "train step s gets batch s")
     check(ok_res, "printed loss / grad_norm are the step's results, lr the "
           "hyperparameter")
