@@ -393,6 +393,21 @@ struct Kept {
 
 /// The stacks the run keeps its results in, per result (no init: none).
 /// A single call keeps only its in-place updates in stacks.
+/// Whether every result the loop keeps across its iterations (carried, or
+/// read after it) is a tensor, which a stack can hold. A scalar one (the
+/// index where a layer's dropout sits in the global batch) is not: such
+/// calls stay as they are.
+bool keepsOnlyTensors(const Run &run) {
+  if (run.calls.size() == 1)
+    return true;
+  return llvm::all_of(llvm::enumerate(run.results), [&](auto indexed) {
+    auto [r, pattern] = indexed;
+    bool kept = pattern.use == ResultPattern::Chain || pattern.carried ||
+                pattern.use != ResultPattern::None;
+    return !kept || isa<RankedTensorType>(run.calls.front()->getResult(r).getType());
+  });
+}
+
 SmallVector<Kept> planKept(OpBuilder &b, Location loc, const Run &run) {
   func::CallOp first = run.calls[0];
   int64_t n = run.calls.size();
@@ -705,6 +720,8 @@ void rollLayers(func::FuncOp function, SymbolTable &symbols) {
     });
     // One call of whole buffers is fine as it is.
     if (run.calls.size() == 1 && !readsMembers)
+      continue;
+    if (!keepsOnlyTensors(run))
       continue;
     roll(run, callee, symbols, rolled);
   }

@@ -80,3 +80,24 @@ func.func @single(%x: tensor<4xf32>, %ws: tensor<2x4xf32>) -> tensor<4xf32> {
   %z = call @body(%y, %x) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %z : tensor<4xf32>
 }
+
+// -----
+
+// A body that returns a scalar the program reads after its calls (where a
+// layer's dropout sits in the global batch) has nothing to stack it in: its
+// calls stay as they are.
+// CHECK-LABEL: func.func @scalar_results(
+// CHECK-SAME:    %[[X:.*]]: index)
+// CHECK:         %[[A:.*]] = call @offset(%[[X]]) : (index) -> index
+// CHECK:         %[[B:.*]] = call @offset(%[[X]]) : (index) -> index
+// CHECK:         return %[[A]], %[[B]]
+func.func private @offset(%x: index) -> index {
+  %c2 = arith.constant 2 : index
+  %y = arith.muli %x, %c2 : index
+  return %y : index
+}
+func.func @scalar_results(%x: index) -> (index, index) {
+  %a = call @offset(%x) : (index) -> index
+  %b = call @offset(%x) : (index) -> index
+  return %a, %b : index, index
+}

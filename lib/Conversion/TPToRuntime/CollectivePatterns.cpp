@@ -326,7 +326,10 @@ bool isOutermost(RankedTensorType type, int64_t dim) {
 /// inner dimension is strided in its tensor: it is copied out, as the
 /// runtime's kernels read contiguous rows (and one-shot bufferization
 /// cannot allocate a copy of a view with a dynamic offset where a reader
-/// asks for it later).
+/// asks for it later). So is one along a dimension after unit ones (a
+/// micro-batch of one sequence split along the sequence): contiguous, but
+/// its view keeps the whole tensor's strides, which a reader's contiguous
+/// layout does not match.
 struct LocalSliceToRuntime : RuntimePattern<LocalSliceOp> {
   using RuntimePattern::RuntimePattern;
   LogicalResult matchAndRewrite(LocalSliceOp op,
@@ -340,7 +343,7 @@ struct LocalSliceToRuntime : RuntimePattern<LocalSliceOp> {
     Value chunk = tensor::ExtractSliceOp::create(
         rewriter, op.getLoc(), op.getType(), op.getInput(), mine.offsets,
         mine.sizes, mine.strides);
-    if (!isOutermost(op.getInput().getType(), op.getDim())) {
+    if (op.getDim() != 0) {
       Value contiguous = tensor::EmptyOp::create(
           rewriter, op.getLoc(), op.getType().getShape(),
           op.getType().getElementType());

@@ -509,7 +509,7 @@ static LogicalResult verifyProbabilityDropout(AttentionLikeOp op,
     return op.emitOpError("takes a dropout rate and its stream together");
   if (!op.getDropout() && (op.getKey() || !op.getOffsets().empty()))
     return op.emitOpError("has dropout arguments but no dropout rate");
-  return verifyDropoutPlacement(op, {batch, op.getNumHeads()},
+  return verifyDropoutPlacement(op, {batch, static_cast<int64_t>(op.getNumHeads())},
                                 op.getOffsets(), op.getGlobalShape());
 }
 

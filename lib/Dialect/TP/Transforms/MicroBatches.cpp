@@ -104,9 +104,14 @@ private:
           return failure();
         continue;
       }
-      if (auto index = dyn_cast<AxisIndexOp>(op); index && index.getAxis() == kAxis)
-        return op.emitOpError("asks for the rank's micro-batch, which the "
-                              "micro-batch loop does not have");
+      // The rank's micro-batch is the loop's iteration (a dropout's place
+      // in the global batch); what reads it runs in the loop.
+      if (auto index = dyn_cast<AxisIndexOp>(op);
+          index && index.getAxis() == kAxis) {
+        perBatch.insert(index.getResult());
+        iterations.push_back(index);
+        continue;
+      }
       bool readsSum = llvm::any_of(op.getOperands(), [&](Value v) {
         return afterLoop.contains(v);
       });
@@ -194,6 +199,11 @@ private:
     sliceBatchArguments(loop);
     for (Operation *op : body)
       op->moveBefore(yield);
+    for (AxisIndexOp index : iterations) {
+      perBatch.erase(index.getResult());
+      index.getResult().replaceAllUsesWith(loop.getInductionVar());
+      index.erase();
+    }
     SmallVector<Value> partial;
     for (auto [sum, carried] : llvm::zip(sums, loop.getRegionIterArgs()))
       partial.push_back(addTo(carried, sum));
@@ -278,6 +288,8 @@ private:
   SmallVector<BlockArgument> batchArgs;
   DenseSet<Value> perBatch, afterLoop;
   SmallVector<Operation *> body, tail, sums;
+  /// The rank's index along the axis: the loop's induction variable.
+  SmallVector<AxisIndexOp> iterations;
 };
 
 /// The mesh without the axis, which only the loop now stands for.

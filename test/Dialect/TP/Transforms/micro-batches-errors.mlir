@@ -20,15 +20,6 @@ func.func @split_columns(%ids: tensor<4x2xi32> {tp.sharding = #tp.sharding<@mesh
 // -----
 
 tp.mesh @mesh axes = ["mb" = 2, "tp" = 1]
-func.func @rank_index() -> index {
-  // expected-error @+1 {{'tp.axis_index' op asks for the rank's micro-batch, which the micro-batch loop does not have}}
-  %k = tp.axis_index @mesh["mb"]
-  return %k : index
-}
-
-// -----
-
-tp.mesh @mesh axes = ["mb" = 2, "tp" = 1]
 func.func @sum_and_term(%x: tensor<4x8xf32> {tp.sharding = #tp.sharding<@mesh, [["mb"], []]>}) -> tensor<4x8xf32> {
   %s = tp.all_reduce sum %x over @mesh["mb"] : tensor<4x8xf32>
   // expected-error @+1 {{'tp.add' op reads both a sum over micro-batches and a value of one micro-batch}}

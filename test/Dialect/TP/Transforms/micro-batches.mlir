@@ -63,3 +63,4 @@ func.func @lm(%wte: tensor<16x8xf32> {tp.name = "wte.weight"}, %ids: tensor<8x4x
   %loss = tp.cross_entropy %l, %targets valid_vocab = 16 : tensor<8x4x16xf32>, tensor<8x4xi32> -> tensor<f32>
   return %loss : tensor<f32>
 }
+
