@@ -17,6 +17,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/DenseSet.h"
@@ -33,10 +34,11 @@ namespace {
 
 /// How the calls of a run pass one operand.
 struct OperandPattern {
-  enum Kind { Same, Member, Carried } kind;
+  enum Kind { Same, Member, Carried, Progression } kind;
   /// Same: the value; Member: the stack.
   Value value;
-  /// Member: call i reads slot start + i * step.
+  /// Member: call i reads slot start + i * step. Progression: call i
+  /// passes the index start + i * step (a layer's dropout stream).
   int64_t start = 0, step = 0;
   /// Carried: the result of the previous call it is.
   unsigned result = 0;
@@ -81,6 +83,24 @@ progression(ArrayRef<int64_t> slots) {
   return std::make_pair(slots[0], step);
 }
 
+/// Operand j of `calls` as index constants start + i * step.
+std::optional<std::pair<int64_t, int64_t>>
+constantProgression(ArrayRef<func::CallOp> calls, unsigned j) {
+  SmallVector<int64_t> values;
+  for (func::CallOp call : calls) {
+    APInt value;
+    if (!call.getOperand(j).getType().isIndex() ||
+        !matchPattern(call.getOperand(j), m_ConstantInt(&value)))
+      return std::nullopt;
+    values.push_back(value.getSExtValue());
+  }
+  int64_t step = values.size() > 1 ? values[1] - values[0] : 0;
+  for (auto [i, value] : llvm::enumerate(values))
+    if (value != values[0] + static_cast<int64_t>(i) * step)
+      return std::nullopt;
+  return std::make_pair(values[0], step);
+}
+
 /// How `calls` pass operand j: a stack's members (first, so that one call
 /// reading a member reads it from the stack), one value, or the previous
 /// call's result.
@@ -104,6 +124,10 @@ std::optional<OperandPattern> classifyOperand(ArrayRef<func::CallOp> calls,
         return call.getOperand(j) == first;
       }))
     return OperandPattern{OperandPattern::Same, first};
+  if (std::optional<std::pair<int64_t, int64_t>> indices =
+          constantProgression(calls, j))
+    return OperandPattern{OperandPattern::Progression, Value(),
+                          indices->first, indices->second};
   auto previous = dyn_cast<OpResult>(func::CallOp(calls[1]).getOperand(j));
   if (!previous || previous.getOwner() != calls[0])
     return std::nullopt;
@@ -293,6 +317,11 @@ bool follows(ArrayRef<OperandPattern> patterns, func::CallOp previous,
       std::optional<MemberRead> read = matchMemberRead(operand);
       return read && read->stack == pattern.value &&
              read->slot == pattern.start + i * pattern.step;
+    }
+    case OperandPattern::Progression: {
+      APInt value;
+      return matchPattern(operand, m_ConstantInt(&value)) &&
+             value.getSExtValue() == pattern.start + i * pattern.step;
     }
     }
     llvm_unreachable("unknown operand pattern");
@@ -543,6 +572,11 @@ SmallVector<Value> variantOperands(OpBuilder &b, Location loc, const Run &run,
     }
     if (pattern.kind == OperandPattern::Member) {
       operands.push_back(pattern.value);
+      operands.push_back(
+          slotAt(b, loc, i, Slots{pattern.start, pattern.step, 0}));
+      continue;
+    }
+    if (pattern.kind == OperandPattern::Progression) {
       operands.push_back(
           slotAt(b, loc, i, Slots{pattern.start, pattern.step, 0}));
       continue;

@@ -4,6 +4,7 @@
 #include "megatron/Dialect/TP/IR/WrittenArguments.h"
 #include "megatron_rt/contract.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -76,10 +77,13 @@ Value TransformerEmitter::takePosition(Value x, Value last,
   return tp::TakePositionOp::create(b, at(module), type, x, last);
 }
 
-IntegerAttr TransformerEmitter::dropoutStream(DropoutSite site) {
+Value TransformerEmitter::dropoutStream(DropoutSite site) {
   int64_t layer = currentLayer ? *currentLayer + 1 : 0;
-  return b.getI64IntegerAttr(layer * kDropoutSites +
-                             static_cast<int64_t>(site));
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(b.getInsertionBlock());
+  return arith::ConstantIndexOp::create(
+      b, NameLoc::get(b.getStringAttr("dropout")),
+      layer * kDropoutSites + static_cast<int64_t>(site));
 }
 
 Value TransformerEmitter::dropout(Value x, DropoutSite site,
@@ -105,7 +109,7 @@ Value TransformerEmitter::selfAttention(ValueRange inputs, int64_t heads,
       b, at(module), activation(queryWidth), inputs,
       b.getI64IntegerAttr(heads), kvHeads,
       drops ? b.getF64FloatAttr(dropoutRate) : FloatAttr(),
-      drops ? dropoutStream(DropoutSite::Probabilities) : IntegerAttr(),
+      drops ? dropoutStream(DropoutSite::Probabilities) : Value(),
       /*key=*/Value(), /*offsets=*/ValueRange(),
       /*global_shape=*/DenseI64ArrayAttr());
 }
@@ -240,7 +244,7 @@ megatron::buildTrainingModule(MLIRContext &context,
                               const ModelSignature &signature,
                               ArrayRef<ParameterSpec> specs,
                               EmitterFactory factory) {
-  context.loadDialect<tp::TPDialect, func::FuncDialect>();
+  context.loadDialect<tp::TPDialect, func::FuncDialect, arith::ArithDialect>();
   ModuleWriter writer(context, signature, specs);
   OpBuilder &b = writer.b;
   auto tokensType =

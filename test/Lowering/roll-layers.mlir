@@ -101,3 +101,33 @@ func.func @scalar_results(%x: index) -> (index, index) {
   %b = call @offset(%x) : (index) -> index
   return %a, %b : index, index
 }
+
+// -----
+
+// Index constants in arithmetic progression (each layer's dropout stream)
+// are the loop's induction variable times the step plus the first.
+// CHECK-LABEL: func.func private @body_loop(
+// CHECK-SAME:    %{{.*}}: tensor<2x4xf32>, %{{.*}}: index, %{{.*}}: tensor<3x4xf32>, %{{.*}}: index, %[[STREAM:[a-z0-9]+]]: index, %{{.*}}: index)
+// CHECK:         tp.dropout %{{.*}} dropout = 1.000000e-01 stream = %[[STREAM]]
+// CHECK-LABEL: func.func @streams(
+// CHECK:         scf.for %[[I:[a-z0-9]+]] =
+// CHECK:           %[[SCALED:.*]] = arith.muli %[[I]], %{{.*}} : index
+// CHECK:           %[[S:.*]] = arith.addi %[[SCALED]], %{{.*}} : index
+// CHECK:           func.call @body_loop(%{{.*}}, %{{.*}}, %{{.*}}, %[[I]], %[[S]], %{{.*}})
+func.func private @body(%x: tensor<4xf32>, %w: tensor<4xf32>, %s: index) -> tensor<4xf32> {
+  %y = tp.dropout %x dropout = 0.1 stream = %s : tensor<4xf32>
+  %z = tp.add %y, %w : tensor<4xf32>
+  return %z : tensor<4xf32>
+}
+func.func @streams(%x: tensor<4xf32>, %ws: tensor<3x4xf32>) -> tensor<4xf32> {
+  %s0 = arith.constant 4 : index
+  %s1 = arith.constant 8 : index
+  %s2 = arith.constant 12 : index
+  %w0 = tensor.extract_slice %ws[0, 0] [1, 4] [1, 1] : tensor<3x4xf32> to tensor<4xf32>
+  %w1 = tensor.extract_slice %ws[1, 0] [1, 4] [1, 1] : tensor<3x4xf32> to tensor<4xf32>
+  %w2 = tensor.extract_slice %ws[2, 0] [1, 4] [1, 1] : tensor<3x4xf32> to tensor<4xf32>
+  %y0 = call @body(%x, %w0, %s0) : (tensor<4xf32>, tensor<4xf32>, index) -> tensor<4xf32>
+  %y1 = call @body(%y0, %w1, %s1) : (tensor<4xf32>, tensor<4xf32>, index) -> tensor<4xf32>
+  %y2 = call @body(%y1, %w2, %s2) : (tensor<4xf32>, tensor<4xf32>, index) -> tensor<4xf32>
+  return %y2 : tensor<4xf32>
+}

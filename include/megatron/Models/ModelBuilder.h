@@ -134,8 +134,9 @@ protected:
   double dropoutRate = 0.0;
 
 private:
-  /// The current layer's stream of `site`.
-  IntegerAttr dropoutStream(DropoutSite site);
+  /// The current layer's stream of `site`: a constant at the function's
+  /// start, outside every layer, so the layers stay equal but for it.
+  Value dropoutStream(DropoutSite site);
 };
 
 /// A family's emitter writing with `b` over the function's parameters (by

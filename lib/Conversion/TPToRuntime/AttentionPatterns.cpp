@@ -78,7 +78,7 @@ FailureOr<SmallVector<Value>> dropoutArgs(CallBuilder &c, AttentionLikeOp op,
       c.f32(static_cast<float>(op.getDropout()->convertToDouble())),
       seed,
       step,
-      c.i64(static_cast<int64_t>(*op.getStream())),
+      c.offsetI64(op.getStream()),
       c.offsetI64(offsets.empty() ? Value() : offsets[0]),
       c.offsetI64(offsets.empty() ? Value() : offsets[1]),
       c.i64(global ? (*global)[1] : s.heads)};

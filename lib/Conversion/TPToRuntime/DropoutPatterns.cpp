@@ -41,7 +41,7 @@ struct DropoutToRuntime : RuntimePattern<DropoutOp> {
            {c.input(op.getInput()), y.view, local(0), local(1), local(2),
             offset(0), offset(1), offset(2), globalSize(1), globalSize(2),
             c.f32(static_cast<float>(op.getDropout().convertToDouble())),
-            seed, step, c.i64(static_cast<int64_t>(op.getStream()))});
+            seed, step, c.offsetI64(op.getStream())});
     rewriter.replaceOp(op, c.tensor(y));
     return success();
   }

@@ -95,8 +95,9 @@ public:
   Value gather(RankedTensorType result, Value source, Value perRow,
                GatherIndices where);
 
-  /// An op's index offset (the first row of this rank's vocabulary slice,
-  /// a dropout's position) as the kernels' int64_t: 0 when it has none.
+  /// An op's index operand (the first row of this rank's vocabulary slice,
+  /// a dropout's position or stream) as the kernels' int64_t: 0 when it
+  /// has none.
   Value offsetI64(Value offset);
   /// A dropout's key as the kernels take it (megatron_rt/dropout.h): the
   /// seed and step of the step's hyperparameters, as int64_t.

@@ -347,14 +347,15 @@ func.func @fused_attention(%qkv: tensor<2x8x48xf32>) -> tensor<2x8x16xf32> {
 // CHECK-DAG: %[[FIRST:.*]] = arith.index_cast %[[ROW]] : index to i64
 // CHECK-DAG: %[[ROWS:.*]] = arith.constant 16 : i64
 // CHECK-DAG: %[[RATE:.*]] = arith.constant 1.000000e-01 : f32
-// CHECK-DAG: %[[STREAM:.*]] = arith.constant 9 : i64
+// CHECK-DAG: %[[STREAM:.*]] = arith.index_cast %c9 : index to i64
 // CHECK: call @mrt_dropout_f32(%{{.*}}, %{{.*}}, %[[ONE]], %[[FOUR]], %[[EIGHT]], %[[ZERO]], %[[FIRST]], %{{.*}}, %[[ROWS]], %[[EIGHT]], %[[RATE]], %[[SEED]], %[[STEP]], %[[STREAM]])
 // CHECK-NOT: mrt_dropout_f32(
 // CHECK: return %{{.*}}, %[[X]]
 func.func @dropout(%x: tensor<4x8xf32>, %hp: tensor<8xf32>, %i: index) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
   %c0 = arith.constant 0 : index
-  %0 = tp.dropout %x dropout = 0.1 stream = 9 at [%i, %c0] of [16, 8] key(%hp : tensor<8xf32>) : tensor<4x8xf32>
-  %1 = tp.dropout %x dropout = 0.1 stream = 9 : tensor<4x8xf32>
+  %c9 = arith.constant 9 : index
+  %0 = tp.dropout %x dropout = 0.1 stream = %c9 at [%i, %c0] of [16, 8] key(%hp : tensor<8xf32>) : tensor<4x8xf32>
+  %1 = tp.dropout %x dropout = 0.1 stream = %c9 : tensor<4x8xf32>
   return %0, %1 : tensor<4x8xf32>, tensor<4x8xf32>
 }
 
@@ -372,9 +373,11 @@ func.func @dropout(%x: tensor<4x8xf32>, %hp: tensor<8xf32>, %i: index) -> (tenso
 // CHECK-DAG: %[[FIRST_B:.*]] = arith.index_cast %[[B]] : index to i64
 // CHECK-DAG: %[[FIRST_H:.*]] = arith.index_cast %[[H]] : index to i64
 // CHECK-DAG: %[[HEADS:.*]] = arith.constant 8 : i64
-// CHECK: call @mrt_attention_fwd_f32({{.*}}, %[[RATE]], %[[SEED]], %[[STEP]], %[[FOUR]], %[[FIRST_B]], %[[FIRST_H]], %[[HEADS]])
+// CHECK-DAG: %[[STREAM:.*]] = arith.index_cast %c5 : index to i64
+// CHECK: call @mrt_attention_fwd_f32({{.*}}, %[[RATE]], %[[SEED]], %[[STEP]], %[[STREAM]], %[[FIRST_B]], %[[FIRST_H]], %[[HEADS]])
 func.func @attention_dropout(%qkv: tensor<2x8x48xf32>, %hp: tensor<8xf32>, %b: index, %h: index) -> tensor<2x8x16xf32> {
-  %a = tp.attention %qkv heads = 4 dropout = 0.25 stream = 4 at [%b, %h] of [4, 8] key(%hp : tensor<8xf32>) : tensor<2x8x48xf32> -> tensor<2x8x16xf32>
+  %c5 = arith.constant 5 : index
+  %a = tp.attention %qkv heads = 4 dropout = 0.25 stream = %c5 at [%b, %h] of [4, 8] key(%hp : tensor<8xf32>) : tensor<2x8x48xf32> -> tensor<2x8x16xf32>
   return %a : tensor<2x8x16xf32>
 }
 

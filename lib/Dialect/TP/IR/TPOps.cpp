@@ -505,7 +505,7 @@ static LogicalResult verifyDropoutPlacement(Operation *op,
 template <typename AttentionLikeOp>
 static LogicalResult verifyProbabilityDropout(AttentionLikeOp op,
                                               int64_t batch) {
-  if (op.getDropout().has_value() != op.getStream().has_value())
+  if (op.getDropout().has_value() != static_cast<bool>(op.getStream()))
     return op.emitOpError("takes a dropout rate and its stream together");
   if (!op.getDropout() && (op.getKey() || !op.getOffsets().empty()))
     return op.emitOpError("has dropout arguments but no dropout rate");

@@ -40,24 +40,42 @@ Value PartitionContext::rowOffset(Location loc, StringRef axis,
   return arith::MulIOp::create(builder, loc, index, size);
 }
 
-Value PartitionContext::dimOffset(Location loc, ShardingAttr sharding,
+Value PartitionContext::dimOffset(Operation *user, ShardingAttr sharding,
                                   unsigned dim, int64_t localSize) {
-  Value position = arith::ConstantIndexOp::create(builder, loc, 0);
+  SmallVector<StringRef> axes;
   if (sharding)
-    for (StringRef axis : sharding.getDimAxes(dim)) {
-      int64_t size = mesh.getAxisSize(axis).value_or(1);
-      if (size <= 1)
-        continue;
-      Value index = AxisIndexOp::create(builder, loc, meshRef,
-                                        builder.getStringAttr(axis));
-      Value scaled = arith::MulIOp::create(
-          builder, loc, position,
-          arith::ConstantIndexOp::create(builder, loc, size));
-      position = arith::AddIOp::create(builder, loc, scaled, index);
-    }
-  return arith::MulIOp::create(
-      builder, loc, position,
-      arith::ConstantIndexOp::create(builder, loc, localSize));
+    for (StringRef axis : sharding.getDimAxes(dim))
+      if (mesh.getAxisSize(axis).value_or(1) > 1)
+        axes.push_back(axis);
+  // A whole dimension starts at 0 whatever its size.
+  Value &offset = offsets[{builder.getStrArrayAttr(axes),
+                           axes.empty() ? 0 : localSize}];
+  if (offset)
+    return offset;
+  auto function = user->getParentOfType<FunctionOpInterface>();
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToStart(&function.getFunctionBody().front());
+  Location loc = function.getLoc();
+  auto constant = [&](int64_t value) -> Value {
+    return arith::ConstantIndexOp::create(builder, loc, value);
+  };
+  Value position;
+  for (StringRef axis : axes) {
+    Value index = AxisIndexOp::create(builder, loc, meshRef,
+                                      builder.getStringAttr(axis));
+    position = position
+                   ? arith::AddIOp::create(
+                         builder, loc,
+                         arith::MulIOp::create(
+                             builder, loc, position,
+                             constant(*mesh.getAxisSize(axis))),
+                         index)
+                   : index;
+  }
+  offset = position ? arith::MulIOp::create(builder, loc, position,
+                                            constant(localSize))
+                    : constant(0);
+  return offset;
 }
 
 void PartitionContext::replaceOp(Operation *op, Value replacement) {
@@ -156,11 +174,9 @@ LogicalResult AttentionOp::partition(PartitionContext &context) {
     return emitOpError("is partitioned already: its dropout has offsets");
   ShardingAttr queries = context.shardingOf(getInputs().front());
   int64_t batch = getType().getDimSize(0);
-  OpBuilder &b = context.getBuilder();
-  b.setInsertionPoint(*this);
   getOffsetsMutable().assign(
-      {context.dimOffset(getLoc(), queries, 0, batch),
-       context.dimOffset(getLoc(), queries, getType().getRank() - 1,
+      {context.dimOffset(*this, queries, 0, batch),
+       context.dimOffset(*this, queries, getType().getRank() - 1,
                          getNumHeads())});
   setGlobalShape(
       ArrayRef<int64_t>{batch * context.shardCount(queries, 0), globalHeads});
@@ -172,12 +188,10 @@ LogicalResult DropoutOp::partition(PartitionContext &context) {
   if (!getOffsets().empty())
     return emitOpError("is partitioned already: it has offsets");
   ShardingAttr sharding = context.shardingOf(getInput());
-  OpBuilder &b = context.getBuilder();
-  b.setInsertionPoint(*this);
   SmallVector<Value> offsets;
   SmallVector<int64_t> global;
   for (auto [dim, size] : llvm::enumerate(getType().getShape())) {
-    offsets.push_back(context.dimOffset(getLoc(), sharding, dim, size));
+    offsets.push_back(context.dimOffset(*this, sharding, dim, size));
     global.push_back(size * context.shardCount(sharding, dim));
   }
   getOffsetsMutable().assign(offsets);

@@ -61,7 +61,7 @@ LogicalResult DropoutOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
                                   Accumulate accumulate) {
   accumulate(getInput(),
              DropoutOp::create(b, getLoc(), resultGrads[0], getDropoutAttr(),
-                               getStreamAttr(), getKey(), getOffsets(),
+                               getStream(), getKey(), getOffsets(),
                                getGlobalShapeAttr()));
   return success();
 }
@@ -120,7 +120,7 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> resultGrads,
                                     Accumulate accumulate) {
   auto grads = AttentionGradOp::create(
       b, getLoc(), getInputs().getTypes(), resultGrads[0], getInputs(),
-      getNumHeadsAttr(), getKvHeadsAttr(), getDropoutAttr(), getStreamAttr(),
+      getNumHeadsAttr(), getKvHeadsAttr(), getDropoutAttr(), getStream(),
       getKey(), getOffsets(), getGlobalShapeAttr());
   for (auto [input, grad] : llvm::zip(getInputs(), grads.getInputGrads()))
     accumulate(input, grad);

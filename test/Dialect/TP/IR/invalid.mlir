@@ -1072,41 +1072,41 @@ func.func @kv_cache_store_width(%k: tensor<2x1x12xf32>, %c: tensor<1x2x2x16x4xf3
 
 // -----
 
-func.func @dropout_rank(%x: tensor<2x2x2x2xf32>) {
+func.func @dropout_rank(%x: tensor<2x2x2x2xf32>, %s: index) {
   // expected-error @+1 {{'tp.dropout' op drops elements of tensors of rank 1 to 3, got rank 4}}
-  %0 = tp.dropout %x dropout = 0.1 stream = 0 : tensor<2x2x2x2xf32>
+  %0 = tp.dropout %x dropout = 0.1 stream = %s : tensor<2x2x2x2xf32>
   return
 }
 
 // -----
 
-func.func @dropout_rate(%x: tensor<4xf32>) {
+func.func @dropout_rate(%x: tensor<4xf32>, %s: index) {
   // expected-error @+1 {{'tp.dropout' op attribute 'dropout' failed to satisfy constraint: 64-bit float attribute whose value is in [0, 1)}}
-  %0 = tp.dropout %x dropout = 1.0 stream = 0 : tensor<4xf32>
+  %0 = tp.dropout %x dropout = 1.0 stream = %s : tensor<4xf32>
   return
 }
 
 // -----
 
-func.func @dropout_offsets_without_shape(%x: tensor<4xf32>, %i: index) {
+func.func @dropout_offsets_without_shape(%x: tensor<4xf32>, %s: index, %i: index) {
   // expected-error @+1 {{'tp.dropout' op takes offsets and a global shape together}}
-  %0 = "tp.dropout"(%x, %i) {dropout = 0.1 : f64, stream = 0 : i64, operandSegmentSizes = array<i32: 1, 0, 1>} : (tensor<4xf32>, index) -> tensor<4xf32>
+  %0 = "tp.dropout"(%x, %s, %i) {dropout = 0.1 : f64, operandSegmentSizes = array<i32: 1, 1, 0, 1>} : (tensor<4xf32>, index, index) -> tensor<4xf32>
   return
 }
 
 // -----
 
-func.func @dropout_offsets_count(%x: tensor<2x4xf32>, %i: index) {
+func.func @dropout_offsets_count(%x: tensor<2x4xf32>, %s: index, %i: index) {
   // expected-error @+1 {{'tp.dropout' op places its 2 dimensions with 1 offsets in a global shape of 2}}
-  %0 = tp.dropout %x dropout = 0.1 stream = 0 at [%i] of [4, 4] : tensor<2x4xf32>
+  %0 = tp.dropout %x dropout = 0.1 stream = %s at [%i] of [4, 4] : tensor<2x4xf32>
   return
 }
 
 // -----
 
-func.func @dropout_beyond_global(%x: tensor<2x4xf32>, %i: index) {
+func.func @dropout_beyond_global(%x: tensor<2x4xf32>, %s: index, %i: index) {
   // expected-error @+1 {{'tp.dropout' op holds 4 elements of dimension 1, more than the global shape's 2}}
-  %0 = tp.dropout %x dropout = 0.1 stream = 0 at [%i, %i] of [4, 2] : tensor<2x4xf32>
+  %0 = tp.dropout %x dropout = 0.1 stream = %s at [%i, %i] of [4, 2] : tensor<2x4xf32>
   return
 }
 
@@ -1114,7 +1114,7 @@ func.func @dropout_beyond_global(%x: tensor<2x4xf32>, %i: index) {
 
 func.func @attention_rate_without_stream(%qkv: tensor<2x8x48xf32>) {
   // expected-error @+1 {{'tp.attention' op takes a dropout rate and its stream together}}
-  %0 = "tp.attention"(%qkv) {num_heads = 4 : i64, dropout = 0.1 : f64, operandSegmentSizes = array<i32: 1, 0, 0>} : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
+  %0 = "tp.attention"(%qkv) {num_heads = 4 : i64, dropout = 0.1 : f64, operandSegmentSizes = array<i32: 1, 0, 0, 0>} : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
   return
 }
 
@@ -1122,6 +1122,6 @@ func.func @attention_rate_without_stream(%qkv: tensor<2x8x48xf32>) {
 
 func.func @attention_key_without_rate(%qkv: tensor<2x8x48xf32>, %hp: tensor<8xf32>) {
   // expected-error @+1 {{'tp.attention' op has dropout arguments but no dropout rate}}
-  %0 = "tp.attention"(%qkv, %hp) {num_heads = 4 : i64, operandSegmentSizes = array<i32: 1, 1, 0>} : (tensor<2x8x48xf32>, tensor<8xf32>) -> tensor<2x8x16xf32>
+  %0 = "tp.attention"(%qkv, %hp) {num_heads = 4 : i64, operandSegmentSizes = array<i32: 1, 0, 1, 0>} : (tensor<2x8x48xf32>, tensor<8xf32>) -> tensor<2x8x16xf32>
   return
 }

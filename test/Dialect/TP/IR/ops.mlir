@@ -118,16 +118,16 @@ func.func @grouped_query(%q: tensor<2x8x16xf32>, %k: tensor<2x8x8xf32>, %v: tens
 // step's key, as tp-partition and tp-optimizer leave it; attention's
 // probability dropout likewise.
 // CHECK-LABEL: func.func @dropout
-// CHECK-SAME: (%[[X:.*]]: tensor<2x8x16xf32>, %[[QKV:.*]]: tensor<2x8x48xf32>, %[[HP:.*]]: tensor<8xf32>, %[[B:.*]]: index, %[[T:.*]]: index)
-// CHECK: tp.dropout %[[X]] dropout = 1.000000e-01 stream = 5 : tensor<2x8x16xf32>
-// CHECK: tp.dropout %[[X]] dropout = 1.000000e-01 stream = 5 at [%[[B]], %[[T]], %{{.*}}] of [4, 16, 16] key(%[[HP]] : tensor<8xf32>) : tensor<2x8x16xf32>
-// CHECK: tp.attention %[[QKV]] heads = 4 dropout = 2.500000e-01 stream = 4 : tensor<2x8x48xf32> -> tensor<2x8x16xf32>
-// CHECK: tp.attention_grad %[[X]], %[[QKV]] heads = 4 dropout = 2.500000e-01 stream = 4 at [%[[B]], %{{.*}}] of [4, 4] key(%[[HP]] : tensor<8xf32>) : tensor<2x8x16xf32>, tensor<2x8x48xf32> -> tensor<2x8x48xf32>
-func.func @dropout(%x: tensor<2x8x16xf32>, %qkv: tensor<2x8x48xf32>, %hp: tensor<8xf32>, %b: index, %t: index) {
+// CHECK-SAME: (%[[X:.*]]: tensor<2x8x16xf32>, %[[QKV:.*]]: tensor<2x8x48xf32>, %[[HP:.*]]: tensor<8xf32>, %[[B:.*]]: index, %[[T:.*]]: index, %[[S:.*]]: index)
+// CHECK: tp.dropout %[[X]] dropout = 1.000000e-01 stream = %[[S]] : tensor<2x8x16xf32>
+// CHECK: tp.dropout %[[X]] dropout = 1.000000e-01 stream = %[[S]] at [%[[B]], %[[T]], %{{.*}}] of [4, 16, 16] key(%[[HP]] : tensor<8xf32>) : tensor<2x8x16xf32>
+// CHECK: tp.attention %[[QKV]] heads = 4 dropout = 2.500000e-01 stream = %[[S]] : tensor<2x8x48xf32> -> tensor<2x8x16xf32>
+// CHECK: tp.attention_grad %[[X]], %[[QKV]] heads = 4 dropout = 2.500000e-01 stream = %[[S]] at [%[[B]], %{{.*}}] of [4, 4] key(%[[HP]] : tensor<8xf32>) : tensor<2x8x16xf32>, tensor<2x8x48xf32> -> tensor<2x8x48xf32>
+func.func @dropout(%x: tensor<2x8x16xf32>, %qkv: tensor<2x8x48xf32>, %hp: tensor<8xf32>, %b: index, %t: index, %s: index) {
   %c0 = arith.constant 0 : index
-  %0 = tp.dropout %x dropout = 0.1 stream = 5 : tensor<2x8x16xf32>
-  %1 = tp.dropout %x dropout = 0.1 stream = 5 at [%b, %t, %c0] of [4, 16, 16] key(%hp : tensor<8xf32>) : tensor<2x8x16xf32>
-  %2 = tp.attention %qkv heads = 4 dropout = 0.25 stream = 4 : tensor<2x8x48xf32> -> tensor<2x8x16xf32>
-  %3 = tp.attention_grad %x, %qkv heads = 4 dropout = 0.25 stream = 4 at [%b, %c0] of [4, 4] key(%hp : tensor<8xf32>) : tensor<2x8x16xf32>, tensor<2x8x48xf32> -> tensor<2x8x48xf32>
+  %0 = tp.dropout %x dropout = 0.1 stream = %s : tensor<2x8x16xf32>
+  %1 = tp.dropout %x dropout = 0.1 stream = %s at [%b, %t, %c0] of [4, 16, 16] key(%hp : tensor<8xf32>) : tensor<2x8x16xf32>
+  %2 = tp.attention %qkv heads = 4 dropout = 0.25 stream = %s : tensor<2x8x48xf32> -> tensor<2x8x16xf32>
+  %3 = tp.attention_grad %x, %qkv heads = 4 dropout = 0.25 stream = %s at [%b, %c0] of [4, 4] key(%hp : tensor<8xf32>) : tensor<2x8x16xf32>, tensor<2x8x48xf32> -> tensor<2x8x48xf32>
   return
 }

@@ -166,17 +166,17 @@ func.func @sections(%w: tensor<8x24xf32> {tp.sharding = #tp.sharding<@m, [[], ["
 // it again would place it twice.
 
 tp.mesh @m axes = ["tp" = 2]
-func.func @placed_dropout(%x: tensor<4x8xf32> {tp.sharding = #tp.sharding<@m, [["tp"], []]>}, %i: index) -> tensor<4x8xf32> {
+func.func @placed_dropout(%x: tensor<4x8xf32> {tp.sharding = #tp.sharding<@m, [["tp"], []]>}, %s: index, %i: index) -> tensor<4x8xf32> {
   // expected-error @+1 {{'tp.dropout' op is partitioned already: it has offsets}}
-  %y = tp.dropout %x dropout = 0.1 stream = 0 at [%i, %i] of [4, 8] : tensor<4x8xf32>
+  %y = tp.dropout %x dropout = 0.1 stream = %s at [%i, %i] of [4, 8] : tensor<4x8xf32>
   return %y : tensor<4x8xf32>
 }
 
 // -----
 
 tp.mesh @m axes = ["tp" = 2]
-func.func @placed_attention(%qkv: tensor<2x4x24xf32> {tp.sharding = #tp.sharding<@m, [[], [], ["tp"]], sections = [1, 1, 3]>}, %i: index) -> tensor<2x4x8xf32> {
+func.func @placed_attention(%qkv: tensor<2x4x24xf32> {tp.sharding = #tp.sharding<@m, [[], [], ["tp"]], sections = [1, 1, 3]>}, %s: index, %i: index) -> tensor<2x4x8xf32> {
   // expected-error @+1 {{'tp.attention' op is partitioned already: its dropout has offsets}}
-  %a = tp.attention %qkv heads = 4 dropout = 0.1 stream = 0 at [%i, %i] of [2, 4] : tensor<2x4x24xf32> -> tensor<2x4x8xf32>
+  %a = tp.attention %qkv heads = 4 dropout = 0.1 stream = %s at [%i, %i] of [2, 4] : tensor<2x4x24xf32> -> tensor<2x4x8xf32>
   return %a : tensor<2x4x8xf32>
 }

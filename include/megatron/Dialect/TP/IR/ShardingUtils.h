@@ -132,7 +132,10 @@ public:
   /// This rank's first index along dimension `dim` of a tensor `sharding`
   /// splits into parts of `localSize`: its position among the dimension's
   /// splitting axes (major to minor) times localSize; 0 where it is whole.
-  Value dimOffset(Location loc, ShardingAttr sharding, unsigned dim,
+  /// Computed once per function, at the start of `user`'s, outside every
+  /// layer: the layers' ops read one value (and stay one body,
+  /// tp-outline-layers).
+  Value dimOffset(Operation *user, ShardingAttr sharding, unsigned dim,
                   int64_t localSize);
 
   /// Replaces `op`'s one result with `replacement`, which takes over its
@@ -146,6 +149,8 @@ private:
   FlatSymbolRefAttr meshRef;
   DenseMap<Value, ShardingAttr> shardings;
   OpBuilder builder;
+  /// dimOffset's values, by the dimension's splitting axes and local size.
+  DenseMap<std::pair<Attribute, int64_t>, Value> offsets;
 };
 
 /// Human-readable form of a factor's split, e.g. `["tp"]` or `[]`.

@@ -367,10 +367,12 @@ def TP_GeluOp : TP_Op<"gelu", [TP_MegatronRegionOpInterface, DeclareOpInterfaceM
 /// The arguments of a DropoutOpInterface op: the rate and stream, the key,
 /// and where the rank's elements sit in the global tensor (tp-partition
 /// sets them). Attention's are optional, the [batch, heads] of its
-/// probabilities.
+/// probabilities. The stream is a value, not an attribute, so that the
+/// layers of a model, which differ only in their streams, stay one body
+/// (tp-outline-layers) and one loop (tp-roll-layers).
 class TP_DropoutArgs {
   dag args = (ins OptionalAttr<TP_DropoutRate>:$dropout,
-                  OptionalAttr<I64Attr>:$stream,
+                  Optional<Index>:$stream,
                   Optional<TP_Hyperparameters>:$key,
                   Variadic<Index>:$offsets,
                   OptionalAttr<DenseI64ArrayAttr>:$global_shape);
@@ -383,7 +385,7 @@ class TP_DropoutArgs {
 def TP_ProbabilityDropoutArgs : TP_DropoutArgs;
 /// tp.dropout's: the rate is not optional.
 def TP_TensorDropoutArgs : TP_DropoutArgs {
-  let args = (ins TP_DropoutRate:$dropout, I64Attr:$stream,
+  let args = (ins TP_DropoutRate:$dropout, Index:$stream,
                   Optional<TP_Hyperparameters>:$key,
                   Variadic<Index>:$offsets,
                   OptionalAttr<DenseI64ArrayAttr>:$global_shape);
@@ -411,7 +413,8 @@ def TP_DropoutOp : TP_Op<"dropout", [AttrSizedOperandSegments, DeclareOpInterfac
     Example:
 
     ```mlir
-    %d = tp.dropout %x dropout = 1.000000e-01 stream = 17 : tensor<2x32x64xf32>
+    %stream = arith.constant 17 : index
+    %d = tp.dropout %x dropout = 1.000000e-01 stream = %stream : tensor<2x32x64xf32>
     ```
   }];
   let arguments = !con((ins TP_FloatTensor:$input), TP_TensorDropoutArgs.args);
@@ -511,7 +514,7 @@ def TP_AttentionOp : TP_Op<"attention", [AttrSizedOperandSegments, DeclareOpInte
     ```mlir
     %a = tp.attention %qkv heads = 4 : tensor<2x32x192xf32> -> tensor<2x32x64xf32>
     %g = tp.attention %q, %k, %v heads = 8 kv_heads = 2 : tensor<2x32x64xf32>, tensor<2x32x16xf32>, tensor<2x32x16xf32> -> tensor<2x32x64xf32>
-    %d = tp.attention %qkv heads = 4 dropout = 1.000000e-01 stream = 16 : tensor<2x32x192xf32> -> tensor<2x32x64xf32>
+    %d = tp.attention %qkv heads = 4 dropout = 1.000000e-01 stream = %stream : tensor<2x32x192xf32> -> tensor<2x32x64xf32>
     ```
   }];
   let arguments = !con(
