@@ -275,19 +275,22 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(s.D) + (s.separate ? "_separate" : "_packed");
     });
 
-TEST(AttentionDeathTest, DropoutRateOutsideRangeIsFatal) {
+// One token of 4 heads of width 1, dropped at `rate` with the rank's heads
+// starting at `headOffset` of 4 global heads.
+void attendOneToken(float rate, int64_t headOffset) {
   std::vector<float> x(4 * 8, 1.0f), out(4 * 4), lse(4);
-  EXPECT_DEATH(mrt_attention_fwd_f32(x.data(), x.data(), x.data(), 8, 8,
-                                     out.data(), lse.data(), 1, 1, 4, 4, 1,
-                                     1.0f, 0, 0, 0, 0, 0, 4),
+  mrt_attention_fwd_f32(x.data(), x.data(), x.data(), 8, 8, out.data(),
+                        lse.data(), 1, 1, 4, 4, 1, rate, 0, 0, 0, 0,
+                        headOffset, 4);
+}
+
+TEST(AttentionDeathTest, DropoutRateOutsideRangeIsFatal) {
+  EXPECT_DEATH(attendOneToken(1.0f, 0),
                "attention: dropout rate 1 is outside \\[0, 1\\)");
 }
 
 TEST(AttentionDeathTest, DropoutHeadsOutsideTheGlobalHeadsAreFatal) {
-  std::vector<float> x(4 * 8, 1.0f), out(4 * 4), lse(4);
-  EXPECT_DEATH(mrt_attention_fwd_f32(x.data(), x.data(), x.data(), 8, 8,
-                                     out.data(), lse.data(), 1, 1, 4, 4, 1,
-                                     0.5f, 0, 0, 0, 0, 2, 4),
+  EXPECT_DEATH(attendOneToken(0.5f, 2),
                "attention: heads 2..5 are outside the 4 global heads");
 }
 
