@@ -21,9 +21,10 @@ over its time at the shallowest one beside it (the issue's target: 48 over
 12 layers at most 1.5).
 
   bench/compile/depth_curve.py [--preset 124M] [--layers 3,6,12,24,48]
-      [--repeat 3] [--cuda] [--no-jax] [--json FILE]
+      [--repeat 3] [--cuda] [--no-jax] [--dropout P] [--json FILE]
 
-JAX's model is 124M's widths; with another preset pass --no-jax.
+JAX's model is 124M's widths without dropout; with another preset, or
+--dropout (the training step's, gpt2-mlir --dropout), pass --no-jax.
 
 Tools come from build/bin (scripts/build.sh); JAX from pip (bench only).
 """
@@ -53,7 +54,8 @@ def ours(args, layers, work):
     model = os.path.join(work, f"g{layers}.mlir")
     subprocess.run([os.path.join(BIN, "gpt2-mlir"), f"--preset={args.preset}",
                     f"--layers={layers}", f"--batch={args.batch}",
-                    f"--seq={args.seq}", "-o", model], check=True)
+                    f"--seq={args.seq}", f"--dropout={args.dropout}", "-o",
+                    model], check=True)
     row = {}
     targets = [("cpu", [])] + ([("cuda", ["--target=cuda"])] if args.cuda else [])
     for target, flags in targets:
@@ -142,10 +144,11 @@ def main():
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--cuda", action="store_true")
     ap.add_argument("--no-jax", action="store_true")
+    ap.add_argument("--dropout", type=float, default=0.0)
     ap.add_argument("--json")
     args = ap.parse_args()
-    if args.preset != "124M" and not args.no_jax:
-        ap.error("the JAX peer has 124M's widths; pass --no-jax")
+    if (args.preset != "124M" or args.dropout) and not args.no_jax:
+        ap.error("the JAX peer has 124M's widths and no dropout; pass --no-jax")
     depths = [int(x) for x in args.layers.split(",")]
     rows = []
     with tempfile.TemporaryDirectory() as work:

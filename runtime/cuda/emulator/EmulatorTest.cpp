@@ -912,6 +912,25 @@ INSTANTIATE_TEST_SUITE_P(
         kBothStorages),
     typedName(dropoutLabel));
 
+// A rate outside [0, 1) is refused as the CPU runtime refuses it; the
+// attention kernels have no probability dropout yet and refuse any rate
+// (megatron-compile refuses such a step for the cuda target first).
+TEST(DropoutDeathTest, RateOutsideRangeIsFatal) {
+  std::vector<float> x(4, 1.0f);
+  EXPECT_DEATH(gpu_mrt_dropout_f32(x.data(), x.data(), 1, 1, 4, 0, 0, 0, 1, 4,
+                                   1.5f, 0, 0, 0),
+               "dropout: rate 1.5 is outside \\[0, 1\\)");
+}
+
+TEST(DropoutDeathTest, AttentionRefusesProbabilityDropout) {
+  std::vector<float> x(4 * 8, 1.0f), out(4 * 4), lse(4);
+  EXPECT_DEATH(gpu_mrt_attention_fwd_f32(x.data(), x.data(), x.data(), 8, 8,
+                                         out.data(), lse.data(), 1, 1, 4, 4,
+                                         1, 0.1f, 0, 0, 0, 0, 0, 4),
+               "attention: the CUDA kernels have no probability dropout "
+               "\\(rate 0.1\\)");
+}
+
 // --- embeddings ---------------------------------------------------------
 
 struct EmbeddingShape {

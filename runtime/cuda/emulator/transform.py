@@ -314,7 +314,7 @@ ENTRY_DEFINITION = re.compile(r'\bextern\s+"\s*"\s+([^;{}()"]+?)\b(gpu_mrt_\w+)\
 
 # Types and inline functions of the C ABI headers (megatron_rt/api.h,
 # dropout.h): shared by both runtimes, so they keep their names.
-ABI_TYPES = {"mrt_bf16", "mrt_bf16_round", "mrt_philox4x32_10",
+ABI_SHARED_NAMES = {"mrt_bf16", "mrt_bf16_round", "mrt_philox4x32_10",
              "mrt_dropout_block", "mrt_dropout_threshold"}
 
 
@@ -322,7 +322,7 @@ def rename_entry_points(source):
     masked = mask(source.text)
     edits = [(m.start(), m.end(), "gpu_" + m.group())
              for m in re.finditer(r"\bmrt_\w+", masked)
-             if m.group() not in ABI_TYPES]
+             if m.group() not in ABI_SHARED_NAMES]
     source.rewrite(edits)
     masked = mask(source.text)
     entries = []

@@ -32,12 +32,31 @@ int64_t PartitionContext::shardCount(ShardingAttr sharding,
   return shards;
 }
 
+Value PartitionContext::offsetAlong(Location loc, ArrayRef<StringRef> axes,
+                                    int64_t localSize) {
+  auto constant = [&](int64_t value) -> Value {
+    return arith::ConstantIndexOp::create(builder, loc, value);
+  };
+  Value position;
+  for (StringRef axis : axes) {
+    Value index = AxisIndexOp::create(builder, loc, meshRef,
+                                      builder.getStringAttr(axis));
+    position = position ? arith::AddIOp::create(
+                              builder, loc,
+                              arith::MulIOp::create(
+                                  builder, loc, position,
+                                  constant(*mesh.getAxisSize(axis))),
+                              index)
+                        : index;
+  }
+  if (!position)
+    return constant(0);
+  return arith::MulIOp::create(builder, loc, position, constant(localSize));
+}
+
 Value PartitionContext::rowOffset(Location loc, StringRef axis,
                                   int64_t localSize) {
-  Value index = AxisIndexOp::create(builder, loc, meshRef,
-                                    builder.getStringAttr(axis));
-  Value size = arith::ConstantIndexOp::create(builder, loc, localSize);
-  return arith::MulIOp::create(builder, loc, index, size);
+  return offsetAlong(loc, axis, localSize);
 }
 
 Value PartitionContext::dimOffset(Operation *user, ShardingAttr sharding,
@@ -55,26 +74,7 @@ Value PartitionContext::dimOffset(Operation *user, ShardingAttr sharding,
   auto function = user->getParentOfType<FunctionOpInterface>();
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToStart(&function.getFunctionBody().front());
-  Location loc = function.getLoc();
-  auto constant = [&](int64_t value) -> Value {
-    return arith::ConstantIndexOp::create(builder, loc, value);
-  };
-  Value position;
-  for (StringRef axis : axes) {
-    Value index = AxisIndexOp::create(builder, loc, meshRef,
-                                      builder.getStringAttr(axis));
-    position = position
-                   ? arith::AddIOp::create(
-                         builder, loc,
-                         arith::MulIOp::create(
-                             builder, loc, position,
-                             constant(*mesh.getAxisSize(axis))),
-                         index)
-                   : index;
-  }
-  offset = position ? arith::MulIOp::create(builder, loc, position,
-                                            constant(localSize))
-                    : constant(0);
+  offset = offsetAlong(function.getLoc(), axes, localSize);
   return offset;
 }
 

@@ -145,6 +145,11 @@ public:
   void replaceOp(Operation *op, Value replacement);
 
 private:
+  /// The rank's position among `axes` (major to minor) times localSize, at
+  /// the insertion point; 0 for no axes.
+  Value offsetAlong(Location loc, ArrayRef<StringRef> axes,
+                    int64_t localSize);
+
   MeshOp mesh;
   FlatSymbolRefAttr meshRef;
   DenseMap<Value, ShardingAttr> shardings;
