@@ -2,12 +2,12 @@
 // copies (bf16.h says why).
 #include "bf16.h"
 #include "context_mesh.h"
+#include "isa.h"
 
 #include "megatron_rt/attention.h"
 #include "megatron_rt/comm.h"
 #include "megatron_rt/cross_entropy.h"
 #include "megatron_rt/embedding.h"
-#include "megatron_rt/gemm.h"
 #include "megatron_rt/layernorm.h"
 #include "megatron_rt/reduce.h"
 #include "megatron_rt/rope.h"
@@ -17,102 +17,35 @@
 
 namespace mrt {
 
-Widened::Widened(const mrt_bf16 *source, int64_t n) : values(n) {
-#pragma omp parallel for schedule(static)
+MRT_VECTOR_KERNEL void widenInto(const mrt_bf16 *src, float *dst, int64_t n) {
+#pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i)
-    values[i] = widen(source[i]);
+    dst[i] = widen(src[i]);
+}
+
+MRT_VECTOR_KERNEL void narrowInto(const float *src, mrt_bf16 *dst,
+                                  int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = narrow(src[i]);
+}
+
+Widened::Widened(const mrt_bf16 *source, int64_t n) : values(n) {
+  widenInto(source, values.data(), n);
 }
 
 Narrowed::Narrowed(mrt_bf16 *destination, int64_t n, const mrt_bf16 *initial)
-    : destination(destination), values(n) {
-  if (!initial)
-    return;
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i)
-    values[i] = widen(initial[i]);
+    : destination(destination), n(n), values(n) {
+  if (initial)
+    widenInto(initial, values.data(), n);
 }
 
-Narrowed::~Narrowed() {
-  int64_t n = static_cast<int64_t>(values.size());
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i)
-    destination[i] = narrow(values[i]);
-}
+Narrowed::~Narrowed() { narrowInto(values.data(), destination, n); }
 
 } // namespace mrt
 
 using mrt::Narrowed;
 using mrt::Widened;
-
-namespace {
-
-/// Elements a [rows, cols] matrix with leading dimension ld spans, as BLAS
-/// sizes it: the last row ends at its last column.
-int64_t spanned(int64_t rows, int64_t cols, int64_t ld) {
-  return rows == 0 ? 0 : (rows - 1) * ld + cols;
-}
-
-/// Elements of an op(X) operand, [rows, cols] as op(X) sees it.
-int64_t storedElements(int trans, int64_t rows, int64_t cols, int64_t ld) {
-  return trans ? spanned(cols, rows, ld) : spanned(rows, cols, ld);
-}
-
-/// C's starting values when the GEMM reads C (beta != 0) or must leave the
-/// padding past N as it was: the rounding back writes all C spans.
-const mrt_bf16 *initialC(const mrt_bf16 *C, int64_t N, int64_t ldc,
-                         bool readsC) {
-  return readsC || ldc != N ? C : nullptr;
-}
-
-} // namespace
-
-extern "C" void mrt_gemm_bf16_f32(int transA, int transB, int64_t M, int64_t N,
-                                  int64_t K, float alpha, const mrt_bf16 *A,
-                                  int64_t lda, const mrt_bf16 *B, int64_t ldb,
-                                  float beta, float *C, int64_t ldc) {
-  Widened a(A, storedElements(transA, M, K, lda)),
-      b(B, storedElements(transB, K, N, ldb));
-  mrt_gemm_f32(transA, transB, M, N, K, alpha, a.data(), lda, b.data(), ldb,
-               beta, C, ldc);
-}
-
-extern "C" void mrt_gemm_bf16(int transA, int transB, int64_t M, int64_t N,
-                              int64_t K, float alpha, const mrt_bf16 *A,
-                              int64_t lda, const mrt_bf16 *B, int64_t ldb,
-                              float beta, mrt_bf16 *C, int64_t ldc) {
-  Narrowed c(C, spanned(M, N, ldc), initialC(C, N, ldc, beta != 0.0f));
-  mrt_gemm_bf16_f32(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta,
-                    c.data(), ldc);
-}
-
-extern "C" void mrt_gemm_bias_bf16(int transA, int transB, int64_t M,
-                                   int64_t N, int64_t K, const mrt_bf16 *A,
-                                   int64_t lda, const mrt_bf16 *B, int64_t ldb,
-                                   const mrt_bf16 *bias, mrt_bf16 *C,
-                                   int64_t ldc) {
-  Widened a(A, storedElements(transA, M, K, lda)),
-      b(B, storedElements(transB, K, N, ldb)), biases(bias, N);
-  Narrowed c(C, spanned(M, N, ldc), initialC(C, N, ldc, false));
-  mrt_gemm_bias_f32(transA, transB, M, N, K, a.data(), lda, b.data(), ldb,
-                    biases.data(), c.data(), ldc);
-}
-
-extern "C" void mrt_gemm_bias_gelu_bf16(int transA, int transB, int64_t M,
-                                        int64_t N, int64_t K,
-                                        const mrt_bf16 *A, int64_t lda,
-                                        const mrt_bf16 *B, int64_t ldb,
-                                        const mrt_bf16 *bias, mrt_bf16 *pre,
-                                        mrt_bf16 *out, int64_t ldc) {
-  Widened a(A, storedElements(transA, M, K, lda)),
-      b(B, storedElements(transB, K, N, ldb)), biases(bias, N);
-  std::optional<Narrowed> sums;
-  if (pre)
-    sums.emplace(pre, spanned(M, N, ldc), initialC(pre, N, ldc, false));
-  Narrowed outs(out, spanned(M, N, ldc), initialC(out, N, ldc, false));
-  mrt_gemm_bias_gelu_f32(transA, transB, M, N, K, a.data(), lda, b.data(),
-                         ldb, biases.data(), sums ? sums->data() : nullptr,
-                         outs.data(), ldc);
-}
 
 extern "C" void mrt_layernorm_fwd_bf16(const mrt_bf16 *x, const mrt_bf16 *w,
                                        const mrt_bf16 *b, mrt_bf16 *y,
@@ -207,19 +140,25 @@ namespace {
 
 /// `rows` rows of `cols` values at row stride `ld` (a section of a fused
 /// tensor, or a whole one) as compact fp32 [rows, cols].
-std::vector<float> widenRows(const mrt_bf16 *src, int64_t rows, int64_t cols,
-                             int64_t ld) {
-  std::vector<float> out(rows * cols);
+class WidenedRows {
+public:
+  WidenedRows(const mrt_bf16 *src, int64_t rows, int64_t cols, int64_t ld)
+      : values(rows * cols) {
+    float *out = values.data();
 #pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c)
-      out[r * cols + c] = mrt::widen(src[r * ld + c]);
-  return out;
-}
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        out[r * cols + c] = mrt::widen(src[r * ld + c]);
+  }
+  float *data() { return values.data(); }
+
+private:
+  mrt::Scratch<float> values;
+};
 
 /// The inverse: compact fp32 rows rounded into a strided bf16 matrix, whose
 /// other columns are left alone.
-void narrowRows(const std::vector<float> &values, int64_t rows, int64_t cols,
+void narrowRows(const float *values, int64_t rows, int64_t cols,
                 mrt_bf16 *dst, int64_t ld) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r)
@@ -240,9 +179,8 @@ extern "C" void mrt_attention_fwd_bf16(const mrt_bf16 *q, const mrt_bf16 *k,
                                        int64_t head_offset,
                                        int64_t global_heads) {
   const int64_t rows = B * T;
-  std::vector<float> qs = widenRows(q, rows, H * D, ldq),
-                     ks = widenRows(k, rows, KV * D, ldkv),
-                     vs = widenRows(v, rows, KV * D, ldkv);
+  WidenedRows qs(q, rows, H * D, ldq), ks(k, rows, KV * D, ldkv),
+      vs(v, rows, KV * D, ldkv);
   Narrowed outs(out, rows * H * D);
   mrt_attention_fwd_f32(qs.data(), ks.data(), vs.data(), H * D, KV * D,
                         outs.data(), lse, B, T, H, KV, D, dropout, seed, step,
@@ -262,18 +200,18 @@ extern "C" void mrt_attention_bwd_bf16(const mrt_bf16 *q, const mrt_bf16 *k,
                                        int64_t head_offset,
                                        int64_t global_heads) {
   const int64_t rows = B * T;
-  std::vector<float> qs = widenRows(q, rows, H * D, ldq),
-                     ks = widenRows(k, rows, KV * D, ldkv),
-                     vs = widenRows(v, rows, KV * D, ldkv);
+  WidenedRows qs(q, rows, H * D, ldq), ks(k, rows, KV * D, ldkv),
+      vs(v, rows, KV * D, ldkv);
   Widened outs(out, rows * H * D), douts(dout, rows * H * D);
-  std::vector<float> dqs(qs.size()), dks(ks.size()), dvs(vs.size());
+  mrt::Scratch<float> dqs(rows * H * D), dks(rows * KV * D),
+      dvs(rows * KV * D);
   mrt_attention_bwd_f32(qs.data(), ks.data(), vs.data(), H * D, KV * D,
                         outs.data(), douts.data(), lse, dqs.data(), dks.data(),
                         dvs.data(), B, T, H, KV, D, dropout, seed, step,
                         stream, batch_offset, head_offset, global_heads);
-  narrowRows(dqs, rows, H * D, dq, ldq);
-  narrowRows(dks, rows, KV * D, dk, ldkv);
-  narrowRows(dvs, rows, KV * D, dv, ldkv);
+  narrowRows(dqs.data(), rows, H * D, dq, ldq);
+  narrowRows(dks.data(), rows, KV * D, dk, ldkv);
+  narrowRows(dvs.data(), rows, KV * D, dv, ldkv);
 }
 
 extern "C" void mrt_embedding_fwd_bf16(const mrt_bf16 *table,

@@ -10,6 +10,8 @@
 
 #include "megatron_rt/api.h"
 
+#include "scratch.h"
+
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -26,6 +28,11 @@ inline float widen(mrt_bf16 value) {
 /// Round to nearest, ties to even (api.h's rounding).
 inline mrt_bf16 narrow(float value) { return mrt_bf16_round(value); }
 
+/// dst[i] = widen(src[i]) and dst[i] = narrow(src[i]) for i < n, split over
+/// the OpenMP threads.
+void widenInto(const mrt_bf16 *src, float *dst, int64_t n);
+void narrowInto(const float *src, mrt_bf16 *dst, int64_t n);
+
 /// An fp32 copy of a bf16 input.
 class Widened {
 public:
@@ -33,7 +40,7 @@ public:
   const float *data() const { return values.data(); }
 
 private:
-  std::vector<float> values;
+  Scratch<float> values;
 };
 
 /// fp32 scratch for a kernel to write; its destructor rounds the result
@@ -50,7 +57,8 @@ public:
 
 private:
   mrt_bf16 *destination;
-  std::vector<float> values;
+  int64_t n;
+  Scratch<float> values;
 };
 
 } // namespace mrt

@@ -1,8 +1,8 @@
 #include "megatron_rt/gemm.h"
 
 #include "fatal.h"
-
 #include "gelu.h"
+#include "gemm_library.h"
 
 #include <cblas.h>
 #include <dnnl.h>
@@ -84,6 +84,11 @@ void openBLASGemm(int transA, int transB, int64_t M, int64_t N, int64_t K,
 }
 
 } // namespace
+
+const char *mrt::fp32GemmLibrary() {
+  return gemmLibrary() == GemmLibrary::OneDNN ? "oneDNN sgemm"
+                                              : "OpenBLAS sgemm";
+}
 
 extern "C" void mrt_gemm_f32(int transA, int transB, int64_t M, int64_t N,
                              int64_t K, float alpha, const float *A,

@@ -49,7 +49,9 @@ MRT_API void mrt_gemm_bias_gelu_bf16(int transA, int transB, int64_t M,
                                      int64_t ldc);
 
 /* mrt_gemm_f32 on bf16 A and B with fp32 accumulation: C is bf16 here and
- * fp32 in mrt_gemm_bf16_f32 (the parameter gradients). */
+ * fp32 in mrt_gemm_bf16_f32 (the parameter gradients). On the CPU oneDNN's
+ * bf16 matmul (AMX or AVX-512-BF16 where the CPU has them), or fp32 GEMMs
+ * on widened copies where MRT_GEMM_BF16=widened asks (mrt_gemm_engines). */
 MRT_API void mrt_gemm_bf16(int transA, int transB, int64_t M, int64_t N,
                            int64_t K, float alpha, const mrt_bf16 *A,
                            int64_t lda, const mrt_bf16 *B, int64_t ldb,
@@ -58,6 +60,18 @@ MRT_API void mrt_gemm_bf16_f32(int transA, int transB, int64_t M, int64_t N,
                                int64_t K, float alpha, const mrt_bf16 *A,
                                int64_t lda, const mrt_bf16 *B, int64_t ldb,
                                float beta, float *C, int64_t ldc);
+
+/* The GEMM engines of this process, in one line: the fp32 library, and what
+ * runs the bf16 GEMMs (oneDNN's matmul kernel and whether it uses the CPU's
+ * bf16 matrix units or dot products). Chosen once, at the first call, from
+ * the CPU and the environment: MRT_GEMM=onednn|openblas (fp32),
+ * MRT_GEMM_BF16=onednn|widened (bf16), and oneDNN's ONEDNN_MAX_CPU_ISA. */
+MRT_API const char *mrt_gemm_engines(void);
+
+/* NULL when the bf16 GEMMs can run; else why not (the instruction set
+ * oneDNN lacks), which is also what a bf16 GEMM would end the process
+ * with: a launcher refuses a bf16 step with it at start. */
+MRT_API const char *mrt_gemm_bf16_unavailable(void);
 
 MRT_EXTERN_C_END
 
