@@ -27,6 +27,26 @@ for name, value in [("OMPI_ALLOW_RUN_AS_ROOT", "1"),
     config.environment[name] = value
 config.substitutions.append(("%mpirun", "mpirun --oversubscribe -np"))
 
+# The CPU runtime's bf16 GEMMs run on oneDNN's bf16 matmul, which needs
+# AVX-512 (oneDNN's avx512_core); without it megatron-run refuses a bf16
+# step unless MRT_GEMM_BF16=widened asks for fp32 GEMMs on widened operands
+# (the same rounding points). The bf16 tests check the numbers, so on such
+# a CPU they ask for it; "bf16-gemm" marks a CPU where oneDNN runs them.
+def cpu_flags():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= cpu_flags():
+    config.available_features.add("bf16-gemm")
+else:
+    config.environment["MRT_GEMM_BF16"] = "widened"
+
 # Open MPI 4.1 makes its top session directory ompi.<host>.<uid> on first use
 # and removes it at exit once it is empty; with tests in parallel one
 # process's removal can land between another's mkdir and stat, which then

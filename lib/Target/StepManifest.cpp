@@ -127,6 +127,19 @@ manifestArguments(ArrayRef<func::FuncOp> functions) {
   return args;
 }
 
+/// Whether the step computes in bf16: some value in it holds bf16
+/// (--precision=bf16 gives the GEMMs bf16 operands).
+static bool computesInBf16(ModuleOp module) {
+  return module
+      .walk([](Operation *op) {
+        for (Type type : op->getResultTypes())
+          if (getElementTypeOrSelf(type).isBF16())
+            return WalkResult::interrupt();
+        return WalkResult::advance();
+      })
+      .wasInterrupted();
+}
+
 /// The manifest of the step whose arguments are `arguments`, written by
 /// megatron-run's own writer and checked by its reader.
 FailureOr<std::string> buildStepManifest(ModuleOp module,
@@ -203,6 +216,7 @@ FailureOr<std::string> buildStepManifest(ModuleOp module,
   manifest.model = function.getName().str();
   manifest.target = target == Target::CUDA ? MGT_TARGET_CUDA : MGT_TARGET_CPU;
   manifest.validVocab = *vocab;
+  manifest.compute = computesInBf16(module) ? MGT_DTYPE_BF16 : MGT_DTYPE_F32;
   for (ArrayRef<int32_t> stack : stacks)
     manifest.stacks.emplace_back(stack.begin(), stack.end());
   if (auto names = function->getAttrOfType<StringAttr>(

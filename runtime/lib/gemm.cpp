@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace {
 
@@ -21,23 +22,38 @@ namespace {
 // (bench/cpu/gemm_ceiling.py, docs/PERFORMANCE.md).
 enum class GemmLibrary { OneDNN, OpenBLAS };
 
+struct GemmChoice {
+  GemmLibrary library = GemmLibrary::OpenBLAS;
+  std::string error; // why no fp32 GEMM can run ("": they can)
+};
+
 // MRT_GEMM=onednn|openblas overrides the choice: A/B runs, and the tests of
 // the library the machine would not pick.
-GemmLibrary chooseGemmLibrary() {
+GemmChoice chooseGemmLibrary() {
   if (const char *forced = std::getenv("MRT_GEMM")) {
     if (std::strcmp(forced, "onednn") == 0)
-      return GemmLibrary::OneDNN;
+      return {GemmLibrary::OneDNN, ""};
     if (std::strcmp(forced, "openblas") == 0)
-      return GemmLibrary::OpenBLAS;
-    mrt::fatal("MRT_GEMM=%s: expected onednn or openblas", forced);
+      return {GemmLibrary::OpenBLAS, ""};
+    return {GemmLibrary::OpenBLAS, std::string("MRT_GEMM=") + forced +
+                                       ": expected onednn or openblas"};
   }
-  return __builtin_cpu_supports("avx512f") ? GemmLibrary::OneDNN
-                                           : GemmLibrary::OpenBLAS;
+  return {__builtin_cpu_supports("avx512f") ? GemmLibrary::OneDNN
+                                            : GemmLibrary::OpenBLAS,
+          ""};
 }
 
+const GemmChoice &gemmChoice() {
+  static const GemmChoice choice = chooseGemmLibrary();
+  return choice;
+}
+
+/// The library of a GEMM about to run.
 GemmLibrary gemmLibrary() {
-  static const GemmLibrary library = chooseGemmLibrary();
-  return library;
+  const GemmChoice &choice = gemmChoice();
+  if (!choice.error.empty())
+    mrt::fatal("%s", choice.error.c_str());
+  return choice.library;
 }
 
 void oneDNNGemm(int transA, int transB, int64_t M, int64_t N, int64_t K,
@@ -86,9 +102,11 @@ void openBLASGemm(int transA, int transB, int64_t M, int64_t N, int64_t K,
 } // namespace
 
 const char *mrt::fp32GemmLibrary() {
-  return gemmLibrary() == GemmLibrary::OneDNN ? "oneDNN sgemm"
-                                              : "OpenBLAS sgemm";
+  return gemmChoice().library == GemmLibrary::OneDNN ? "oneDNN sgemm"
+                                                     : "OpenBLAS sgemm";
 }
+
+const std::string &mrt::fp32GemmError() { return gemmChoice().error; }
 
 extern "C" void mrt_gemm_f32(int transA, int transB, int64_t M, int64_t N,
                              int64_t K, float alpha, const float *A,

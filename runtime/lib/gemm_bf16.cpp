@@ -27,56 +27,54 @@ using mrt::Widened;
 
 namespace {
 
-enum class Bf16Engine { OneDNN, Widened, Unavailable };
+enum class Bf16Engine { OneDNN, Widened };
 
-Bf16Engine chooseBf16Engine() {
+struct Bf16Choice {
+  Bf16Engine engine = Bf16Engine::Widened;
+  std::string error; // why no bf16 GEMM can run ("": they can)
+};
+
+Bf16Choice chooseBf16Engine() {
   const mrt::Bf16MatmulSupport &support = mrt::bf16MatmulSupport();
-  if (const char *forced = std::getenv("MRT_GEMM_BF16")) {
-    if (std::strcmp(forced, "widened") == 0)
-      return Bf16Engine::Widened;
-    if (std::strcmp(forced, "onednn") != 0)
-      mrt::fatal("MRT_GEMM_BF16=%s: expected onednn or widened", forced);
-    if (!support.available())
-      mrt::fatal("MRT_GEMM_BF16=onednn: %s", support.reason.c_str());
-  }
-  return support.available() ? Bf16Engine::OneDNN : Bf16Engine::Unavailable;
+  const char *forced = std::getenv("MRT_GEMM_BF16");
+  if (forced && std::strcmp(forced, "widened") == 0)
+    return {Bf16Engine::Widened, ""};
+  if (forced && std::strcmp(forced, "onednn") != 0)
+    return {Bf16Engine::Widened, std::string("MRT_GEMM_BF16=") + forced +
+                                     ": expected onednn or widened"};
+  if (!support.available())
+    return {Bf16Engine::OneDNN,
+            support.reason +
+                "; MRT_GEMM_BF16=widened runs them as fp32 GEMMs on widened "
+                "operands (the same rounding points, at the fp32 rate)"};
+  return {Bf16Engine::OneDNN, ""};
 }
 
-Bf16Engine chosenBf16Engine() {
-  static const Bf16Engine engine = chooseBf16Engine();
-  return engine;
-}
-
-std::string unavailableMessage() {
-  return "bf16 GEMMs: " + mrt::bf16MatmulSupport().reason +
-         "; MRT_GEMM_BF16=widened runs them as fp32 GEMMs on widened "
-         "operands (the same rounding points, at the fp32 rate)";
+const Bf16Choice &bf16Choice() {
+  static const Bf16Choice choice = chooseBf16Engine();
+  return choice;
 }
 
 /// The engine of a bf16 GEMM about to run.
 Bf16Engine bf16Engine() {
-  const Bf16Engine engine = chosenBf16Engine();
-  if (engine == Bf16Engine::Unavailable)
-    mrt::fatal("%s", unavailableMessage().c_str());
-  return engine;
+  const Bf16Choice &choice = bf16Choice();
+  if (!choice.error.empty())
+    mrt::fatal("a bf16 GEMM, but %s", choice.error.c_str());
+  return choice.engine;
 }
 
-std::string describeEngines() {
-  std::string text = std::string("fp32: ") + mrt::fp32GemmLibrary();
-  switch (chosenBf16Engine()) {
-  case Bf16Engine::Unavailable:
-    return text + "; bf16: none (" + mrt::bf16MatmulSupport().reason + ")";
-  case Bf16Engine::Widened:
-    return text + "; bf16: fp32 GEMMs on widened operands (MRT_GEMM_BF16)";
-  case Bf16Engine::OneDNN:
-    break;
-  }
+std::string describeBf16Engine() {
+  const Bf16Choice &choice = bf16Choice();
+  if (!choice.error.empty())
+    return "none (" + choice.error + ")";
+  if (choice.engine == Bf16Engine::Widened)
+    return "fp32 GEMMs on widened operands (MRT_GEMM_BF16)";
   const mrt::Bf16MatmulSupport &support = mrt::bf16MatmulSupport();
   const char *units = support.matrixUnits() ? "AMX-BF16 matrix units"
                       : support.nativeBf16()
                           ? "AVX-512-BF16 dot products, no matrix units"
                           : "converted to fp32 by oneDNN: no bf16 instructions";
-  return text + "; bf16: oneDNN matmul " + support.kernel + " (" + units + ")";
+  return "oneDNN matmul " + support.kernel + " (" + units + ")";
 }
 
 /// Elements a [rows, cols] matrix with leading dimension ld spans, as BLAS
@@ -137,14 +135,18 @@ MRT_VECTOR_KERNEL void roundSumAndGelu(const float *sum, mrt_bf16 *pre,
 } // namespace
 
 extern "C" const char *mrt_gemm_engines(void) {
-  static const std::string text = describeEngines();
+  static const std::string text = std::string("fp32: ") +
+                                  mrt::fp32GemmLibrary() +
+                                  "; bf16: " + describeBf16Engine();
   return text.c_str();
 }
 
-extern "C" const char *mrt_gemm_bf16_unavailable(void) {
-  static const std::string message = unavailableMessage();
-  return chosenBf16Engine() == Bf16Engine::Unavailable ? message.c_str()
-                                                       : nullptr;
+extern "C" const char *mrt_gemm_error(int bf16) {
+  if (!mrt::fp32GemmError().empty())
+    return mrt::fp32GemmError().c_str();
+  if (bf16 && !bf16Choice().error.empty())
+    return bf16Choice().error.c_str();
+  return nullptr;
 }
 
 extern "C" void mrt_gemm_bf16_f32(int transA, int transB, int64_t M, int64_t N,

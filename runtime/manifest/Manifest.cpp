@@ -406,6 +406,7 @@ std::string writeManifest(const Manifest &m) {
             {MGT_FIELD_VERSION, MGT_MANIFEST_VERSION},
             {MGT_FIELD_MODEL, m.model},
             {MGT_FIELD_TARGET, m.target},
+            {MGT_FIELD_COMPUTE, m.compute},
             {MGT_FIELD_DP, m.dp},
             {MGT_FIELD_TP, m.tp},
             {MGT_FIELD_BATCH, m.batch},
@@ -452,6 +453,11 @@ Manifest parseManifest(const std::string &text) {
     m.target = getString(j, MGT_FIELD_TARGET, "manifest");
     if (m.target != MGT_TARGET_CPU && m.target != MGT_TARGET_CUDA)
       fail("\"target\" must be \"cpu\" or \"cuda\"");
+  }
+  if (j.contains(MGT_FIELD_COMPUTE)) {
+    m.compute = getString(j, MGT_FIELD_COMPUTE, "manifest");
+    if (m.compute != MGT_DTYPE_F32 && m.compute != MGT_DTYPE_BF16)
+      fail("\"compute\" must be \"f32\" or \"bf16\"");
   }
   if (j.contains(MGT_FIELD_ENTRIES)) {
     if (!j[MGT_FIELD_ENTRIES].is_array())

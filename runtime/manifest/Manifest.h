@@ -99,6 +99,10 @@ struct Manifest {
   // manifest gives none).
   std::map<std::string, double> flops;
   double flopsOf(const std::string &entry) const;
+  // The narrowest type the step computes in ("compute"): MGT_DTYPE_BF16
+  // when its GEMMs take bf16 operands.
+  std::string compute = MGT_DTYPE_F32;
+  bool computesInBf16() const { return compute == MGT_DTYPE_BF16; }
   // Every param has a "grad" arg (compiled with --export-grads).
   bool hasGrads() const;
   // Args allocated as one buffer each, members in order with no gap

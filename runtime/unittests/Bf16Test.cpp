@@ -1,5 +1,7 @@
 // The CPU runtime's bf16 storage: rounding, and the _bf16 entry points as
-// their f32 siblings on widened operands.
+// their f32 siblings on widened operands. The GEMMs run on the engine the
+// process chose (oneDNN's bf16 matmul where the CPU has one): on data whose
+// sums are exact in fp32 every engine gives the widened GEMM's bits.
 #include "../lib/bf16.h"
 
 #include "megatron_rt/embedding.h"
@@ -9,12 +11,37 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 using mrt::narrow;
 using mrt::widen;
+
+namespace {
+
+// oneDNN's bf16 matmul needs AVX-512 (its avx512_core). Without it the
+// entry points would end the process; the tests then run the widened
+// engine, as megatron-run's users may ask with MRT_GEMM_BF16=widened.
+bool cpuHasAvx512Core() {
+  return __builtin_cpu_supports("avx512f") &&
+         __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512dq");
+}
+
+class Bf16GemmEngine : public ::testing::Environment {
+  void SetUp() override {
+    if (!cpuHasAvx512Core())
+      setenv("MRT_GEMM_BF16", "widened", 0);
+  }
+};
+const auto *const kBf16GemmEngine =
+    ::testing::AddGlobalTestEnvironment(new Bf16GemmEngine);
+
+} // namespace
 
 TEST(Bf16, RoundsToNearestTiesToEven) {
   // 1 + 2^-8 lies halfway between 1 and 1 + 2^-7: the even neighbour is 1.
@@ -100,6 +127,64 @@ TEST(Bf16, GemmBiasGeluRoundsPreAndGeluOnce) {
     EXPECT_EQ(pre16[i], narrow(pre[i])) << i;
     EXPECT_EQ(out16[i], narrow(out[i])) << i;
   }
+}
+
+// Every transposition, leading dimensions past the rows' ends, alpha and
+// beta, at sizes that leave tails in every kernel's blocking.
+TEST(Bf16, GemmMatchesTheWidenedGemmForEveryLayout) {
+  const int64_t M = 37, N = 45, K = 53;
+  for (int transA : {0, 1})
+    for (int transB : {0, 1}) {
+      const int64_t lda = (transA ? M : K) + 3, ldb = (transB ? K : N) + 5,
+                    ldc = N + 2;
+      auto a = bf16Values((transA ? K : M) * lda, 0.25f),
+           b = bf16Values((transB ? N : K) * ldb, 0.5f),
+           c = bf16Values(M * ldc, 1.0f);
+      std::vector<float> wide = widened(c), want = wide;
+      mrt_gemm_f32(transA, transB, M, N, K, 2.0f, widened(a).data(), lda,
+                   widened(b).data(), ldb, 0.5f, want.data(), ldc);
+      mrt_gemm_bf16_f32(transA, transB, M, N, K, 2.0f, a.data(), lda,
+                        b.data(), ldb, 0.5f, wide.data(), ldc);
+      mrt_gemm_bf16(transA, transB, M, N, K, 2.0f, a.data(), lda, b.data(),
+                    ldb, 0.5f, c.data(), ldc);
+      for (int64_t r = 0; r < M; ++r)
+        for (int64_t col = 0; col < ldc; ++col) {
+          const int64_t i = r * ldc + col;
+          EXPECT_EQ(wide[i], want[i]) << transA << transB << " " << i;
+          EXPECT_EQ(c[i], narrow(want[i])) << transA << transB << " " << i;
+        }
+    }
+}
+
+TEST(Bf16, GemmBiasGeluLeavesThePaddingAndSkipsAMissingPre) {
+  const int64_t M = 9, N = 24, K = 40, ldc = N + 8;
+  auto a = bf16Values(M * K, 0.25f), b = bf16Values(N * K, 0.5f),
+       bias = bf16Values(N, 0.125f);
+  std::vector<float> pre(M * ldc), out(M * ldc);
+  mrt_gemm_bias_gelu_f32(0, 1, M, N, K, widened(a).data(), K,
+                         widened(b).data(), K, widened(bias).data(),
+                         pre.data(), out.data(), ldc);
+  std::vector<mrt_bf16> out16(M * ldc, narrow(42.0f));
+  mrt_gemm_bias_gelu_bf16(0, 1, M, N, K, a.data(), K, b.data(), K,
+                          bias.data(), nullptr, out16.data(), ldc);
+  for (int64_t r = 0; r < M; ++r)
+    for (int64_t col = 0; col < ldc; ++col)
+      EXPECT_EQ(out16[r * ldc + col],
+                col < N ? narrow(out[r * ldc + col]) : narrow(42.0f))
+          << r << "," << col;
+}
+
+TEST(Bf16, GemmEnginesNameWhatRunsTheBf16Gemms) {
+  const std::string engines = mrt_gemm_engines();
+  const char *forced = std::getenv("MRT_GEMM_BF16");
+  if (!forced || std::string(forced) == "onednn")
+    EXPECT_NE(engines.find("bf16: oneDNN matmul "), std::string::npos)
+        << engines;
+  else
+    EXPECT_NE(engines.find("bf16: fp32 GEMMs on widened operands"),
+              std::string::npos)
+        << engines;
+  EXPECT_EQ(mrt_gemm_error(1), nullptr);
 }
 
 TEST(Bf16, GemmLeavesThePaddingPastN) {

@@ -71,6 +71,9 @@ enum {
 #define MGT_FIELD_BATCH "batch"            /* tokens' global [batch, seq] */
 #define MGT_FIELD_SEQ "seq"
 #define MGT_FIELD_VALID_VOCAB "valid_vocab" /* the loss's unpadded vocabulary */
+/* MGT_DTYPE_BF16 when the step computes in bf16 (--precision=bf16: its
+ * GEMMs take bf16 operands), else MGT_DTYPE_F32 (also when absent). */
+#define MGT_FIELD_COMPUTE "compute"
 /* A function step has no tokens and no loss: batch, seq and valid_vocab are
  * 0. */
 #define MGT_FIELD_ENTRIES "entries"        /* MGT_ENTRY_KIND_* */

@@ -68,10 +68,12 @@ MRT_API void mrt_gemm_bf16_f32(int transA, int transB, int64_t M, int64_t N,
  * MRT_GEMM_BF16=onednn|widened (bf16), and oneDNN's ONEDNN_MAX_CPU_ISA. */
 MRT_API const char *mrt_gemm_engines(void);
 
-/* NULL when the bf16 GEMMs can run; else why not (the instruction set
- * oneDNN lacks), which is also what a bf16 GEMM would end the process
- * with: a launcher refuses a bf16 step with it at start. */
-MRT_API const char *mrt_gemm_bf16_unavailable(void);
+/* NULL when this process's GEMMs can run: the fp32 ones, and the bf16 ones
+ * too when bf16 != 0. Else why not (a bad MRT_GEMM or MRT_GEMM_BF16, the
+ * instruction set oneDNN lacks for bf16), the words the first such GEMM
+ * would end the process with: a launcher refuses a step with them at
+ * start. */
+MRT_API const char *mrt_gemm_error(int bf16);
 
 MRT_EXTERN_C_END
 

@@ -40,6 +40,9 @@ std::string loadRuntimeApi(void *lib, RuntimeApi &api) {
                 resolve(lib, "mrt_copy_to_host", api.copyToHost);
   if (!device)
     api.deviceAlloc = nullptr;
+  if (!resolve(lib, "mrt_gemm_engines", api.gemmEngines) ||
+      !resolve(lib, "mrt_gemm_error", api.gemmError))
+    api.gemmEngines = nullptr, api.gemmError = nullptr;
   return "";
 }
 

@@ -29,6 +29,10 @@ struct RuntimeApi {
   void (*deviceFree)(void *) = nullptr;
   void (*copyToDevice)(void *, const void *, int64_t) = nullptr;
   void (*copyToHost)(void *, const void *, int64_t) = nullptr;
+  // The CPU runtime's GEMM engines (megatron_rt/gemm.h): absent from the
+  // CUDA runtime.
+  const char *(*gemmEngines)() = nullptr;
+  const char *(*gemmError)(int) = nullptr;
 
   bool hasDeviceMemory() const { return deviceAlloc != nullptr; }
 };

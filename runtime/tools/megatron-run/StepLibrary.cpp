@@ -104,6 +104,12 @@ std::string openStepLibrary(const Options &opt, RuntimeApi &rt,
   if (missingEntry)
     return name + " does not export " + missingEntry +
            ", which its manifest lists";
+  // Refused before any weight is read: the step's first GEMM would end the
+  // run with the same words.
+  if (rt.gemmError)
+    if (const char *why = rt.gemmError(m.computesInBf16()))
+      return name + (m.computesInBf16() ? " computes in bf16, but " : ": ") +
+             why;
   return capabilityError(opt, step, rt.hasDeviceMemory());
 }
 

@@ -72,6 +72,8 @@ int run(const Options &opt) {
     reportOnce(noMesh, SeenBy::EveryRank);
     return 1;
   }
+  if (mesh->rank0() && rt.gemmEngines)
+    report(std::string("GEMMs ") + rt.gemmEngines());
   Session s(opt, step, *mesh, buffers);
   s.cpus = cpus;
   if (opt.runsFunction())
