@@ -1,6 +1,7 @@
 #include "megatron_rt/attention.h"
 #include "megatron_rt/dropout.h"
 
+#include "bf16.h"
 #include "fatal.h"
 #include "isa.h"
 #include "vec.h"
@@ -43,6 +44,11 @@ struct Shape {
   // Query heads per key/value head.
   int64_t group() const { return H / KV; }
 };
+
+// The scores' scale 1/sqrt(D).
+float scoreScale(const Shape &s) {
+  return 1.0f / std::sqrt(static_cast<float>(s.D));
+}
 
 // Where the heads' rows lie (attention.h): q [B,T,*] with row stride ldq,
 // k and v with ldkv; sections of one fused tensor or tensors of their own.
@@ -219,6 +225,12 @@ void copyRows(const float *src, int64_t srcStride, int64_t n, int64_t D,
     copyRow(src + j * srcStride, D, dst + j * dstStride);
 }
 
+void scaleRows(const float *src, int64_t srcStride, int64_t n, int64_t D,
+               float factor, float *dst, int64_t dstStride) {
+  for (int64_t j = 0; j < n; ++j)
+    scaleRow(src + j * srcStride, D, factor, dst + j * dstStride);
+}
+
 // A group of kGroupRows consecutive queries starting at t0. Rows past the end
 // of the sequence repeat the last query so that every row holds finite data;
 // their results are dropped and their probabilities forced to zero.
@@ -326,6 +338,14 @@ struct ForwardScratch {
   std::vector<RunningSoftmax> states; // [kGroupRows]
 };
 
+// x rounded to bf16 and kept in fp32: products of such values summed in fp32
+// are the GPU's bf16 tensor-core products.
+void roundToBf16(float *x, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    x[i] = mrt::widen(mrt::narrow(x[i]));
+}
+
 // Drops row r's weights of the block at j0 after the softmax has summed
 // them: the normaliser and the log-sum-exp are those of all probabilities.
 void dropWeights(const ProbabilityDropout &dropout, const Shape &s, int64_t b,
@@ -340,9 +360,10 @@ void dropWeights(const ProbabilityDropout &dropout, const Shape &s, int64_t b,
 }
 
 void forwardGroup(const Heads<const float *> &in, float *out, float *headLse,
-                  const Shape &s, const ProbabilityDropout &dropout, int64_t b,
-                  int64_t h, QueryGroup g, ForwardScratch &w) {
-  const float scale = 1.0f / std::sqrt(static_cast<float>(s.D));
+                  const Shape &s, const ProbabilityDropout &dropout,
+                  bool bf16Products, int64_t b, int64_t h, QueryGroup g,
+                  ForwardScratch &w) {
+  const float scale = scoreScale(s);
   const int64_t Dpad = s.Dpad();
   g.gather(in.query(s, b, 0, h), in.ldq, s.D, w.queries.data(), Dpad);
   std::fill(w.states.begin(), w.states.end(), RunningSoftmax{});
@@ -357,6 +378,8 @@ void forwardGroup(const Heads<const float *> &in, float *out, float *headLse,
       float shrink =
           foldScores(row, g.visible(r, j0, n), scale, w.states[r]);
       dropWeights(dropout, s, b, h, g, r, j0, row, w.factors.data());
+      if (bf16Products)
+        roundToBf16(row, kKeyBlock);
       if (j0 > 0) // the accumulators are still zero on the first block
         mrt::scale(w.acc.data() + r * Dpad, Dpad, shrink);
     }
@@ -374,15 +397,16 @@ void forwardGroup(const Heads<const float *> &in, float *out, float *headLse,
 MRT_VECTOR_KERNEL void forwardHead(const Heads<const float *> &in,
                                    float *out, float *lse, const Shape &s,
                                    const ProbabilityDropout &dropout,
-                                   int64_t b, int64_t h, ForwardScratch &w) {
+                                   bool bf16Products, int64_t b, int64_t h,
+                                   ForwardScratch &w) {
   const int64_t kv = h / s.group();
   packTransposed(in.key(s, b, 0, kv), in.ldkv, s.T, s.D, w.keysT.data(),
                  s.Tpad());
   copyRows(in.value(s, b, 0, kv), in.ldkv, s.T, s.D, w.values.data(),
            s.Dpad());
   for (int64_t t0 = 0; t0 < s.T; t0 += kGroupRows)
-    forwardGroup(in, out, lse + (b * s.H + h) * s.T, s, dropout, b, h,
-                 groupAt(s, t0), w);
+    forwardGroup(in, out, lse + (b * s.H + h) * s.T, s, dropout, bf16Products,
+                 b, h, groupAt(s, t0), w);
 }
 
 struct BackwardScratch {
@@ -408,12 +432,15 @@ struct BackwardScratch {
 // For one key block, from the raw products q.k (in probs) and dout.v (in
 // dscores): P = exp(scale*q.k - lse) recomputed from the forward's lse, the
 // kept probabilities P * F (F the dropout factors, 1 without dropout) in
-// probs, and the score gradient dS = scale * P * (F * dout.v - delta).
+// probs, and the score gradient dS = P * (F * dout.v - delta) without the
+// scores' scale, which dQ and dK take once summed: dS is then rounded for
+// bf16 products where the GPU's kernels round it.
 void probabilitiesAndScoreGrads(const Shape &s,
-                                const ProbabilityDropout &dropout, int64_t b,
-                                int64_t h, QueryGroup g, int64_t j0, int64_t n,
+                                const ProbabilityDropout &dropout,
+                                bool bf16Products, int64_t b, int64_t h,
+                                QueryGroup g, int64_t j0, int64_t n,
                                 const float *headLse, BackwardScratch &w) {
-  const float scale = 1.0f / std::sqrt(static_cast<float>(s.D));
+  const float scale = scoreScale(s);
   const float *f = w.factors.data();
   for (int64_t r = 0; r < kGroupRows; ++r) {
     float *p = w.probs.data() + r * kKeyBlock;
@@ -427,8 +454,12 @@ void probabilitiesAndScoreGrads(const Shape &s,
     for (int64_t j = 0; j < kKeyBlock; ++j) {
       bool seen = j < visible;
       float prob = seen ? mrt::expNonPositive(scale * p[j] - lse) : 0.0f;
-      ds[j] = seen ? scale * prob * (f[j] * ds[j] - delta) : 0.0f;
+      ds[j] = seen ? prob * (f[j] * ds[j] - delta) : 0.0f;
       p[j] = prob * f[j];
+    }
+    if (bf16Products) {
+      roundToBf16(p, kKeyBlock);
+      roundToBf16(ds, kKeyBlock);
     }
   }
 }
@@ -449,7 +480,8 @@ void accumulatePerKey(const float *coeffs, const float *x, int64_t n,
 void backwardGroup(const Heads<const float *> &in, const float *dout,
                    const float *headLse, const Heads<float *> &grads,
                    const Shape &s, const ProbabilityDropout &dropout,
-                   int64_t b, int64_t h, QueryGroup g, BackwardScratch &w) {
+                   bool bf16Products, int64_t b, int64_t h, QueryGroup g,
+                   BackwardScratch &w) {
   const int64_t Dpad = s.Dpad();
   g.gather(in.query(s, b, 0, h), in.ldq, s.D, w.queries.data(), Dpad);
   g.gather(dout + outOffset(s, b, 0, h), s.H * s.D, s.D, w.douts.data(), Dpad);
@@ -461,7 +493,8 @@ void backwardGroup(const Heads<const float *> &in, const float *dout,
                   width, w.probs.data(), kKeyBlock, false);
     groupMultiply(w.douts.data(), Dpad, w.valuesT.data() + j0, s.Tpad(), s.D,
                   width, w.dscores.data(), kKeyBlock, false);
-    probabilitiesAndScoreGrads(s, dropout, b, h, g, j0, n, headLse, w);
+    probabilitiesAndScoreGrads(s, dropout, bf16Products, b, h, g, j0, n,
+                               headLse, w);
     groupMultiply(w.dscores.data(), kKeyBlock, w.keys.data() + j0 * Dpad, Dpad,
                   n, Dpad, w.dq.data(), Dpad, true);
     accumulatePerKey(w.dscores.data(), w.queries.data(), n,
@@ -470,8 +503,8 @@ void backwardGroup(const Heads<const float *> &in, const float *dout,
                      w.dvalues.data() + j0 * Dpad, s, w);
   }
 
-  copyRows(w.dq.data(), Dpad, g.count, s.D, grads.query(s, b, g.t0, h),
-           grads.ldq);
+  scaleRows(w.dq.data(), Dpad, g.count, s.D, scoreScale(s),
+            grads.query(s, b, g.t0, h), grads.ldq);
 }
 
 // With P the probabilities, F the dropout factors and dP = dout v^T, the
@@ -486,7 +519,8 @@ MRT_VECTOR_KERNEL void backwardHead(const Heads<const float *> &in,
                                     const Heads<float *> &kvGrads,
                                     int64_t kvOut, const Shape &s,
                                     const ProbabilityDropout &dropout,
-                                    int64_t b, int64_t h, BackwardScratch &w) {
+                                    bool bf16Products, int64_t b, int64_t h,
+                                    BackwardScratch &w) {
   const int64_t kv = h / s.group();
   packTransposed(in.key(s, b, 0, kv), in.ldkv, s.T, s.D, w.keysT.data(),
                  s.Tpad());
@@ -500,11 +534,11 @@ MRT_VECTOR_KERNEL void backwardHead(const Heads<const float *> &in,
                           out + outOffset(s, b, t, h), s.D);
 
   for (int64_t t0 = 0; t0 < s.T; t0 += kGroupRows)
-    backwardGroup(in, dout, lse + (b * s.H + h) * s.T, grads, s, dropout, b,
-                  h, groupAt(s, t0), w);
+    backwardGroup(in, dout, lse + (b * s.H + h) * s.T, grads, s, dropout,
+                  bf16Products, b, h, groupAt(s, t0), w);
 
-  copyRows(w.dkeys.data(), s.Dpad(), s.T, s.D, kvGrads.key(s, b, 0, kvOut),
-           kvGrads.ldkv);
+  scaleRows(w.dkeys.data(), s.Dpad(), s.T, s.D, scoreScale(s),
+            kvGrads.key(s, b, 0, kvOut), kvGrads.ldkv);
   copyRows(w.dvalues.data(), s.Dpad(), s.T, s.D,
            kvGrads.value(s, b, 0, kvOut), kvGrads.ldkv);
 }
@@ -552,6 +586,55 @@ ProbabilityDropout probabilityDropout(const Shape &s, float rate, int64_t seed,
           globalHeads};
 }
 
+/// The forward pass on fp32 operands. With bf16Products the probabilities
+/// (kept ones, after dropout) are rounded to bf16 before they multiply the
+/// values, as the CUDA kernels' tensor-core products take them; their sums
+/// (the normaliser, the log-sum-exp) stay those of the fp32 values.
+void attentionForward(const Heads<const float *> &in, float *out, float *lse,
+                      const Shape &s, const ProbabilityDropout &drop,
+                      bool bf16Products) {
+  checkGroups(s);
+#pragma omp parallel
+  {
+    ForwardScratch scratch(s);
+#pragma omp for collapse(2) schedule(dynamic)
+    for (int64_t b = 0; b < s.B; ++b)
+      for (int64_t h = 0; h < s.H; ++h)
+        forwardHead(in, out, lse, s, drop, bf16Products, b, h, scratch);
+  }
+}
+
+/// The backward pass on fp32 operands. With bf16Products the recomputed
+/// probabilities and the score gradients are rounded to bf16 before their
+/// products (dV = P^T dO; dQ = dS K, dK = dS^T Q), as on the GPU.
+void attentionBackward(const Heads<const float *> &in, const float *out,
+                       const float *dout, const float *lse,
+                       const Heads<float *> &grads, const Shape &s,
+                       const ProbabilityDropout &drop, bool bf16Products) {
+  checkGroups(s);
+  // Multi-head attention writes each head's dk and dv where they belong;
+  // grouped heads write their shares [B,T,H,D] apart, summed after.
+  const bool grouped = s.group() > 1;
+  std::vector<float> dkShares(grouped ? s.B * s.T * s.H * s.D : 0),
+      dvShares(dkShares.size());
+  const Heads<float *> shares{nullptr, dkShares.data(), dvShares.data(), 0,
+                              s.H * s.D};
+#pragma omp parallel
+  {
+    BackwardScratch scratch(s);
+#pragma omp for collapse(2) schedule(dynamic)
+    for (int64_t b = 0; b < s.B; ++b)
+      for (int64_t h = 0; h < s.H; ++h)
+        backwardHead(in, out, dout, lse, grads, grouped ? shares : grads,
+                     grouped ? h : h / s.group(), s, drop, bf16Products, b, h,
+                     scratch);
+  }
+  if (grouped) {
+    sumGroups(dkShares.data(), s, grads.k, grads.ldkv);
+    sumGroups(dvShares.data(), s, grads.v, grads.ldkv);
+  }
+}
+
 } // namespace
 
 extern "C" void mrt_attention_fwd_f32(const float *q, const float *k,
@@ -564,19 +647,10 @@ extern "C" void mrt_attention_fwd_f32(const float *q, const float *k,
                                       int64_t head_offset,
                                       int64_t global_heads) {
   const Shape s{B, T, H, KV, D};
-  checkGroups(s);
-  const ProbabilityDropout drop =
-      probabilityDropout(s, dropout, seed, step, stream, batch_offset,
-                         head_offset, global_heads);
-  const Heads<const float *> in{q, k, v, ldq, ldkv};
-#pragma omp parallel
-  {
-    ForwardScratch scratch(s);
-#pragma omp for collapse(2) schedule(dynamic)
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t h = 0; h < H; ++h)
-        forwardHead(in, out, lse, s, drop, b, h, scratch);
-  }
+  attentionForward({q, k, v, ldq, ldkv}, out, lse, s,
+                   probabilityDropout(s, dropout, seed, step, stream,
+                                      batch_offset, head_offset, global_heads),
+                   false);
 }
 
 extern "C" void mrt_attention_bwd_f32(const float *q, const float *k,
@@ -591,30 +665,66 @@ extern "C" void mrt_attention_bwd_f32(const float *q, const float *k,
                                       int64_t head_offset,
                                       int64_t global_heads) {
   const Shape s{B, T, H, KV, D};
-  checkGroups(s);
-  const ProbabilityDropout drop =
-      probabilityDropout(s, dropout, seed, step, stream, batch_offset,
-                         head_offset, global_heads);
-  const Heads<const float *> in{q, k, v, ldq, ldkv};
-  const Heads<float *> grads{dq, dk, dv, ldq, ldkv};
-  // Multi-head attention writes each head's dk and dv where they belong;
-  // grouped heads write their shares [B,T,H,D] apart, summed after.
-  const bool grouped = s.group() > 1;
-  std::vector<float> dkShares(grouped ? B * T * H * D : 0),
-      dvShares(dkShares.size());
-  const Heads<float *> shares{nullptr, dkShares.data(), dvShares.data(), 0,
-                              H * D};
-#pragma omp parallel
-  {
-    BackwardScratch scratch(s);
-#pragma omp for collapse(2) schedule(dynamic)
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t h = 0; h < H; ++h)
-        backwardHead(in, out, dout, lse, grads, grouped ? shares : grads,
-                     grouped ? h : h / s.group(), s, drop, b, h, scratch);
-  }
-  if (grouped) {
-    sumGroups(dkShares.data(), s, dk, ldkv);
-    sumGroups(dvShares.data(), s, dv, ldkv);
-  }
+  attentionBackward({q, k, v, ldq, ldkv}, out, dout, lse,
+                    {dq, dk, dv, ldq, ldkv}, s,
+                    probabilityDropout(s, dropout, seed, step, stream,
+                                       batch_offset, head_offset,
+                                       global_heads),
+                    false);
+}
+
+// bf16 storage: fp32 copies of the heads (compact, row stride H*D or KV*D),
+// the products' probability operands rounded as on the GPU, the results
+// rounded once into the bf16 outputs.
+extern "C" void mrt_attention_fwd_bf16(const mrt_bf16 *q, const mrt_bf16 *k,
+                                       const mrt_bf16 *v, int64_t ldq,
+                                       int64_t ldkv, mrt_bf16 *out,
+                                       float *lse, int64_t B, int64_t T,
+                                       int64_t H, int64_t KV, int64_t D,
+                                       float dropout, int64_t seed,
+                                       int64_t step, int64_t stream,
+                                       int64_t batch_offset,
+                                       int64_t head_offset,
+                                       int64_t global_heads) {
+  const Shape s{B, T, H, KV, D};
+  const int64_t rows = B * T;
+  mrt::WidenedRows qs(q, rows, H * D, ldq), ks(k, rows, KV * D, ldkv),
+      vs(v, rows, KV * D, ldkv);
+  mrt::Narrowed outs(out, rows * H * D);
+  attentionForward({qs.data(), ks.data(), vs.data(), H * D, KV * D},
+                   outs.data(), lse, s,
+                   probabilityDropout(s, dropout, seed, step, stream,
+                                      batch_offset, head_offset, global_heads),
+                   true);
+}
+
+extern "C" void mrt_attention_bwd_bf16(const mrt_bf16 *q, const mrt_bf16 *k,
+                                       const mrt_bf16 *v, int64_t ldq,
+                                       int64_t ldkv, const mrt_bf16 *out,
+                                       const mrt_bf16 *dout, const float *lse,
+                                       mrt_bf16 *dq, mrt_bf16 *dk,
+                                       mrt_bf16 *dv, int64_t B, int64_t T,
+                                       int64_t H, int64_t KV, int64_t D,
+                                       float dropout, int64_t seed,
+                                       int64_t step, int64_t stream,
+                                       int64_t batch_offset,
+                                       int64_t head_offset,
+                                       int64_t global_heads) {
+  const Shape s{B, T, H, KV, D};
+  const int64_t rows = B * T;
+  mrt::WidenedRows qs(q, rows, H * D, ldq), ks(k, rows, KV * D, ldkv),
+      vs(v, rows, KV * D, ldkv);
+  mrt::Widened outs(out, rows * H * D), douts(dout, rows * H * D);
+  mrt::Scratch<float> dqs(rows * H * D), dks(rows * KV * D),
+      dvs(rows * KV * D);
+  attentionBackward({qs.data(), ks.data(), vs.data(), H * D, KV * D},
+                    outs.data(), douts.data(), lse,
+                    {dqs.data(), dks.data(), dvs.data(), H * D, KV * D}, s,
+                    probabilityDropout(s, dropout, seed, step, stream,
+                                       batch_offset, head_offset,
+                                       global_heads),
+                    true);
+  mrt::narrowRows(dqs.data(), rows, H * D, dq, ldq);
+  mrt::narrowRows(dks.data(), rows, KV * D, dk, ldkv);
+  mrt::narrowRows(dvs.data(), rows, KV * D, dv, ldkv);
 }

@@ -4,7 +4,6 @@
 #include "context_mesh.h"
 #include "isa.h"
 
-#include "megatron_rt/attention.h"
 #include "megatron_rt/comm.h"
 #include "megatron_rt/cross_entropy.h"
 #include "megatron_rt/embedding.h"
@@ -41,6 +40,24 @@ Narrowed::Narrowed(mrt_bf16 *destination, int64_t n, const mrt_bf16 *initial)
 }
 
 Narrowed::~Narrowed() { narrowInto(values.data(), destination, n); }
+
+WidenedRows::WidenedRows(const mrt_bf16 *src, int64_t rows, int64_t cols,
+                         int64_t ld)
+    : values(rows * cols) {
+  float *out = values.data();
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      out[r * cols + c] = widen(src[r * ld + c]);
+}
+
+void narrowRows(const float *values, int64_t rows, int64_t cols,
+                mrt_bf16 *dst, int64_t ld) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      dst[r * ld + c] = narrow(values[r * cols + c]);
+}
 
 } // namespace mrt
 
@@ -134,84 +151,6 @@ extern "C" void mrt_rope_bf16(const mrt_bf16 *x, const int32_t *positions,
   Widened xs(x, B * T * H * D);
   Narrowed ys(y, B * T * H * D);
   mrt_rope_f32(xs.data(), positions, ys.data(), B, T, H, D, theta, direction);
-}
-
-namespace {
-
-/// `rows` rows of `cols` values at row stride `ld` (a section of a fused
-/// tensor, or a whole one) as compact fp32 [rows, cols].
-class WidenedRows {
-public:
-  WidenedRows(const mrt_bf16 *src, int64_t rows, int64_t cols, int64_t ld)
-      : values(rows * cols) {
-    float *out = values.data();
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c)
-        out[r * cols + c] = mrt::widen(src[r * ld + c]);
-  }
-  float *data() { return values.data(); }
-
-private:
-  mrt::Scratch<float> values;
-};
-
-/// The inverse: compact fp32 rows rounded into a strided bf16 matrix, whose
-/// other columns are left alone.
-void narrowRows(const float *values, int64_t rows, int64_t cols,
-                mrt_bf16 *dst, int64_t ld) {
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c)
-      dst[r * ld + c] = mrt::narrow(values[r * cols + c]);
-}
-
-} // namespace
-
-extern "C" void mrt_attention_fwd_bf16(const mrt_bf16 *q, const mrt_bf16 *k,
-                                       const mrt_bf16 *v, int64_t ldq,
-                                       int64_t ldkv, mrt_bf16 *out,
-                                       float *lse, int64_t B, int64_t T,
-                                       int64_t H, int64_t KV, int64_t D,
-                                       float dropout, int64_t seed,
-                                       int64_t step, int64_t stream,
-                                       int64_t batch_offset,
-                                       int64_t head_offset,
-                                       int64_t global_heads) {
-  const int64_t rows = B * T;
-  WidenedRows qs(q, rows, H * D, ldq), ks(k, rows, KV * D, ldkv),
-      vs(v, rows, KV * D, ldkv);
-  Narrowed outs(out, rows * H * D);
-  mrt_attention_fwd_f32(qs.data(), ks.data(), vs.data(), H * D, KV * D,
-                        outs.data(), lse, B, T, H, KV, D, dropout, seed, step,
-                        stream, batch_offset, head_offset, global_heads);
-}
-
-extern "C" void mrt_attention_bwd_bf16(const mrt_bf16 *q, const mrt_bf16 *k,
-                                       const mrt_bf16 *v, int64_t ldq,
-                                       int64_t ldkv, const mrt_bf16 *out,
-                                       const mrt_bf16 *dout, const float *lse,
-                                       mrt_bf16 *dq, mrt_bf16 *dk,
-                                       mrt_bf16 *dv, int64_t B, int64_t T,
-                                       int64_t H, int64_t KV, int64_t D,
-                                       float dropout, int64_t seed,
-                                       int64_t step, int64_t stream,
-                                       int64_t batch_offset,
-                                       int64_t head_offset,
-                                       int64_t global_heads) {
-  const int64_t rows = B * T;
-  WidenedRows qs(q, rows, H * D, ldq), ks(k, rows, KV * D, ldkv),
-      vs(v, rows, KV * D, ldkv);
-  Widened outs(out, rows * H * D), douts(dout, rows * H * D);
-  mrt::Scratch<float> dqs(rows * H * D), dks(rows * KV * D),
-      dvs(rows * KV * D);
-  mrt_attention_bwd_f32(qs.data(), ks.data(), vs.data(), H * D, KV * D,
-                        outs.data(), douts.data(), lse, dqs.data(), dks.data(),
-                        dvs.data(), B, T, H, KV, D, dropout, seed, step,
-                        stream, batch_offset, head_offset, global_heads);
-  narrowRows(dqs.data(), rows, H * D, dq, ldq);
-  narrowRows(dks.data(), rows, KV * D, dk, ldkv);
-  narrowRows(dvs.data(), rows, KV * D, dv, ldkv);
 }
 
 extern "C" void mrt_embedding_fwd_bf16(const mrt_bf16 *table,

@@ -61,6 +61,22 @@ private:
   Scratch<float> values;
 };
 
+/// `rows` rows of `cols` values at row stride `ld` (a section of a fused
+/// tensor, or a whole one) as compact fp32 [rows, cols].
+class WidenedRows {
+public:
+  WidenedRows(const mrt_bf16 *src, int64_t rows, int64_t cols, int64_t ld);
+  float *data() { return values.data(); }
+
+private:
+  Scratch<float> values;
+};
+
+/// The inverse: compact fp32 rows rounded into a strided bf16 matrix, whose
+/// other columns are left alone.
+void narrowRows(const float *values, int64_t rows, int64_t cols,
+                mrt_bf16 *dst, int64_t ld);
+
 } // namespace mrt
 
 #endif // MEGATRON_RT_LIB_BF16_H

@@ -448,6 +448,81 @@ TEST_P(AttentionTest, Backward) {
   EXPECT_TRUE(attentionMatches(s, gDx.packed(), dx));
 }
 
+std::vector<mrt_bf16> asBf16(const std::vector<float> &values) {
+  std::vector<mrt_bf16> out(values.size());
+  for (size_t i = 0; i < values.size(); ++i)
+    out[i] = mrt_bf16_round(values[i]);
+  return out;
+}
+
+std::vector<float> widened(const std::vector<mrt_bf16> &values) {
+  std::vector<float> out(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    const uint32_t bits = uint32_t(values[i]) << 16;
+    std::memcpy(&out[i], &bits, sizeof(float));
+  }
+  return out;
+}
+
+// sqrt(sum (gpu - cpu)^2 / sum cpu^2): an error spread over many elements,
+// where max |error| sees the one element whose rounding flipped.
+double rmsRelative(const Buffer &gpu, const std::vector<float> &cpu) {
+  const std::vector<float> values = gpu.values();
+  double error = 0.0, reference = 0.0;
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    const double e = double(values[i]) - cpu[i];
+    error += e * e;
+    reference += double(cpu[i]) * cpu[i];
+  }
+  return std::sqrt(error / reference);
+}
+
+// The CPU runtime's bf16 attention rounds where the tensor-core kernels
+// round (the probabilities before P V; P and the unscaled dS before the
+// backward's products), so that the bf16 CPU step is the GPU step's
+// reference. Beside it the kernels' results differ only by the order of
+// fp32 sums and an exp's last bits (measured: RMS 0 to 0.03u, most
+// elements equal), where beside the fp32 kernel on the same bf16 inputs
+// they differ by 0.4u to 0.7u RMS: the bound u/16 tells the two apart.
+class AttentionRoundingTest : public AttentionTest {};
+
+TEST_P(AttentionRoundingTest, Bf16RoundsWhereTheCpuBf16KernelsRound) {
+  constexpr double kSameRounding = kBf16Roundoff / 16;
+  const std::vector<mrt_bf16> x16 = asBf16(x), dout16 = asBf16(dout);
+  std::vector<mrt_bf16> out16(s.out()), dx16(s.packed());
+  std::vector<float> lse16(s.lse());
+  mrt_attention_fwd_bf16(x16.data() + s.column(0), x16.data() + s.column(1),
+                         x16.data() + s.column(2), s.row(), s.row(),
+                         out16.data(), lse16.data(), s.B, s.T, s.H, s.KV, s.D,
+                         kNoDropout);
+  mrt_attention_bwd_bf16(x16.data() + s.column(0), x16.data() + s.column(1),
+                         x16.data() + s.column(2), s.row(), s.row(),
+                         out16.data(), dout16.data(), lse16.data(),
+                         dx16.data() + s.column(0), dx16.data() + s.column(1),
+                         dx16.data() + s.column(2), s.B, s.T, s.H, s.KV, s.D,
+                         kNoDropout);
+
+  DeviceQKV gX(s, x, storage), gDx(s, x, storage, /*garbage=*/true);
+  Buffer gOut = typedGarbage(s.out(), s.misaligned),
+         gLse = Buffer::garbage(s.lse());
+  GPU_CALL(storage, mrt_attention_fwd, gX.section(0), gX.section(1),
+           gX.section(2), gX.ldq(), gX.ldkv(), gOut.data(), gLse.data(), s.B,
+           s.T, s.H, s.KV, s.D, kNoDropout);
+  // The backward from the CPU's forward, so that both read the same out.
+  Buffer cpuOut = typedBuffer(widened(out16), s.misaligned),
+         gDout = typedBuffer(dout, s.misaligned), cpuLse(lse16);
+  GPU_CALL(storage, mrt_attention_bwd, gX.section(0), gX.section(1),
+           gX.section(2), gX.ldq(), gX.ldkv(), cpuOut.data(), gDout.data(),
+           cpuLse.data(), gDx.section(0), gDx.section(1), gDx.section(2), s.B,
+           s.T, s.H, s.KV, s.D, kNoDropout);
+  EXPECT_LE(rmsRelative(gOut, widened(out16)), kSameRounding) << "out";
+  EXPECT_LE(rmsRelative(gLse, lse16), kSameRounding) << "lse";
+  EXPECT_LE(rmsRelative(gDx.packed(), widened(dx16)), kSameRounding)
+      << "dq, dk, dv";
+  EXPECT_GT(rmsRelative(gOut, typed(out)), 4 * kSameRounding)
+      << "the fp32 kernel's out";
+}
+
 // Tiles are 64 rows; the kernels are built for head sizes 64 and 128 with
 // the columns past D zero-filled, and copy 16 bytes at a time when D % 4 == 0
 // and q, k and v are aligned, 4 otherwise. KV < H: grouped-query attention,
@@ -478,6 +553,18 @@ INSTANTIATE_TEST_SUITE_P(
                           AttentionShape{2, 65, 6, 2, 64, true},
                           AttentionShape{1, 70, 4, 2, 128, false, true}),
         kBothStorages),
+    typedName(attentionName));
+
+// The tensor-core kernels on bf16 storage: both head sizes, grouped
+// queries, fused and separate projections, misaligned rows.
+INSTANTIATE_TEST_SUITE_P(
+    TensorCores, AttentionRoundingTest,
+    ::testing::Combine(
+        ::testing::Values(AttentionShape{1, 130, 2, 2, 64, false},
+                          AttentionShape{1, 70, 1, 1, 128, true},
+                          AttentionShape{2, 65, 6, 2, 64, true},
+                          AttentionShape{1, 70, 4, 2, 128, false, true}),
+        ::testing::Values(Storage::bf16)),
     typedName(attentionName));
 
 // 16 key tiles: 15 s of emulation, which the bf16 kernels, the same code
