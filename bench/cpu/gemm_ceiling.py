@@ -26,8 +26,17 @@ step: attention, the cross-entropy, the norms and every wait come on top.
 The model FLOPs and parameters are the compiler's (the step's manifest), so
 this needs scripts/build.sh first.
 
+--precision bf16 times the bf16 step's GEMMs instead: the runtime's own
+bf16 entry points (mrt_gemm_bf16, and mrt_gemm_bf16_f32 for the weight
+gradients, which stay fp32), on the engine it picks for this CPU (oneDNN's
+bf16 matmul; mrt_gemm_engines names it), with the same fp32 passes over
+the parameters (the masters and AdamW state are fp32; the bf16 copy the
+update also writes, 2 bytes a parameter, is left out, so the ceiling is a
+little low). bench/cpu/bf16_compare.py holds the bf16 step against it.
+
     OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 python3 bench/cpu/gemm_ceiling.py
         [--width 768] [--batch 4] [--seq 64] [--vocab 50257] [--layers 12]
+        [--heads 12] [--precision fp32|bf16]
 """
 import argparse
 import ctypes
@@ -101,19 +110,40 @@ def rate(m, n, k, trans_a=False, trans_b=False, sgemm=None):
     return flops / gemm_seconds(call, flops) / 1e9
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--width", type=int, default=768)
-    parser.add_argument("--batch", type=int, default=4)
-    parser.add_argument("--seq", type=int, default=64)
-    parser.add_argument("--vocab", type=int, default=50257)
-    parser.add_argument("--layers", type=int, default=12)
-    args = parser.parse_args()
-    c, t, v = args.width, args.batch * args.seq, args.vocab
-    peak = rate(2048, 2048, 2048)
-    # (name, m, n, k, transpose A, transpose B, calls per step)
+def runtime_bf16_gemms():
+    """The runtime's bf16 GEMMs (megatron_rt/gemm.h) and its line naming
+    their engine: a bf16 result, or an fp32 one (the weight gradients)."""
+    rt = ctypes.CDLL(RUNTIME)
+    i64, i32, f32, ptr = (ctypes.c_int64, ctypes.c_int, ctypes.c_float,
+                          ctypes.c_void_p)
+    for name in ("mrt_gemm_bf16", "mrt_gemm_bf16_f32"):
+        getattr(rt, name).argtypes = [i32, i32, i64, i64, i64, f32, ptr, i64,
+                                      ptr, i64, f32, ptr, i64]
+        getattr(rt, name).restype = None
+    rt.mrt_gemm_engines.restype = ctypes.c_char_p
+    return rt, rt.mrt_gemm_engines().decode()
+
+
+def bf16_rate(rt, m, n, k, trans_a=False, trans_b=False, fp32_result=False):
+    """GFLOP/s of the runtime's bf16 GEMM C[m, n] = op(A) op(B) (bf16 bits
+    held as uint16)."""
+    a, b = (x.view(np.uint32).astype(np.uint16) for x in
+            (np.asarray(o, np.float32) for o in operands(m, n, k, trans_a, trans_b)))
+    c = np.empty((m, n), np.float32 if fp32_result else np.uint16)
+    gemm = rt.mrt_gemm_bf16_f32 if fp32_result else rt.mrt_gemm_bf16
+    args = (int(trans_a), int(trans_b), m, n, k, 1.0, a.ctypes.data, a.shape[1],
+            b.ctypes.data, b.shape[1], 0.0, c.ctypes.data, n)
+    flops = 2 * m * n * k
+    return flops / gemm_seconds(lambda: gemm(*args), flops) / 1e9
+
+
+def step_gemms(args, vocab):
+    """The training step's GEMMs: (name, m, n, k, transpose A, transpose B,
+    calls per step), the LM head's at the step's padded `vocab`; the weight
+    gradients' names end in "weight grad"."""
+    c, t, v = args.width, args.batch * args.seq, vocab
     layer, head = args.layers, 1
-    shapes = [
+    return [
         ("qkv forward", t, 3 * c, c, False, False, layer),
         ("attn proj forward", t, c, c, False, False, layer),
         ("fc forward", t, 4 * c, c, False, False, layer),
@@ -130,6 +160,39 @@ def main():
         ("fc proj weight grad", 4 * c, c, t, True, False, layer),
         ("lm head weight grad", v, c, t, True, False, head),
     ]
+
+
+def bf16_gemm_seconds(args, verbose=True):
+    """The bf16 step's GEMMs' time per step at the runtime's bf16 rates, and
+    the line naming their engine."""
+    rt, engines = runtime_bf16_gemms()
+    seconds = 0.0
+    for name, m, n, k, ta, tb, calls in step_gemms(args, step_counts(args)[2]):
+        r = bf16_rate(rt, m, n, k, ta, tb, fp32_result=name.endswith("weight grad"))
+        seconds += 2.0 * m * n * k * calls / (r * 1e9)
+        if verbose:
+            print(f"{name:22} {m:>6}x{n:<6}x{k:<6} {r:16.1f}")
+    return seconds, engines
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--width", type=int, default=768)
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--seq", type=int, default=64)
+    parser.add_argument("--vocab", type=int, default=50257)
+    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--heads", type=int, default=12)
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
+    args = parser.parse_args()
+    peak = rate(2048, 2048, 2048)
+    if args.precision == "bf16":
+        print(f"{'GEMM':22} {'M x N x K':20} {'bf16 GFLOP/s':>16}")
+        gemm_time, engines = bf16_gemm_seconds(args)
+        print(f"GEMMs {engines}")
+        print_step_ceiling(args, peak, gemm_time, "the runtime's bf16 rates")
+        return
+    shapes = step_gemms(args, step_counts(args)[2])
     sgemms = runtime_sgemms()
     print(f"numpy sgemm 2048^3: {peak:.1f} GFLOP/s; "
           + "; ".join(f"{library} {rate(2048, 2048, 2048, sgemm=sgemm):.1f}"
@@ -158,16 +221,19 @@ def main():
               f"{100 * mean / fma:.1f} % of the FMA peak")
     print(f"FMA peak (independent vector multiply-adds on every thread): "
           f"{fma:.1f} GFLOP/s; numpy's sgemm 2048^3 at {100 * peak / fma:.1f} % of it")
-    print_step_ceiling(args, peak, min(seconds[library] for library in sgemms))
+    print_step_ceiling(args, peak, min(seconds[library] for library in sgemms),
+                       "the faster library's rates")
 
 
 def step_counts(args):
-    """The training step's model FLOPs and parameter count as the compiler
-    counts them (its manifest; train_compare.py rates steps by the same)."""
+    """The training step's model FLOPs, parameter count and padded
+    vocabulary as the compiler counts them (its manifest; train_compare.py
+    rates steps by the same)."""
     with tempfile.TemporaryDirectory() as tmp:
         program = os.path.join(tmp, "gpt2.mlir")
         subprocess.run([os.path.join(BIN, "gpt2-mlir"), "--preset=124M",
                         f"--embd={args.width}", f"--layers={args.layers}",
+                        f"--heads={args.heads}",
                         f"--vocab={args.vocab}", f"--batch={args.batch}",
                         f"--seq={args.seq}", "-o", program], check=True)
         manifest = json.loads(subprocess.run(
@@ -176,7 +242,8 @@ def step_counts(args):
             check=True, capture_output=True, text=True).stdout)
     params = sum(math.prod(arg["local_shape"]) for arg in manifest["args"]
                  if arg["role"] == "param")
-    return manifest["flops"]["train_step"], params
+    wte = next(arg for arg in manifest["args"] if arg["name"] == "wte.weight")
+    return manifest["flops"]["train_step"], params, wte["global_shape"][0]
 
 
 def compiled_here(name):
@@ -226,16 +293,23 @@ def memory_pass_seconds(params):
     return best_seconds(lambda: update(*args)), best_seconds(norm)
 
 
-def print_step_ceiling(args, peak, gemm_time):
-    step_flops, params = step_counts(args)
+def step_ceiling_seconds(args, gemm_time):
+    """The step's ceiling: its GEMMs' time plus the two passes over its
+    parameters; returns (ceiling, model FLOPs, parameters, AdamW pass,
+    norm pass)."""
+    step_flops, params, _ = step_counts(args)
     update, norm = memory_pass_seconds(params)
-    ceiling = gemm_time + update + norm
+    return gemm_time + update + norm, step_flops, params, update, norm
+
+
+def print_step_ceiling(args, peak, gemm_time, rates):
+    ceiling, step_flops, params, update, norm = step_ceiling_seconds(args, gemm_time)
     print(f"the step's memory passes over {params} fp32 parameters: AdamW "
           f"{update * 1e3:.1f} ms ({28 * params / update / 1e9:.1f} GB/s), "
           f"gradient norm {norm * 1e3:.1f} ms ({4 * params / norm / 1e9:.1f} GB/s)")
     rate = step_flops / ceiling / 1e9
     print(f"step ceiling: {step_flops / 1e9:.1f} model GFLOP in {ceiling * 1e3:.1f} ms "
-          f"(GEMMs {gemm_time * 1e3:.1f} at the faster library's rates, and the "
+          f"(GEMMs {gemm_time * 1e3:.1f} at {rates}, and the "
           f"two passes), {rate:.1f} GFLOP/s, {100 * rate / peak:.1f} % of numpy's "
           f"sgemm 2048^3")
 

@@ -118,15 +118,15 @@ def tag(dp, tp):
     return f"{dp}x{tp}"
 
 
-def compile_ours(cfg, workdir, dp, tp):
-    """megatron-compile --dp --tp --train; returns (step.so, compile s,
-    manifest, tp-explain report)."""
+def compile_ours(cfg, workdir, dp, tp, flags=(), label=None):
+    """megatron-compile --dp --tp --train [flags] into step-LABEL.so (label:
+    DxT); returns (step.so, compile s, manifest, tp-explain report)."""
     mlir = os.path.join(workdir, "gpt2.mlir")
-    step = os.path.join(workdir, f"step-{tag(dp, tp)}.so")
+    step = os.path.join(workdir, f"step-{label or tag(dp, tp)}.so")
     layout = [f"--dp={dp}", f"--tp={tp}"]
     start = time.perf_counter()
     subprocess.run([os.path.join(BIN, "megatron-compile"), mlir, *layout, "--train",
-                    "-o", step], check=True)
+                    *flags, "-o", step], check=True)
     seconds = time.perf_counter() - start
     manifest = json.loads(subprocess.run(
         [os.path.join(BIN, "megatron-compile"), mlir, *layout, "--train",
@@ -144,10 +144,13 @@ def affinity_prefix(threads):
     return ["taskset", "-c", f"0-{threads - 1}"]
 
 
-def run_ours(step, dp, tp, paths, args):
+def run_ours(step, dp, tp, paths, args, label=None):
+    """megatron-run of step on D*T ranks (logs named by label, default DxT);
+    returns its times, losses, peaks and the GEMM engines it named."""
     ranks = dp * tp
-    log = os.path.join(paths["dir"], f"log-{tag(dp, tp)}.jsonl")
-    rss = os.path.join(paths["dir"], f"maxrss-{tag(dp, tp)}.txt")
+    label = label or tag(dp, tp)
+    log = os.path.join(paths["dir"], f"log-{label}.jsonl")
+    rss = os.path.join(paths["dir"], f"maxrss-{label}.txt")
     for old in (log, rss):
         if os.path.exists(old):
             os.remove(old)
@@ -173,7 +176,9 @@ def run_ours(step, dp, tp, paths, args):
     with open(log) as f:
         steps = [json.loads(line) for line in f if '"loss"' in line]
     ms = [s["ms"] for s in steps]
+    engines = re.search(r"^megatron-run: GEMMs (.*)$", proc.stderr, re.M)
     return {"command": " ".join(cmd[len(affinity_prefix(args.threads)):]),
+            "gemm_engines": engines.group(1) if engines else None,
             "threads_per_rank": per_rank, "step_ms": statistics.median(ms[WARMUP:]),
             "step_ms_all": ms, "losses": [s["loss"] for s in steps],
             "grad_norms": [s.get("grad_norm") for s in steps],
@@ -199,16 +204,20 @@ def run_worker(kind, name, spec, env, paths, args):
 # --------------------------------------------------------------------------
 # JAX (the worker runs in its own process: XLA_FLAGS apply at start-up)
 # --------------------------------------------------------------------------
-def run_jax(cfg, dp, tp, padded_vocab, paths, args):
+def run_jax(cfg, dp, tp, padded_vocab, paths, args, bf16=False):
+    """The JAX peer; bf16: parameters and activations cast to bf16 inside the
+    step (fp32 masters, AdamW and loss), as JAX mixed precision is written."""
     spec = {"cfg": cfg, "dp": dp, "tp": tp, "padded_vocab": padded_vocab,
-            "steps": args.steps, "model": paths["model"], "tokens": paths["tokens"]}
+            "steps": args.steps, "model": paths["model"], "tokens": paths["tokens"],
+            "bf16": bf16}
     flags = ([f"--xla_force_host_platform_device_count={dp * tp}"]
              if dp * tp > 1 else [])
     flags += args.jax_xla_flags.split()
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads),
                OPENBLAS_NUM_THREADS=str(args.threads), XLA_FLAGS=" ".join(flags),
                JAX_PLATFORMS="cpu")
-    out = run_worker("jax", f"jax-{tag(dp, tp)}", spec, env, paths, args)
+    out = run_worker("jax", f"jax-{tag(dp, tp)}{'-bf16' if bf16 else ''}", spec, env,
+                     paths, args)
     out["xla_flags"] = env["XLA_FLAGS"]
     return out
 
@@ -286,6 +295,8 @@ def jax_worker(spec_path, out_path):
 
     def loss_fn(p, ids, targets):
         """gpt2_jax.loss_fn with c_attn as [C,3,C] and a shard-friendly loss."""
+        if spec["bf16"]:
+            p = {n: a.astype(jnp.bfloat16) for n, a in p.items()}
         T = ids.shape[1]
         x = p["wte.weight"][ids] + p["wpe.weight"][:T][None]
         for i in range(layers):
@@ -299,7 +310,7 @@ def jax_worker(spec_path, out_path):
             h = gpt2_jax.gelu_tanh(h @ p[n + "mlp.c_fc.weight"] + p[n + "mlp.c_fc.bias"])
             x = x + (h @ p[n + "mlp.c_proj.weight"] + p[n + "mlp.c_proj.bias"])
         x = gpt2_jax.layer_norm(x, p["ln_f.weight"], p["ln_f.bias"])
-        logits = x @ p["wte.weight"].T                       # [B,T,Vp]
+        logits = (x @ p["wte.weight"].T).astype(jnp.float32)  # [B,T,Vp]
         col = jnp.arange(logits.shape[-1])
         logits = jnp.where(col < vocab, logits, -jnp.inf)    # padded columns out
         lse = jax.nn.logsumexp(logits, axis=-1)
@@ -339,7 +350,7 @@ def jax_worker(spec_path, out_path):
     compiled = step.lower(params, m, v, *batches[0], *scalars(0)).compile()
     compile_s = time.perf_counter() - start
     hlo = compiled.as_text()
-    with open(os.path.join(os.path.dirname(out_path), f"jax-{tag(dp, tp)}.hlo.txt"), "w") as f:
+    with open(out_path.replace(".out.json", ".hlo.txt"), "w") as f:
         f.write(hlo)
     collectives = {}
     for line in hlo.splitlines():
@@ -384,17 +395,25 @@ def jax_worker(spec_path, out_path):
 # PyTorch eager (one process on the whole thread budget; it has no tensor
 # parallelism of its own, so it is the one peer of every layout)
 # --------------------------------------------------------------------------
-def run_torch(cfg, paths, args):
+TORCH_MODES = ("fp32", "bf16-eager", "bf16-compile")
+
+
+def run_torch(cfg, paths, args, mode="fp32"):
+    """The PyTorch peer in one of TORCH_MODES: fp32 eager; bf16 autocast
+    (torch.autocast("cpu", dtype=torch.bfloat16): fp32 parameters, bf16
+    GEMMs), eager or under torch.compile."""
     spec = {"cfg": cfg, "steps": args.steps, "threads": args.threads,
-            "model": paths["model"], "tokens": paths["tokens"]}
+            "model": paths["model"], "tokens": paths["tokens"], "mode": mode}
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
-    return run_worker("torch", "torch", spec, env, paths, args)
+    return run_worker("torch", f"torch-{mode}", spec, env, paths, args)
 
 
 def torch_worker(spec_path, out_path):
     """GPT-2 as PyTorch users write it: F.scaled_dot_product_attention (causal),
     tanh GELU, F.cross_entropy over the real vocabulary, torch.optim.AdamW
     (foreach, no weight decay), the global gradient norm as the others log it."""
+    import contextlib
+
     import torch
     import torch.nn.functional as F
 
@@ -426,6 +445,10 @@ def torch_worker(spec_path, out_path):
         logits = x @ params["wte.weight"].T
         return F.cross_entropy(logits.view(-1, vocab), targets.view(-1))
 
+    mode = spec["mode"]
+    forward = torch.compile(loss_fn) if mode == "bf16-compile" else loss_fn
+    precision = (contextlib.nullcontext if mode == "fp32" else
+                 lambda: torch.autocast("cpu", dtype=torch.bfloat16))
     optimizer = torch.optim.AdamW(params.values(), lr=LR, betas=(BETA1, BETA2), eps=EPS,
                                   weight_decay=0.0, foreach=True)
     tokens = tokens_io.read_tokens(spec["tokens"])
@@ -435,7 +458,8 @@ def torch_worker(spec_path, out_path):
                    tokens_io.batch(tokens, s, batch, seq))
         t0 = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(ids, tg)
+        with precision():
+            loss = forward(ids, tg)
         loss.backward()
         norm = torch.linalg.vector_norm(torch.stack(
             [torch.linalg.vector_norm(t.grad) for t in params.values()]))
@@ -478,13 +502,14 @@ def model_flops(name, paths):
 # --------------------------------------------------------------------------
 # driver
 # --------------------------------------------------------------------------
-def prepare(name, args, workdir):
-    """Tokens, checkpoint and gpt2.mlir of one configuration."""
+def prepare(name, args, workdir, cfg=None):
+    """Tokens, checkpoint and gpt2.mlir of one configuration (cfg, or
+    CONFIGS[name])."""
     import numpy as np
     import safetensors_io
     import tokens_io
     from make_test_data import gpt2_init
-    layers, heads, embd, vocab, ctx, seq, batch = CONFIGS[name]
+    layers, heads, embd, vocab, ctx, seq, batch = cfg or CONFIGS[name]
     cdir = os.path.join(workdir, name)
     os.makedirs(cdir, exist_ok=True)
     paths = {"dir": cdir, "tokens": os.path.join(cdir, "tokens.bin"),
