@@ -3,7 +3,10 @@
 model (megatron-opt --tp-explain="hardware=FILE.json") and megatron-run's
 MFU (--hardware): the runtime's fp32 GEMM rate (mrt_gemm_f32 on a square
 GEMM) on one core ("flops_per_second_per_core") and on every core of the
-machine ("flops_per_second", with its "threads" and "cores"), memory bandwidth (a large array
+machine ("flops_per_second", with its "threads" and "cores"), the same for
+its bf16 GEMM (mrt_gemm_bf16: "bf16_flops_per_second_per_core",
+"bf16_flops_per_second", the peak of bf16 steps; left out where the
+runtime has no bf16 GEMM on this CPU), memory bandwidth (a large array
 copy, reads plus writes), and the MPI all-reduce's per-step latency and link
 bandwidth between two ranks (mrt_all_reduce_f32 on a tiny and a large
 buffer, ring formulas inverted).
@@ -34,21 +37,38 @@ def best_seconds(function, repeats=5):
     return min(times)
 
 
-def gemm_flops_per_second(rt, n=1024):
+def gemm_flops_per_second(rt, precision, n=1024):
+    """mrt_gemm_f32's or mrt_gemm_bf16's rate on n-square matrices (bf16
+    bits held as uint16)."""
     a, b, c = (np.random.rand(n, n).astype(np.float32) for _ in range(3))
+    if precision == "bf16":
+        a, b, c = (x.view(np.uint32).astype(np.uint16) for x in (a, b, c))
     ptr = lambda x: x.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
-    rt.mrt_gemm_f32.argtypes = [ctypes.c_int, ctypes.c_int] + [ctypes.c_int64] * 3 + [
+    gemm = getattr(rt, f"mrt_gemm_{precision}")
+    gemm.argtypes = [ctypes.c_int, ctypes.c_int] + [ctypes.c_int64] * 3 + [
         ctypes.c_float, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
         ctypes.c_float, ctypes.c_void_p, ctypes.c_int64]
-    seconds = best_seconds(lambda: rt.mrt_gemm_f32(0, 0, n, n, n, 1.0, ptr(a), n, ptr(b), n,
-                                                  0.0, ptr(c), n))
+    seconds = best_seconds(lambda: gemm(0, 0, n, n, n, 1.0, ptr(a), n, ptr(b), n,
+                                        0.0, ptr(c), n))
     return 2 * n ** 3 / seconds
 
 
-def gemm_rate_on_threads(rt, threads):
+def gemm_rate_on_threads(rt, threads, precision="f32"):
     """The GEMM rate with `threads` OpenMP threads (the runtime's libgomp)."""
     ctypes.CDLL("libgomp.so.1").omp_set_num_threads(threads)
-    return gemm_flops_per_second(rt)
+    return gemm_flops_per_second(rt, precision)
+
+
+def bf16_rates(rt, cores):
+    """The bf16 fields, or none where the runtime cannot run bf16 GEMMs."""
+    rt.mrt_gemm_error.restype = ctypes.c_char_p
+    rt.mrt_gemm_error.argtypes = [ctypes.c_int]
+    why = rt.mrt_gemm_error(1)
+    if why:
+        print(f"no bf16 rates: {why.decode()}", file=sys.stderr)
+        return {}
+    return {"bf16_flops_per_second_per_core": gemm_rate_on_threads(rt, 1, "bf16"),
+            "bf16_flops_per_second": gemm_rate_on_threads(rt, cores, "bf16")}
 
 
 def memory_bytes_per_second(size=1 << 28):
@@ -110,6 +130,7 @@ def main():
     hardware = {"name": f"cpu-{cores}-cores", "cores": cores, "threads": cores,
                 "flops_per_second_per_core": gemm_rate_on_threads(rt, 1),
                 "flops_per_second": gemm_rate_on_threads(rt, cores),
+                **bf16_rates(rt, cores),
                 "bytes_per_second": memory_bytes_per_second(),
                 "link_bytes_per_second": link, "latency_seconds": latency,
                 "activation_bytes": 4}

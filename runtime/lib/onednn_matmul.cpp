@@ -3,6 +3,7 @@
 #include "fatal.h"
 
 #include <dnnl.hpp>
+#include <omp.h>
 
 #include <map>
 #include <mutex>
@@ -57,20 +58,23 @@ struct BuiltMatmul {
   dnnl::matmul primitive;
 };
 
-/// The primitives built so far, one per problem.
+/// The primitives built so far, one per problem and thread count: a
+/// primitive splits its work for the OpenMP threads there were when it was
+/// built, and would run on that many after omp_set_num_threads changed it.
 class MatmulCache {
 public:
   const BuiltMatmul &get(const MatmulProblem &p) {
+    const std::pair<MatmulProblem, int> key(p, omp_get_max_threads());
     std::lock_guard<std::mutex> lock(mutex);
-    auto it = primitives.find(p);
+    auto it = primitives.find(key);
     if (it == primitives.end())
-      it = primitives.emplace(p, BuiltMatmul(describe(p))).first;
+      it = primitives.emplace(key, BuiltMatmul(describe(p))).first;
     return it->second;
   }
 
 private:
   std::mutex mutex;
-  std::map<MatmulProblem, BuiltMatmul> primitives;
+  std::map<std::pair<MatmulProblem, int>, BuiltMatmul> primitives;
 };
 
 MatmulCache &matmulCache() {

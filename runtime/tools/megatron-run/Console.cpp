@@ -27,17 +27,23 @@ std::optional<double> positiveNumber(const nlohmann::json &file,
   return value->get<double>();
 }
 
-// The CPU job's peak: the rate of the cores its threads use on each node.
+// The CPU job's peak: the rate of the cores its threads use on each node,
+// at the GEMM rate of the step's compute type (a bf16 step's GEMMs run at
+// the bf16 rate: "bf16_" names its fields).
 double cpuPeak(const nlohmann::json &file, const std::string &path,
-               int64_t ranks, const CpuShare &cpus) {
+               int64_t ranks, const CpuShare &cpus, bool bf16) {
+  const std::string prefix = bf16 ? "bf16_" : "";
+  const std::string perCoreName = prefix + "flops_per_second_per_core",
+                    wholeName = prefix + "flops_per_second";
   const std::optional<double> perCore =
-      positiveNumber(file, "flops_per_second_per_core");
+      positiveNumber(file, perCoreName.c_str());
   const std::optional<double> cores = positiveNumber(file, "cores");
   if (!perCore || !cores)
     throw std::runtime_error(
-        "hardware file " + path +
-        ": no positive \"flops_per_second_per_core\" and \"cores\" (a CPU "
-        "job's peak is the rate of the cores it runs on; measure them with "
+        "hardware file " + path + ": no positive \"" + perCoreName +
+        "\" and \"cores\" (a " + (bf16 ? "bf16 " : "") +
+        "CPU job's peak is the " + (bf16 ? "bf16 GEMM " : "") +
+        "rate of the cores it runs on; measure them with "
         "bench/cpu/measure_hardware.py)");
   if (*cores != static_cast<double>(cpus.cpusPerNode))
     throw std::runtime_error(
@@ -48,7 +54,7 @@ double cpuPeak(const nlohmann::json &file, const std::string &path,
       cpus.ranksPerNode * cpus.threadsPerRank, cpus.cpusPerNode);
   const int64_t nodes = (ranks + cpus.ranksPerNode - 1) / cpus.ranksPerNode;
   const std::optional<double> measuredThreads = positiveNumber(file, "threads");
-  const std::optional<double> whole = positiveNumber(file, "flops_per_second");
+  const std::optional<double> whole = positiveNumber(file, wholeName.c_str());
   if (whole && measuredThreads &&
       *measuredThreads == static_cast<double>(threadsPerNode))
     return *whole * nodes;
@@ -69,7 +75,7 @@ double peakFlops(const Options &opt, const Manifest &m, int64_t ranks,
   if (!file)
     throw std::runtime_error("hardware file " + opt.hardware + ": " + why);
   if (m.target != MGT_TARGET_CUDA)
-    return cpuPeak(*file, opt.hardware, ranks, cpus);
+    return cpuPeak(*file, opt.hardware, ranks, cpus, m.computesInBf16());
   const std::optional<double> perDevice =
       positiveNumber(*file, "flops_per_second");
   if (!perDevice)

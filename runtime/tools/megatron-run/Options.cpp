@@ -257,8 +257,9 @@ const OptionSpec kOptions[] = {
      "the peak from a hardware file (bench/cpu/\n"
      "measure_hardware.py writes one): on the CPU the rate\n"
      "of the cores the job's threads use, from its\n"
-     "\"flops_per_second_per_core\"; on CUDA one GPU's\n"
-     "\"flops_per_second\" times the ranks",
+     "\"flops_per_second_per_core\" (a bf16 step's from\n"
+     "\"bf16_flops_per_second_per_core\"); on CUDA one\n"
+     "GPU's \"flops_per_second\" times the ranks",
      [](Options &o, S f, S v) { o.hardware = fileName(f, v); }},
 
     {"--entry", "NAME", kFunction, Section::Function,
