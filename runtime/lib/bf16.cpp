@@ -5,8 +5,6 @@
 #include "isa.h"
 
 #include "megatron_rt/comm.h"
-#include "megatron_rt/cross_entropy.h"
-#include "megatron_rt/embedding.h"
 #include "megatron_rt/layernorm.h"
 #include "megatron_rt/reduce.h"
 #include "megatron_rt/rope.h"
@@ -151,51 +149,6 @@ extern "C" void mrt_rope_bf16(const mrt_bf16 *x, const int32_t *positions,
   Widened xs(x, B * T * H * D);
   Narrowed ys(y, B * T * H * D);
   mrt_rope_f32(xs.data(), positions, ys.data(), B, T, H, D, theta, direction);
-}
-
-extern "C" void mrt_embedding_fwd_bf16(const mrt_bf16 *table,
-                                       const int32_t *ids, int64_t vocab_start,
-                                       int64_t Vl, int64_t C, int64_t N,
-                                       mrt_bf16 *out) {
-  Widened rows(table, Vl * C);
-  Narrowed outs(out, N * C);
-  mrt_embedding_fwd_f32(rows.data(), ids, vocab_start, Vl, C, N, outs.data());
-}
-
-extern "C" void mrt_embedding_bwd_bf16(const mrt_bf16 *dout, const int32_t *ids,
-                                       int64_t vocab_start, int64_t Vl,
-                                       int64_t C, int64_t N, float *dtable) {
-  Widened douts(dout, N * C);
-  mrt_embedding_bwd_f32(douts.data(), ids, vocab_start, Vl, C, N, dtable);
-}
-
-extern "C" void mrt_vocab_ce_local_max_bf16(const mrt_bf16 *logits, int64_t N,
-                                            int64_t Vl, int64_t vocab_start,
-                                            int64_t valid_vocab, float *max) {
-  Widened values(logits, N * Vl);
-  mrt_vocab_ce_local_max_f32(values.data(), N, Vl, vocab_start, valid_vocab,
-                             max);
-}
-
-extern "C" void mrt_vocab_ce_local_sumexp_bf16(
-    const mrt_bf16 *logits, const int32_t *targets, int64_t N, int64_t Vl,
-    int64_t vocab_start, int64_t valid_vocab, const float *gmax, float *sumexp,
-    float *tlogit) {
-  Widened values(logits, N * Vl);
-  mrt_vocab_ce_local_sumexp_f32(values.data(), targets, N, Vl, vocab_start,
-                                valid_vocab, gmax, sumexp, tlogit);
-}
-
-extern "C" void mrt_vocab_ce_bwd_bf16(const mrt_bf16 *logits,
-                                      const int32_t *targets, const float *gmax,
-                                      const float *sumexp, int64_t N,
-                                      int64_t Vl, int64_t vocab_start,
-                                      int64_t valid_vocab, float dloss,
-                                      mrt_bf16 *dlogits) {
-  Widened values(logits, N * Vl);
-  Narrowed grads(dlogits, N * Vl);
-  mrt_vocab_ce_bwd_f32(values.data(), targets, gmax, sumexp, N, Vl,
-                       vocab_start, valid_vocab, dloss, grads.data());
 }
 
 extern "C" void mrt_sum_rows_bf16(const mrt_bf16 *x, int64_t rows, int64_t cols,

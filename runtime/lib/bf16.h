@@ -28,6 +28,13 @@ inline float widen(mrt_bf16 value) {
 /// Round to nearest, ties to even (api.h's rounding).
 inline mrt_bf16 narrow(float value) { return mrt_bf16_round(value); }
 
+/// A stored value as fp32, and an fp32 value stored, for kernels that read
+/// and write either storage in place.
+inline float loadValue(float value) { return value; }
+inline float loadValue(mrt_bf16 value) { return widen(value); }
+inline void storeValue(float &slot, float value) { slot = value; }
+inline void storeValue(mrt_bf16 &slot, float value) { slot = narrow(value); }
+
 /// dst[i] = widen(src[i]) and dst[i] = narrow(src[i]) for i < n, split over
 /// the OpenMP threads.
 void widenInto(const mrt_bf16 *src, float *dst, int64_t n);

@@ -4,6 +4,7 @@
 // sums are exact in fp32 every engine gives the widened GEMM's bits.
 #include "../lib/bf16.h"
 
+#include "megatron_rt/cross_entropy.h"
 #include "megatron_rt/embedding.h"
 #include "megatron_rt/gemm.h"
 #include "megatron_rt/layernorm.h"
@@ -244,4 +245,48 @@ TEST(Bf16, EmbeddingBackwardAccumulatesIntoFp32) {
   // 2 + 2^-9 needs more than bf16's 8 significant bits.
   EXPECT_EQ(dtable[1 * C + 0], 2.0f + 0x1p-9f);
   EXPECT_EQ(dtable[0], 1.0f);
+}
+
+// The bf16 cross-entropy reads the logits as stored: the f32 kernels'
+// numbers on the widened logits, the gradient rounded once.
+TEST(Bf16, CrossEntropyReadsBf16LogitsInPlace) {
+  const int64_t N = 3, Vl = 40, start = 8, valid = 44;
+  const auto logits = bf16Values(N * Vl, 0.125f);
+  const std::vector<float> wide = widened(logits);
+  const std::vector<int32_t> targets = {9, 3, 43};
+  std::vector<float> max(N), max16(N), sums(N), sums16(N), target(N),
+      target16(N), grad(N * Vl);
+  mrt_vocab_ce_local_max_f32(wide.data(), N, Vl, start, valid, max.data());
+  mrt_vocab_ce_local_max_bf16(logits.data(), N, Vl, start, valid,
+                              max16.data());
+  mrt_vocab_ce_local_sumexp_f32(wide.data(), targets.data(), N, Vl, start,
+                                valid, max.data(), sums.data(), target.data());
+  mrt_vocab_ce_local_sumexp_bf16(logits.data(), targets.data(), N, Vl, start,
+                                 valid, max.data(), sums16.data(),
+                                 target16.data());
+  EXPECT_EQ(max16, max);
+  EXPECT_EQ(sums16, sums);
+  EXPECT_EQ(target16, target);
+  std::vector<mrt_bf16> grad16(N * Vl, narrow(42.0f));
+  mrt_vocab_ce_bwd_f32(wide.data(), targets.data(), max.data(), sums.data(), N,
+                       Vl, start, valid, 0.5f, grad.data());
+  mrt_vocab_ce_bwd_bf16(logits.data(), targets.data(), max.data(),
+                        sums.data(), N, Vl, start, valid, 0.5f, grad16.data());
+  for (int64_t i = 0; i < N * Vl; ++i)
+    EXPECT_EQ(grad16[i], narrow(grad[i])) << i;
+}
+
+// Gathering rows moves their bits; a row another rank holds is zeros.
+TEST(Bf16, EmbeddingForwardCopiesTheStoredRows) {
+  const int64_t Vl = 4, C = 3;
+  const auto table = bf16Values(Vl * C, 0.375f);
+  const std::vector<int32_t> ids = {6, 1, 5};
+  std::vector<mrt_bf16> out(ids.size() * C, narrow(42.0f));
+  mrt_embedding_fwd_bf16(table.data(), ids.data(), 2, Vl, C, ids.size(),
+                         out.data());
+  for (int64_t c = 0; c < C; ++c) {
+    EXPECT_EQ(out[c], narrow(0.0f)) << c;
+    EXPECT_EQ(out[C + c], narrow(0.0f)) << c;
+    EXPECT_EQ(out[2 * C + c], table[3 * C + c]) << c;
+  }
 }
