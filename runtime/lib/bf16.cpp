@@ -1,5 +1,6 @@
-// The CPU runtime's _bf16 entry points: each is its f32 sibling on widened
-// copies (bf16.h says why).
+// The CPU runtime's _bf16 entry points that are their f32 siblings on
+// widened copies (bf16.h); the GEMMs, attention, the cross-entropy and the
+// embedding have their own.
 #include "bf16.h"
 #include "context_mesh.h"
 #include "isa.h"

@@ -1,10 +1,14 @@
 // Internal: bfloat16 storage for the CPU runtime's _bf16 entry points.
 //
-// The CPU runtime is the reference the compiler's bf16 programs are checked
-// against, not a fast bf16 engine: each _bf16 entry point widens its bf16
-// operands into fp32 scratch, runs the fp32 kernel, and rounds what the
-// kernel wrote back into bf16. Every number the f32 kernel computes is then
-// the one the bf16 program's stored values imply.
+// The CPU bf16 step computes where the CUDA step does and rounds where it
+// rounds, so that it is the GPU step's reference: the GEMMs take bf16
+// operands with fp32 accumulation (gemm_bf16.cpp, on oneDNN's bf16 matmul),
+// attention rounds its probabilities for its products (attention.cpp), and
+// every other kernel computes in fp32 on the stored values, rounding each
+// output once. The hot kernels read and write bf16 in place (loadValue,
+// storeValue: the cross-entropy over the logits, the embedding); the rest
+// widen their operands into pooled fp32 scratch (Widened), run the fp32
+// kernel and round its outputs back (Narrowed).
 #ifndef MEGATRON_RT_LIB_BF16_H
 #define MEGATRON_RT_LIB_BF16_H
 
