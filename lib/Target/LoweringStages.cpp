@@ -27,11 +27,7 @@ void megatron::addBufferizedRuntimeStages(OpPassManager &pm,
     pm.addPass(createOutlineLayers());
     pm.addPass(createRollLayers());
   }
-  // Attention's dropout runs in the CPU runtime's kernels only (the CUDA
-  // target on the host runs those too).
-  ConvertTPToRuntimeOptions runtime;
-  runtime.attentionDropout = hostMemory;
-  pm.addPass(createConvertTPToRuntime(runtime));
+  pm.addPass(createConvertTPToRuntime());
   // What the runtime calls left elementwise becomes as few loops (kernels)
   // as it can.
   pm.addPass(createFuseElementwise());

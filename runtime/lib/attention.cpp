@@ -1,6 +1,7 @@
 #include "megatron_rt/attention.h"
 #include "megatron_rt/dropout.h"
 
+#include "attention_dropout.h"
 #include "bf16.h"
 #include "fatal.h"
 #include "isa.h"
@@ -65,22 +66,6 @@ template <typename Ptr> struct Heads {
   Ptr value(const Shape &s, int64_t b, int64_t t, int64_t g) const {
     return v + (b * s.T + t) * ldkv + g * s.D;
   }
-};
-
-// Dropout on the probabilities (megatron_rt/dropout.h): probability (i, j)
-// of query head h of sequence b is element ((b + batchOffset) * globalHeads
-// + h + headOffset, i, j) of the global [B, H, T, T] probabilities.
-struct ProbabilityDropout {
-  float rate;
-  uint64_t seed;
-  uint32_t step, stream;
-  int64_t batchOffset, headOffset, globalHeads;
-
-  bool enabled() const { return rate > 0.0f; }
-  // factors[j] = 1 / (1 - rate) where the probability of keys j0 + j is
-  // kept, 0 where it is dropped, for j < kKeyBlock.
-  void rowFactors(const Shape &s, int64_t b, int64_t h, int64_t t, int64_t j0,
-                  float *factors) const;
 };
 
 // Offset of row t of one head inside out/dout [B,T,HD].
@@ -259,20 +244,19 @@ struct QueryGroup {
   }
 };
 
-void ProbabilityDropout::rowFactors(const Shape &s, int64_t b, int64_t h,
-                                    int64_t t, int64_t j0,
-                                    float *factors) const {
-  const uint32_t threshold = mrt_dropout_threshold(rate);
-  const float scale = 1.0f / (1.0f - rate);
-  const uint64_t first = static_cast<uint64_t>(
-      (((b + batchOffset) * globalHeads + h + headOffset) * s.T + t) * s.T +
-      j0);
+// factors[j] = the dropout factor of probability (t, j0 + j) of head h of
+// sequence b (attention_dropout.h), for j < kKeyBlock: one Philox block per
+// four probabilities.
+void rowFactors(const mrt::AttentionDropout &dropout, const Shape &s,
+                int64_t b, int64_t h, int64_t t, int64_t j0, float *factors) {
+  const uint64_t first = dropout.index(b, h, s.T, t, j0);
   uint32_t words[4];
   for (int64_t j = 0; j < kKeyBlock; ++j) {
-    uint64_t index = first + static_cast<uint64_t>(j);
+    const uint64_t index = first + static_cast<uint64_t>(j);
     if (j == 0 || index % 4 == 0)
-      mrt_dropout_block(seed, step, stream, index / 4, words);
-    factors[j] = words[index % 4] >= threshold ? scale : 0.0f;
+      mrt_dropout_block(dropout.seed, dropout.step, dropout.stream, index / 4,
+                        words);
+    factors[j] = words[index % 4] >= dropout.threshold ? dropout.scale : 0.0f;
   }
 }
 
@@ -348,19 +332,19 @@ void roundToBf16(float *x, int64_t n) {
 
 // Drops row r's weights of the block at j0 after the softmax has summed
 // them: the normaliser and the log-sum-exp are those of all probabilities.
-void dropWeights(const ProbabilityDropout &dropout, const Shape &s, int64_t b,
+void dropWeights(const mrt::AttentionDropout &dropout, const Shape &s, int64_t b,
                  int64_t h, QueryGroup g, int64_t r, int64_t j0, float *row,
                  float *factors) {
   if (!dropout.enabled() || r >= g.count)
     return;
-  dropout.rowFactors(s, b, h, g.t0 + r, j0, factors);
+  rowFactors(dropout, s, b, h, g.t0 + r, j0, factors);
 #pragma omp simd
   for (int64_t j = 0; j < kKeyBlock; ++j)
     row[j] *= factors[j];
 }
 
 void forwardGroup(const Heads<const float *> &in, float *out, float *headLse,
-                  const Shape &s, const ProbabilityDropout &dropout,
+                  const Shape &s, const mrt::AttentionDropout &dropout,
                   bool bf16Products, int64_t b, int64_t h, QueryGroup g,
                   ForwardScratch &w) {
   const float scale = scoreScale(s);
@@ -396,7 +380,7 @@ void forwardGroup(const Heads<const float *> &in, float *out, float *headLse,
 
 MRT_VECTOR_KERNEL void forwardHead(const Heads<const float *> &in,
                                    float *out, float *lse, const Shape &s,
-                                   const ProbabilityDropout &dropout,
+                                   const mrt::AttentionDropout &dropout,
                                    bool bf16Products, int64_t b, int64_t h,
                                    ForwardScratch &w) {
   const int64_t kv = h / s.group();
@@ -436,7 +420,7 @@ struct BackwardScratch {
 // scores' scale, which dQ and dK take once summed: dS is then rounded for
 // bf16 products where the GPU's kernels round it.
 void probabilitiesAndScoreGrads(const Shape &s,
-                                const ProbabilityDropout &dropout,
+                                const mrt::AttentionDropout &dropout,
                                 bool bf16Products, int64_t b, int64_t h,
                                 QueryGroup g, int64_t j0, int64_t n,
                                 const float *headLse, BackwardScratch &w) {
@@ -448,7 +432,7 @@ void probabilitiesAndScoreGrads(const Shape &s,
     int64_t visible = g.visible(r, j0, n);
     float lse = headLse[g.row(r)], delta = w.delta[g.row(r)];
     if (dropout.enabled() && visible > 0)
-      dropout.rowFactors(s, b, h, g.t0 + r, j0, w.factors.data());
+      rowFactors(dropout, s, b, h, g.t0 + r, j0, w.factors.data());
     // lse is at least the row's largest score: exponents at most 0.
 #pragma omp simd
     for (int64_t j = 0; j < kKeyBlock; ++j) {
@@ -479,7 +463,7 @@ void accumulatePerKey(const float *coeffs, const float *x, int64_t n,
 
 void backwardGroup(const Heads<const float *> &in, const float *dout,
                    const float *headLse, const Heads<float *> &grads,
-                   const Shape &s, const ProbabilityDropout &dropout,
+                   const Shape &s, const mrt::AttentionDropout &dropout,
                    bool bf16Products, int64_t b, int64_t h, QueryGroup g,
                    BackwardScratch &w) {
   const int64_t Dpad = s.Dpad();
@@ -518,7 +502,7 @@ MRT_VECTOR_KERNEL void backwardHead(const Heads<const float *> &in,
                                     const Heads<float *> &grads,
                                     const Heads<float *> &kvGrads,
                                     int64_t kvOut, const Shape &s,
-                                    const ProbabilityDropout &dropout,
+                                    const mrt::AttentionDropout &dropout,
                                     bool bf16Products, int64_t b, int64_t h,
                                     BackwardScratch &w) {
   const int64_t kv = h / s.group();
@@ -566,32 +550,12 @@ void checkGroups(const Shape &s) {
                static_cast<long long>(s.KV), static_cast<long long>(s.H));
 }
 
-ProbabilityDropout probabilityDropout(const Shape &s, float rate, int64_t seed,
-                                      int64_t step, int64_t stream,
-                                      int64_t batchOffset, int64_t headOffset,
-                                      int64_t globalHeads) {
-  if (!(rate >= 0.0f && rate < 1.0f))
-    mrt::fatal("attention: dropout rate %g is outside [0, 1)", rate);
-  if (rate > 0.0f && headOffset + s.H > globalHeads)
-    mrt::fatal("attention: heads %lld..%lld are outside the %lld global heads",
-               static_cast<long long>(headOffset),
-               static_cast<long long>(headOffset + s.H - 1),
-               static_cast<long long>(globalHeads));
-  return {rate,
-          static_cast<uint64_t>(seed),
-          static_cast<uint32_t>(step),
-          static_cast<uint32_t>(stream),
-          batchOffset,
-          headOffset,
-          globalHeads};
-}
-
 /// The forward pass on fp32 operands. With bf16Products the probabilities
 /// (kept ones, after dropout) are rounded to bf16 before they multiply the
 /// values, as the CUDA kernels' tensor-core products take them; their sums
 /// (the normaliser, the log-sum-exp) stay those of the fp32 values.
 void attentionForward(const Heads<const float *> &in, float *out, float *lse,
-                      const Shape &s, const ProbabilityDropout &drop,
+                      const Shape &s, const mrt::AttentionDropout &drop,
                       bool bf16Products) {
   checkGroups(s);
 #pragma omp parallel
@@ -610,7 +574,7 @@ void attentionForward(const Heads<const float *> &in, float *out, float *lse,
 void attentionBackward(const Heads<const float *> &in, const float *out,
                        const float *dout, const float *lse,
                        const Heads<float *> &grads, const Shape &s,
-                       const ProbabilityDropout &drop, bool bf16Products) {
+                       const mrt::AttentionDropout &drop, bool bf16Products) {
   checkGroups(s);
   // Multi-head attention writes each head's dk and dv where they belong;
   // grouped heads write their shares [B,T,H,D] apart, summed after.
@@ -648,8 +612,8 @@ extern "C" void mrt_attention_fwd_f32(const float *q, const float *k,
                                       int64_t global_heads) {
   const Shape s{B, T, H, KV, D};
   attentionForward({q, k, v, ldq, ldkv}, out, lse, s,
-                   probabilityDropout(s, dropout, seed, step, stream,
-                                      batch_offset, head_offset, global_heads),
+                   mrt::attentionDropout(dropout, seed, step, stream, batch_offset,
+                                        head_offset, H, global_heads),
                    false);
 }
 
@@ -667,9 +631,8 @@ extern "C" void mrt_attention_bwd_f32(const float *q, const float *k,
   const Shape s{B, T, H, KV, D};
   attentionBackward({q, k, v, ldq, ldkv}, out, dout, lse,
                     {dq, dk, dv, ldq, ldkv}, s,
-                    probabilityDropout(s, dropout, seed, step, stream,
-                                       batch_offset, head_offset,
-                                       global_heads),
+                    mrt::attentionDropout(dropout, seed, step, stream, batch_offset,
+                                        head_offset, H, global_heads),
                     false);
 }
 
@@ -693,8 +656,8 @@ extern "C" void mrt_attention_fwd_bf16(const mrt_bf16 *q, const mrt_bf16 *k,
   mrt::Narrowed outs(out, rows * H * D);
   attentionForward({qs.data(), ks.data(), vs.data(), H * D, KV * D},
                    outs.data(), lse, s,
-                   probabilityDropout(s, dropout, seed, step, stream,
-                                      batch_offset, head_offset, global_heads),
+                   mrt::attentionDropout(dropout, seed, step, stream, batch_offset,
+                                        head_offset, H, global_heads),
                    true);
 }
 
@@ -720,9 +683,8 @@ extern "C" void mrt_attention_bwd_bf16(const mrt_bf16 *q, const mrt_bf16 *k,
   attentionBackward({qs.data(), ks.data(), vs.data(), H * D, KV * D},
                     outs.data(), douts.data(), lse,
                     {dqs.data(), dks.data(), dvs.data(), H * D, KV * D}, s,
-                    probabilityDropout(s, dropout, seed, step, stream,
-                                       batch_offset, head_offset,
-                                       global_heads),
+                    mrt::attentionDropout(dropout, seed, step, stream, batch_offset,
+                                        head_offset, H, global_heads),
                     true);
   mrt::narrowRows(dqs.data(), rows, H * D, dq, ldq);
   mrt::narrowRows(dks.data(), rows, KV * D, dk, ldkv);

@@ -63,9 +63,6 @@ def ConvertTPToRuntime : Pass<"convert-tp-to-runtime", "ModuleOp"> {
     Option<"geluEpilogueRowMultiple", "gelu-epilogue-row-multiple", "int64_t",
            "8", "a GEMM's epilogue computes GELU only for rows of a multiple "
                 "of this many elements (cuBLASLt's GELU_AUX)">,
-    Option<"attentionDropout", "attention-dropout", "bool", "true",
-           "the runtime's attention kernels drop probabilities (the CPU "
-           "runtime's do; the CUDA kernels do not yet)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::bufferization::BufferizationDialect",

@@ -58,19 +58,13 @@ forwardOutputs(CallBuilder &c, RankedTensorType out, const AttentionShape &s) {
 
 /// The kernels' arguments after the sizes: the probability dropout (rate,
 /// seed, step, stream, the first sequence and head, the global heads) of a
-/// training step's op; rate 0 where it has no dropout or no key. Fails on a
-/// target whose kernels have no dropout.
+/// training step's op; rate 0 where it has no dropout or no key.
 template <typename AttentionLikeOp>
-FailureOr<SmallVector<Value>> dropoutArgs(CallBuilder &c, AttentionLikeOp op,
-                                          const AttentionShape &s,
-                                          const RuntimeTargetInfo &target) {
+SmallVector<Value> dropoutArgs(CallBuilder &c, AttentionLikeOp op,
+                               const AttentionShape &s) {
   if (!op.hasDropout() || !op.getKey())
     return SmallVector<Value>{c.f32(0.0f), c.i64(0), c.i64(0), c.i64(0),
                               c.i64(0),    c.i64(0), c.i64(s.heads)};
-  if (!target.attentionDropout)
-    return op.emitOpError("drops attention probabilities, which this "
-                          "target's attention kernels do not (compile for "
-                          "the cpu target, or without attention dropout)");
   auto [seed, step] = c.dropoutKey(op.getKey());
   ValueRange offsets = op.getOffsets();
   std::optional<ArrayRef<int64_t>> global = op.getGlobalShape();
@@ -106,12 +100,10 @@ struct AttentionToRuntime : RuntimePattern<AttentionOp> {
     CallBuilder c(rewriter, op.getLoc());
     AttentionShape s = attentionShape(op.getType(), op.getNumHeads(),
                                       op.getKeyValueHeads());
-    FailureOr<SmallVector<Value>> dropout = dropoutArgs(c, op, s, target);
-    if (failed(dropout))
-      return failure();
+    SmallVector<Value> dropout = dropoutArgs(c, op, s);
     QKVViews in = qkvViews(c, inputViews(c, op.getInputs()), s);
     auto [y, lse] = forwardOutputs(c, op.getType(), s);
-    callForward(c, op.getInputs().front(), in, y.view, lse.view, s, *dropout);
+    callForward(c, op.getInputs().front(), in, y.view, lse.view, s, dropout);
     rewriter.replaceOp(op, c.tensor(y));
     return success();
   }
@@ -127,14 +119,12 @@ struct AttentionGradToRuntime : RuntimePattern<AttentionGradOp> {
     auto grad = op.getGrad().getType();
     AttentionShape s =
         attentionShape(grad, op.getNumHeads(), op.getKeyValueHeads());
-    FailureOr<SmallVector<Value>> dropout = dropoutArgs(c, op, s, target);
-    if (failed(dropout))
-      return failure();
+    SmallVector<Value> dropout = dropoutArgs(c, op, s);
     Value storage = op.getInputs().front();
     QKVViews in = qkvViews(c, inputViews(c, op.getInputs()), s);
     Value dout = c.input(op.getGrad());
     auto [out, lse] = forwardOutputs(c, grad, s);
-    callForward(c, storage, in, out.view, lse.view, s, *dropout);
+    callForward(c, storage, in, out.view, lse.view, s, dropout);
     SmallVector<CallBuilder::Output> grads = llvm::map_to_vector(
         op.getInputs().getTypes(), [&](Type type) { return c.output(type); });
     QKVViews d = qkvViews(
@@ -143,7 +133,7 @@ struct AttentionGradToRuntime : RuntimePattern<AttentionGradOp> {
                                c.i64(in.ldkv), out.view, dout,     lse.view,
                                d.q,    d.k,        d.v};
     args.append(sizes(c, s));
-    args.append(*dropout);
+    args.append(dropout);
     c.call(kernel("mrt_attention_bwd", storage), args);
     rewriter.replaceOp(op, llvm::map_to_vector(grads, [&](auto &g) {
                          return c.tensor(g);

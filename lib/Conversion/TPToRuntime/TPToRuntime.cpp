@@ -189,7 +189,6 @@ struct ConvertTPToRuntimePass
                        "gelu-epilogue-row-multiple must be positive, got ")
              << geluEpilogueRowMultiple.getValue();
     target.geluEpilogueRowMultiple = geluEpilogueRowMultiple;
-    target.attentionDropout = attentionDropout;
     RewritePatternSet epilogues(context), ops(context);
     populateGemmEpilogueFusionPatterns(epilogues, target);
     populateEmbeddingGradAccumulationPatterns(epilogues, target);

@@ -397,6 +397,17 @@ bool tensorCores(int64_t D) { return D % 16 == 0; }
              : matches(gpu, cpu, 1e-5);
 }
 
+// The attention kernels' probability dropout arguments (attention.h): none
+// unless a test sets them.
+struct DropoutArgs {
+  float rate = 0.0f;
+  int64_t seed = 0, step = 0, stream = 0, batchOffset = 0, headOffset = 0,
+          globalHeads = 0;
+};
+#define DROPOUT_ARGS(d)                                                        \
+  (d).rate, (d).seed, (d).step, (d).stream, (d).batchOffset, (d).headOffset,  \
+      (d).globalHeads
+
 class AttentionTest : public TypedTest<AttentionShape> {
 protected:
   std::vector<float> x = typed(randomVector(s.packed(), 1, -2.0f, 2.0f));
@@ -406,19 +417,23 @@ protected:
   // x's q, k and v in place (the CPU runtime reads the packed rows).
   const float *q = x.data() + s.column(0), *k = x.data() + s.column(1),
               *v = x.data() + s.column(2);
+  DropoutArgs drop;
   void SetUp() override {
     mrt_attention_fwd_f32(q, k, v, s.row(), s.row(), out.data(), lse.data(),
-                          s.B, s.T, s.H, s.KV, s.D, kNoDropout);
+                          s.B, s.T, s.H, s.KV, s.D, DROPOUT_ARGS(drop));
   }
+  void checkForward();
+  void checkBackward();
+  void checkRounding();
 };
 
-TEST_P(AttentionTest, Forward) {
+void AttentionTest::checkForward() {
   DeviceQKV gX(s, x, storage);
   Buffer gOut = typedGarbage(s.out(), s.misaligned),
          gLse = Buffer::garbage(s.lse());
   GPU_CALL(storage, mrt_attention_fwd, gX.section(0), gX.section(1),
            gX.section(2), gX.ldq(), gX.ldkv(), gOut.data(), gLse.data(), s.B,
-           s.T, s.H, s.KV, s.D, kNoDropout);
+           s.T, s.H, s.KV, s.D, DROPOUT_ARGS(drop));
   EXPECT_TRUE(gX.guardsIntact());
   EXPECT_TRUE(attentionMatches(s, gOut, out)) << "out";
   // lse = max + log(sum): bf16 scores move it by about u * |score|, more
@@ -429,24 +444,28 @@ TEST_P(AttentionTest, Forward) {
       << "lse";
 }
 
-TEST_P(AttentionTest, Backward) {
+void AttentionTest::checkBackward() {
   // The forward's output as the bf16 program would have stored it.
   out = typed(out);
   std::vector<float> dx(s.packed());
   mrt_attention_bwd_f32(q, k, v, s.row(), s.row(), out.data(), dout.data(),
                         lse.data(), dx.data() + s.column(0),
                         dx.data() + s.column(1), dx.data() + s.column(2), s.B,
-                        s.T, s.H, s.KV, s.D, kNoDropout);
+                        s.T, s.H, s.KV, s.D, DROPOUT_ARGS(drop));
   DeviceQKV gX(s, x, storage), gDx(s, dx, storage, /*garbage=*/true);
   Buffer gOut = typedBuffer(out, s.misaligned),
          gDout = typedBuffer(dout, s.misaligned), gLse(lse);
   GPU_CALL(storage, mrt_attention_bwd, gX.section(0), gX.section(1),
            gX.section(2), gX.ldq(), gX.ldkv(), gOut.data(), gDout.data(),
            gLse.data(), gDx.section(0), gDx.section(1), gDx.section(2), s.B,
-           s.T, s.H, s.KV, s.D, kNoDropout);
+           s.T, s.H, s.KV, s.D, DROPOUT_ARGS(drop));
   EXPECT_TRUE(gDx.guardsIntact());
   EXPECT_TRUE(attentionMatches(s, gDx.packed(), dx));
 }
+
+TEST_P(AttentionTest, Forward) { checkForward(); }
+
+TEST_P(AttentionTest, Backward) { checkBackward(); }
 
 std::vector<mrt_bf16> asBf16(const std::vector<float> &values) {
   std::vector<mrt_bf16> out(values.size());
@@ -484,9 +503,7 @@ double rmsRelative(const Buffer &gpu, const std::vector<float> &cpu) {
 // fp32 sums and an exp's last bits (measured: RMS 0 to 0.03u, most
 // elements equal), where beside the fp32 kernel on the same bf16 inputs
 // they differ by 0.4u to 0.7u RMS: the bound u/16 tells the two apart.
-class AttentionRoundingTest : public AttentionTest {};
-
-TEST_P(AttentionRoundingTest, Bf16RoundsWhereTheCpuBf16KernelsRound) {
+void AttentionTest::checkRounding() {
   constexpr double kSameRounding = kBf16Roundoff / 16;
   const std::vector<mrt_bf16> x16 = asBf16(x), dout16 = asBf16(dout);
   std::vector<mrt_bf16> out16(s.out()), dx16(s.packed());
@@ -494,33 +511,62 @@ TEST_P(AttentionRoundingTest, Bf16RoundsWhereTheCpuBf16KernelsRound) {
   mrt_attention_fwd_bf16(x16.data() + s.column(0), x16.data() + s.column(1),
                          x16.data() + s.column(2), s.row(), s.row(),
                          out16.data(), lse16.data(), s.B, s.T, s.H, s.KV, s.D,
-                         kNoDropout);
+                         DROPOUT_ARGS(drop));
   mrt_attention_bwd_bf16(x16.data() + s.column(0), x16.data() + s.column(1),
                          x16.data() + s.column(2), s.row(), s.row(),
                          out16.data(), dout16.data(), lse16.data(),
                          dx16.data() + s.column(0), dx16.data() + s.column(1),
                          dx16.data() + s.column(2), s.B, s.T, s.H, s.KV, s.D,
-                         kNoDropout);
+                         DROPOUT_ARGS(drop));
 
   DeviceQKV gX(s, x, storage), gDx(s, x, storage, /*garbage=*/true);
   Buffer gOut = typedGarbage(s.out(), s.misaligned),
          gLse = Buffer::garbage(s.lse());
   GPU_CALL(storage, mrt_attention_fwd, gX.section(0), gX.section(1),
            gX.section(2), gX.ldq(), gX.ldkv(), gOut.data(), gLse.data(), s.B,
-           s.T, s.H, s.KV, s.D, kNoDropout);
+           s.T, s.H, s.KV, s.D, DROPOUT_ARGS(drop));
   // The backward from the CPU's forward, so that both read the same out.
   Buffer cpuOut = typedBuffer(widened(out16), s.misaligned),
          gDout = typedBuffer(dout, s.misaligned), cpuLse(lse16);
   GPU_CALL(storage, mrt_attention_bwd, gX.section(0), gX.section(1),
            gX.section(2), gX.ldq(), gX.ldkv(), cpuOut.data(), gDout.data(),
            cpuLse.data(), gDx.section(0), gDx.section(1), gDx.section(2), s.B,
-           s.T, s.H, s.KV, s.D, kNoDropout);
+           s.T, s.H, s.KV, s.D, DROPOUT_ARGS(drop));
   EXPECT_LE(rmsRelative(gOut, widened(out16)), kSameRounding) << "out";
   EXPECT_LE(rmsRelative(gLse, lse16), kSameRounding) << "lse";
   EXPECT_LE(rmsRelative(gDx.packed(), widened(dx16)), kSameRounding)
       << "dq, dk, dv";
   EXPECT_GT(rmsRelative(gOut, typed(out)), 4 * kSameRounding)
       << "the fp32 kernel's out";
+}
+
+class AttentionRoundingTest : public AttentionTest {};
+
+TEST_P(AttentionRoundingTest, Bf16RoundsWhereTheCpuBf16KernelsRound) {
+  checkRounding();
+}
+
+// Probability dropout on both sides: the kernels draw the CPU's masks for
+// the block of the global [B, H, T, T] probabilities the shard holds (the
+// second of three sequences, heads 1.. of H + 2), keep the softmax's sums
+// those of all probabilities and multiply the kept ones by 1 / (1 - rate)
+// before rounding them (tensor cores) for P V; the backward redraws the
+// masks: dS = P (F dP - delta), dV = (P F)^T dO.
+class AttentionDropoutTest : public AttentionTest {
+protected:
+  AttentionDropoutTest() {
+    drop = {0.25f, 1234567, 3, 9, 1, 1, s.H + 2};
+  }
+};
+
+TEST_P(AttentionDropoutTest, Forward) { checkForward(); }
+
+TEST_P(AttentionDropoutTest, Backward) { checkBackward(); }
+
+class AttentionDropoutRoundingTest : public AttentionDropoutTest {};
+
+TEST_P(AttentionDropoutRoundingTest, Bf16RoundsWhereTheCpuBf16KernelsRound) {
+  checkRounding();
 }
 
 // Tiles are 64 rows; the kernels are built for head sizes 64 and 128 with
@@ -559,6 +605,25 @@ INSTANTIATE_TEST_SUITE_P(
 // queries, fused and separate projections, misaligned rows.
 INSTANTIATE_TEST_SUITE_P(
     TensorCores, AttentionRoundingTest,
+    ::testing::Combine(
+        ::testing::Values(AttentionShape{1, 130, 2, 2, 64, false},
+                          AttentionShape{1, 70, 1, 1, 128, true},
+                          AttentionShape{2, 65, 6, 2, 64, true},
+                          AttentionShape{1, 70, 4, 2, 128, false, true}),
+        ::testing::Values(Storage::bf16)),
+    typedName(attentionName));
+
+// Dropout on both kernel families, both storages.
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AttentionDropoutTest,
+    ::testing::Combine(
+        ::testing::Values(AttentionShape{2, 70, 4, 2, 20, false, true},
+                          AttentionShape{1, 130, 2, 2, 64, false},
+                          AttentionShape{1, 70, 1, 1, 128, true}),
+        kBothStorages),
+    typedName(attentionName));
+INSTANTIATE_TEST_SUITE_P(
+    TensorCores, AttentionDropoutRoundingTest,
     ::testing::Combine(
         ::testing::Values(AttentionShape{1, 130, 2, 2, 64, false},
                           AttentionShape{1, 70, 1, 1, 128, true},
@@ -1009,14 +1074,6 @@ TEST(DropoutDeathTest, RateOutsideRangeIsFatal) {
                "dropout: rate 1.5 is outside \\[0, 1\\)");
 }
 
-TEST(DropoutDeathTest, AttentionRefusesProbabilityDropout) {
-  std::vector<float> x(4 * 8, 1.0f), out(4 * 4), lse(4);
-  EXPECT_DEATH(gpu_mrt_attention_fwd_f32(x.data(), x.data(), x.data(), 8, 8,
-                                         out.data(), lse.data(), 1, 1, 4, 4,
-                                         1, 0.1f, 0, 0, 0, 0, 0, 4),
-               "attention: the CUDA kernels have no probability dropout "
-               "\\(rate 0.1\\)");
-}
 
 // --- embeddings ---------------------------------------------------------
 

@@ -24,10 +24,6 @@ struct RuntimeTargetInfo {
   /// such limit but follows the CUDA target's, so that the CPU step fuses
   /// alike and stays the bit-for-bit reference of the GPU's program.
   int64_t geluEpilogueRowMultiple = 8;
-  /// Whether the attention kernels take a probability dropout: the CPU
-  /// runtime's do, the CUDA kernels do not yet, and a step that needs it is
-  /// refused there.
-  bool attentionDropout = true;
   /// The element types the runtime's kernels store (their _f32 and _bf16
   /// variants).
   bool storesElementType(Type element) const;

@@ -1,5 +1,6 @@
 #include "megatron_rt/attention.h"
 
+#include "../../../lib/attention_dropout.h"
 #include "../cuda_check.h"
 #include "common.cuh"
 
@@ -98,7 +99,19 @@ struct Geometry {
   float scale;     // 1/sqrt(D)
   float scaleLog2; // scale log2(e): exp(scale x) = exp2(scaleLog2 x)
   bool vec4;       // every tile row starts 4-element aligned: vector copies
+  // Dropout on the probabilities (attention_dropout.h): the forward keeps
+  // the softmax's sums those of all probabilities and multiplies the kept
+  // ones by 1 / (1 - rate) before P V; the backward redraws the mask.
+  mrt::AttentionDropout drop;
 };
+
+// The dropout factor of probability (t, key) of the block's head: 1 without
+// dropout.
+__device__ __forceinline__ float keepFactor(const Geometry &g, int b, int h,
+                                            int t, int key) {
+  return g.drop.enabled() ? g.drop.factor(g.drop.index(b, h, g.T, t, key))
+                          : 1.0f;
+}
 
 __device__ __forceinline__ unsigned sharedAddress(const void *p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -355,12 +368,15 @@ struct SoftmaxRows {
 
   // Row i (tile row `row`) over one key tile: s holds the raw scores of the
   // keys col + kGroupLanes j, masked and scaled in place; the probabilities
-  // go to pRow[key]. Returns the factor the row's output shrinks by (0 on
-  // the first tile).
+  // times their dropout factors keep[j] go to pRow[key], the sum takes them
+  // whole. Returns the factor the row's output shrinks by (0 on the first
+  // tile).
   template <typename T>
   __device__ __forceinline__ float update(int i, float (&s)[kMicro],
                                           bool diagonal, int row, int col,
-                                          float scaleLog2, T *pRow) {
+                                          float scaleLog2,
+                                          const float (&keep)[kMicro],
+                                          T *pRow) {
     float tileMax = -INFINITY;
 #pragma unroll
     for (int j = 0; j < kMicro; ++j) {
@@ -378,7 +394,7 @@ struct SoftmaxRows {
 #pragma unroll
     for (int j = 0; j < kMicro; ++j) {
       const float p = exp2f(s[j] - newMax);
-      pRow[col + kGroupLanes * j] = fromFloat<T>(p);
+      pRow[col + kGroupLanes * j] = fromFloat<T>(p * keep[j]);
       partial += p;
     }
     sum[i] = sum[i] * shrink + partial;
@@ -472,8 +488,13 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
     const bool diagonal = kTileIndex == qTile;
 #pragma unroll
     for (int i = 0; i < kMicro; ++i) {
+      float keep[kMicro];
+#pragma unroll
+      for (int j = 0; j < kMicro; ++j)
+        keep[j] = keepFactor(g, blk.b, blk.h, q0 + row0 + i,
+                             kTileIndex * kTile + col + kGroupLanes * j);
       const float shrink =
-          softmax.update(i, s[i], diagonal, row0 + i, col, g.scaleLog2,
+          softmax.update(i, s[i], diagonal, row0 + i, col, g.scaleLog2, keep,
                          sP + (row0 + i) * kScoreStride);
 #pragma unroll
       for (int e = 0; e < kCols; ++e)
@@ -573,8 +594,9 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
     waitAsync<0>();
     __syncthreads();
 
-    // Transposed tiles, keys by queries: s = K Q^T, then P^T; dp = V dO^T,
-    // then dS^T = P^T (dP^T - delta) (the softmax scale is applied later).
+    // Transposed tiles, keys by queries: s = K Q^T, then the kept P^T F^T;
+    // dp = V dO^T, then dS^T = P^T (F^T dP^T - delta) with F the dropout
+    // factors (the softmax scale is applied later).
     float s[kMicro][kMicro] = {}, dp[kMicro][kMicro] = {};
     rowDots<kHeadDim>(sK, row0, sQ, col, s);
     rowDots<kHeadDim>(sV, row0, sDout, col, dp);
@@ -592,8 +614,10 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
         const bool seen = q0 + r < g.T && !masked(diagonal, row0 + i, r);
         const float p =
             seen ? exp2f(fmaf(s[i][j], g.scaleLog2, -lseLog2)) : 0.0f;
-        s[i][j] = p;
-        dp[i][j] = p * (dp[i][j] - rowDelta);
+        const float f =
+            keepFactor(g, heads.blk.b, heads.blk.h, q0 + r, k0 + row0 + i);
+        s[i][j] = p * f;
+        dp[i][j] = p * (f * dp[i][j] - rowDelta);
       }
     }
 
@@ -849,12 +873,15 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
 #pragma unroll
     for (int i = 0; i < kMicro; ++i) {
       const float *sRow = sOut + (row0 + i) * Tile::kOutStride;
-      float s[kMicro];
+      float s[kMicro], keep[kMicro];
 #pragma unroll
-      for (int j = 0; j < kMicro; ++j)
+      for (int j = 0; j < kMicro; ++j) {
         s[j] = sRow[col + kGroupLanes * j];
+        keep[j] = keepFactor(g, blk.b, blk.h, q0 + row0 + i,
+                             kTileIndex * kTile + col + kGroupLanes * j);
+      }
       shrink[i] = softmax.update(i, s, diagonal, row0 + i, col, g.scaleLog2,
-                                 sP + (row0 + i) * kMmaScoreStride);
+                                 keep, sP + (row0 + i) * kMmaScoreStride);
     }
     __syncthreads(); // P complete, S read: P V may overwrite it
     blockProduct<kHeadDim, wmma::row_major, wmma::row_major>(
@@ -945,8 +972,9 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
         sV, Tile::kStride, sDout, Tile::kStride, g.D, sDp, kScoreStride);
     __syncthreads();
 
-    // P^T and dS^T = P^T (dP^T - delta), keys by queries, one element a
-    // thread per step (the softmax scale is applied to dK and dQ later).
+    // The kept P^T F^T and dS^T = P^T (F^T dP^T - delta), keys by queries,
+    // one element a thread per step (the softmax scale is applied to dK and
+    // dQ later).
     const bool diagonal = qTileIndex == kTileIndex;
     for (int i = threadIdx.x; i < kTile * kTile; i += kThreads) {
       const int key = i / kTile, query = i % kTile;
@@ -956,9 +984,12 @@ __global__ void __launch_bounds__(kThreads, kHeadDim <= 64 ? 2 : 1)
       const float p = seen ? exp2f(fmaf(sScores[key * kScoreStride + query],
                                         g.scaleLog2, -sLse[query]))
                            : 0.0f;
+      const float f =
+          keepFactor(g, heads.blk.b, heads.blk.h, q0 + query, k0 + key);
       const float ds =
-          seen ? p * (sDp[key * kScoreStride + query] - sDelta[query]) : 0.0f;
-      sP[key * kMmaScoreStride + query] = __float2bfloat16(p);
+          seen ? p * (f * sDp[key * kScoreStride + query] - sDelta[query])
+               : 0.0f;
+      sP[key * kMmaScoreStride + query] = __float2bfloat16(p * f);
       sDs[key * kMmaScoreStride + query] = __float2bfloat16(ds);
     }
     __syncthreads();
@@ -1143,13 +1174,14 @@ template <typename Storage> struct SumGroups {
 template <typename Storage>
 void attentionFwd(const Inputs<Storage> &in, int64_t ldq, int64_t ldkv,
                   Storage *out, float *lse, int64_t B, int64_t T, int64_t H,
-                  int64_t KV, int64_t D) {
+                  int64_t KV, int64_t D, const mrt::AttentionDropout &drop) {
   if (B == 0 || T == 0 || H == 0)
     return;
-  const Geometry g = makeGeometry(
+  Geometry g = makeGeometry(
       B, T, H, KV, D, ldq, ldkv,
       mrt::cuda::vec4Aligned(in.q) && mrt::cuda::vec4Aligned(in.k) &&
           mrt::cuda::vec4Aligned(in.v));
+  g.drop = drop;
   if (D <= 64)
     launchForward<64>(in, out, lse, g);
   else
@@ -1172,13 +1204,15 @@ template <typename Storage>
 void attentionBwd(const Inputs<Storage> &in, int64_t ldq, int64_t ldkv,
                   const Storage *out, const Storage *dout, const float *lse,
                   Storage *dq, Storage *dk, Storage *dv, int64_t B, int64_t T,
-                  int64_t H, int64_t KV, int64_t D) {
+                  int64_t H, int64_t KV, int64_t D,
+                  const mrt::AttentionDropout &drop) {
   if (B == 0 || T == 0 || H == 0)
     return;
   Geometry g = makeGeometry(
       B, T, H, KV, D, ldq, ldkv,
       mrt::cuda::vec4Aligned(in.q) && mrt::cuda::vec4Aligned(in.k) &&
           mrt::cuda::vec4Aligned(in.v) && mrt::cuda::vec4Aligned(dout));
+  g.drop = drop;
   const DqAccumulator<Storage> dqAcc(dq, B * T, g);
 
   const int64_t rows = B * T * H;
@@ -1212,14 +1246,6 @@ void attentionBwd(const Inputs<Storage> &in, int64_t ldq, int64_t ldkv,
 using mrt::cuda::asBf16;
 
 namespace {
-// The probability dropout of megatron_rt/dropout.h is not in these kernels
-// yet; megatron-compile refuses the cuda target for a model that has it.
-void refuseDropout(float rate) {
-  if (rate != 0.0f)
-    mrt::fatal("attention: the CUDA kernels have no probability dropout "
-               "(rate %g)",
-               rate);
-}
 } // namespace
 
 extern "C" void mrt_attention_fwd_f32(const float *q, const float *k,
@@ -1231,8 +1257,10 @@ extern "C" void mrt_attention_fwd_f32(const float *q, const float *k,
                                       int64_t stream, int64_t batch_offset,
                                       int64_t head_offset,
                                       int64_t global_heads) {
-  refuseDropout(dropout);
-  attentionFwd(Inputs<float>{q, k, v}, ldq, ldkv, out, lse, B, T, H, KV, D);
+  const mrt::AttentionDropout drop = mrt::attentionDropout(
+      dropout, seed, step, stream, batch_offset, head_offset, H, global_heads);
+  attentionFwd(Inputs<float>{q, k, v}, ldq, ldkv, out, lse, B, T, H, KV, D,
+               drop);
 }
 
 extern "C" void mrt_attention_fwd_bf16(const mrt_bf16 *q, const mrt_bf16 *k,
@@ -1244,9 +1272,10 @@ extern "C" void mrt_attention_fwd_bf16(const mrt_bf16 *q, const mrt_bf16 *k,
                                       int64_t stream, int64_t batch_offset,
                                       int64_t head_offset,
                                       int64_t global_heads) {
-  refuseDropout(dropout);
+  const mrt::AttentionDropout drop = mrt::attentionDropout(
+      dropout, seed, step, stream, batch_offset, head_offset, H, global_heads);
   attentionFwd(Inputs<bf16>{asBf16(q), asBf16(k), asBf16(v)}, ldq, ldkv,
-               asBf16(out), lse, B, T, H, KV, D);
+               asBf16(out), lse, B, T, H, KV, D, drop);
 }
 
 extern "C" void mrt_attention_bwd_f32(const float *q, const float *k,
@@ -1260,9 +1289,10 @@ extern "C" void mrt_attention_bwd_f32(const float *q, const float *k,
                                       int64_t stream, int64_t batch_offset,
                                       int64_t head_offset,
                                       int64_t global_heads) {
-  refuseDropout(dropout);
+  const mrt::AttentionDropout drop = mrt::attentionDropout(
+      dropout, seed, step, stream, batch_offset, head_offset, H, global_heads);
   attentionBwd(Inputs<float>{q, k, v}, ldq, ldkv, out, dout, lse, dq, dk, dv,
-               B, T, H, KV, D);
+               B, T, H, KV, D, drop);
 }
 
 extern "C" void mrt_attention_bwd_bf16(const mrt_bf16 *q, const mrt_bf16 *k,
@@ -1276,8 +1306,9 @@ extern "C" void mrt_attention_bwd_bf16(const mrt_bf16 *q, const mrt_bf16 *k,
                                       int64_t stream, int64_t batch_offset,
                                       int64_t head_offset,
                                       int64_t global_heads) {
-  refuseDropout(dropout);
+  const mrt::AttentionDropout drop = mrt::attentionDropout(
+      dropout, seed, step, stream, batch_offset, head_offset, H, global_heads);
   attentionBwd(Inputs<bf16>{asBf16(q), asBf16(k), asBf16(v)}, ldq, ldkv,
                asBf16(out), asBf16(dout), lse, asBf16(dq), asBf16(dk),
-               asBf16(dv), B, T, H, KV, D);
+               asBf16(dv), B, T, H, KV, D, drop);
 }
