@@ -18,6 +18,22 @@ using namespace mlir::megatron;
 
 namespace {
 
+/// What the backward pass recomputes (the recompute option).
+enum class RecomputeMode { None, Selective, Full };
+
+/// The recompute option's mode, or nothing for an unknown one.
+std::optional<RecomputeMode> recomputeMode(const CompileOptions &options) {
+  const std::string &mode = options.recompute.getValue();
+  if (mode == "none")
+    return RecomputeMode::None;
+  if (mode == "selective")
+    return RecomputeMode::Selective;
+  // The flag without a value: Megatron-LM's full recomputation.
+  if (mode == "full" || mode.empty())
+    return RecomputeMode::Full;
+  return std::nullopt;
+}
+
 /// Why a framework's function cannot be compiled with `options`, or
 /// nothing: its module states its mesh and it has no training step.
 std::optional<std::string> functionConflict(const CompileOptions &options) {
@@ -71,7 +87,10 @@ std::optional<std::string> conflict(const CompileOptions &options) {
   if (options.zero != 0 && options.zero != 1)
     return "unknown zero stage " + std::to_string(options.zero) +
            "; use 0 or 1";
-  if (options.recompute && !options.train)
+  if (!recomputeMode(options))
+    return "unknown recompute '" + options.recompute.getValue() +
+           "'; use none, selective or full";
+  if (*recomputeMode(options) != RecomputeMode::None && !options.train)
     return "recompute needs train: it recomputes what the backward pass reads";
   if (options.zero == 1 && !options.train)
     return "zero=1 needs train: it splits the optimizer's state";
@@ -117,8 +136,10 @@ void addPartitionStages(OpPassManager &pm, const CompileOptions &options) {
   if (options.train) {
     pm.addPass(createKeepForward());
     pm.addPass(createAutodiff());
-    if (options.recompute)
-      pm.addPass(createRecomputeLayers());
+    if (RecomputeMode mode = *recomputeMode(options);
+        mode != RecomputeMode::None)
+      pm.addPass(createRecomputeLayers(
+          RecomputeLayersOptions{mode == RecomputeMode::Selective}));
   }
   // After the backward pass, which is differentiated as if the micro-batches
   // were ranks; before the optimizer, which runs once per step.

@@ -63,13 +63,19 @@ llvm::MapVector<int64_t, LayerPasses> collectLayerPasses(Block &block) {
 
 /// The forward ops whose values are read from `point` on, and the forward
 /// ops of the layer those values are computed from: what must run again.
+/// Selectively, only SelectiveRecompute ops: the others' results stay
+/// alive, and what the recomputed ops read from them is read as it is.
 llvm::SetVector<Operation *> opsToRecompute(ArrayRef<Operation *> forward,
-                                            Operation *point) {
-  llvm::DenseSet<Operation *> inLayer(forward.begin(), forward.end());
+                                            Operation *point, bool selective) {
+  llvm::DenseSet<Operation *> inLayer;
+  for (Operation *op : forward)
+    if (!selective || op->hasTrait<tp::SelectiveRecompute>())
+      inLayer.insert(op);
   llvm::SetVector<Operation *> needed;
   SmallVector<Operation *> worklist;
   for (Operation *op : forward)
-    if (llvm::any_of(op->getUsers(),
+    if (inLayer.contains(op) &&
+        llvm::any_of(op->getUsers(),
                      [&](Operation *user) { return runsFrom(point, user); }))
       worklist.push_back(op);
   while (!worklist.empty()) {
@@ -105,12 +111,12 @@ void recomputeBefore(Operation *point, ArrayRef<Operation *> forward,
       });
 }
 
-void recomputeLayers(Block &block) {
+void recomputeLayers(Block &block, bool selective) {
   for (auto &[layer, passes] : collectLayerPasses(block)) {
     if (!passes.backwardStart || passes.forward.empty())
       continue;
     llvm::SetVector<Operation *> needed =
-        opsToRecompute(passes.forward, passes.backwardStart);
+        opsToRecompute(passes.forward, passes.backwardStart, selective);
     if (!needed.empty())
       recomputeBefore(passes.backwardStart, passes.forward, needed);
   }
@@ -118,12 +124,14 @@ void recomputeLayers(Block &block) {
 
 struct RecomputeLayersPass
     : public megatron::impl::RecomputeLayersBase<RecomputeLayersPass> {
+  using RecomputeLayersBase::RecomputeLayersBase;
   void runOnOperation() override {
     if (failed(tp::verifyProgramDialects(getOperation(), getArgument())))
       return signalPassFailure();
     for (auto function : getOperation().getOps<func::FuncOp>())
       if (!function.isExternal() && !tp::isForwardEntry(function))
-        function.walk([](Block *block) { recomputeLayers(*block); });
+        function.walk(
+            [&](Block *block) { recomputeLayers(*block, selective); });
   }
 };
 

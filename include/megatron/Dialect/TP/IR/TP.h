@@ -40,6 +40,11 @@ public:
     return verifyMeshAxis(op, op.getMeshAttr(), op.getAxis(), symbolTable);
   }
 };
+
+/// An op `--recompute=selective` recomputes (TPOps.td): a marker.
+template <typename ConcreteType>
+class SelectiveRecompute
+    : public OpTrait::TraitBase<ConcreteType, SelectiveRecompute> {};
 } // namespace mlir::tp
 
 #define GET_OP_CLASSES

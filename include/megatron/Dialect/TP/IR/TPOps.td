@@ -18,6 +18,15 @@ def TP_MeshAxisUserTrait : NativeOpTrait<"MeshAxisUser"> {
 }
 def TP_MeshAxisUser : TraitList<[SymbolUserOpInterface, TP_MeshAxisUserTrait]>;
 
+// An op that `--recompute=selective` recomputes in the backward pass rather
+// than keep its result alive for it (tp-recompute-layers): elementwise and
+// normalisation work, a few FLOPs a byte, and f, whose forward is the
+// identity, next to the GEMMs, attention and collectives whose results it
+// keeps (SelectiveRecompute in TP.h).
+def TP_SelectiveRecompute : NativeOpTrait<"SelectiveRecompute"> {
+  let cppNamespace = "::mlir::tp";
+}
+
 //===----------------------------------------------------------------------===//
 // Mesh
 //===----------------------------------------------------------------------===//
@@ -143,7 +152,7 @@ def TP_PositionEmbeddingOp : TP_Op<"position_embedding", [DeclareOpInterfaceMeth
   let hasVerifier = 1;
 }
 
-def TP_LayerNormOp : TP_Op<"layer_norm", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>,
+def TP_LayerNormOp : TP_Op<"layer_norm", [TP_SelectiveRecompute, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>,
     AllTypesMatch<["input", "result"]>, AllTypesMatch<["weight", "bias"]>]> {
   let summary = "Layer normalisation over the last dimension";
   let description = [{
@@ -174,7 +183,7 @@ def TP_LayerNormOp : TP_Op<"layer_norm", [DeclareOpInterfaceMethods<TP_Precision
   let hasVerifier = 1;
 }
 
-def TP_ResidualLayerNormOp : TP_Op<"residual_layer_norm", [Pure,
+def TP_ResidualLayerNormOp : TP_Op<"residual_layer_norm", [TP_SelectiveRecompute, Pure,
     AllTypesMatch<["residual", "delta", "sum", "result"]>,
     AllTypesMatch<["bias", "weight", "norm_bias"]>]> {
   let summary = "A residual connection and the layer norm of its sum";
@@ -209,7 +218,7 @@ def TP_ResidualLayerNormOp : TP_Op<"residual_layer_norm", [Pure,
   let hasVerifier = 1;
 }
 
-def TP_RMSNormOp : TP_Op<"rms_norm", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>,
+def TP_RMSNormOp : TP_Op<"rms_norm", [TP_SelectiveRecompute, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>,
     AllTypesMatch<["input", "result"]>]> {
   let summary = "RMS normalisation over the last dimension";
   let description = [{
@@ -237,7 +246,7 @@ def TP_RMSNormOp : TP_Op<"rms_norm", [DeclareOpInterfaceMethods<TP_PrecisionOpIn
   let hasVerifier = 1;
 }
 
-def TP_ResidualRMSNormOp : TP_Op<"residual_rms_norm", [Pure,
+def TP_ResidualRMSNormOp : TP_Op<"residual_rms_norm", [TP_SelectiveRecompute, Pure,
     AllTypesMatch<["residual", "delta", "sum", "result"]>]> {
   let summary = "A residual connection and the RMS norm of its sum";
   let description = [{
@@ -302,7 +311,7 @@ def TP_MatmulOp : TP_Op<"matmul", [DeclareOpInterfaceMethods<TP_PrecisionOpInter
   let hasVerifier = 1;
 }
 
-def TP_AddOp : TP_Op<"add", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
+def TP_AddOp : TP_Op<"add", [TP_SelectiveRecompute, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
   let summary = "Elementwise sum (the residual connection)";
   let description = [{
     `lhs + rhs` elementwise; operands and result have one type. In a
@@ -321,7 +330,7 @@ def TP_AddOp : TP_Op<"add", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>,
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
 }
 
-def TP_BiasAddOp : TP_Op<"bias_add", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, AllTypesMatch<["input", "result"]>]> {
+def TP_BiasAddOp : TP_Op<"bias_add", [TP_SelectiveRecompute, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, AllTypesMatch<["input", "result"]>]> {
   let summary = "Adds a bias broadcast over the leading dimensions";
   let description = [{
     The bias's shape is a suffix of the input's: a `[C]` bias on `[B, T, C]`,
@@ -345,7 +354,7 @@ def TP_BiasAddOp : TP_Op<"bias_add", [DeclareOpInterfaceMethods<TP_PrecisionOpIn
   let hasVerifier = 1;
 }
 
-def TP_GeluOp : TP_Op<"gelu", [TP_MegatronRegionOpInterface, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
+def TP_GeluOp : TP_Op<"gelu", [TP_SelectiveRecompute, TP_MegatronRegionOpInterface, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
   let summary = "GELU, tanh approximation (as GPT-2)";
   let description = [{
     `0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))` elementwise, the tanh
@@ -396,7 +405,7 @@ def TP_TensorDropoutArgs : TP_DropoutArgs {
   }];
 }
 
-def TP_DropoutOp : TP_Op<"dropout", [AttrSizedOperandSegments, DeclareOpInterfaceMethods<TP_DropoutOpInterface>, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>, AllTypesMatch<["input", "result"]>]> {
+def TP_DropoutOp : TP_Op<"dropout", [TP_SelectiveRecompute, AttrSizedOperandSegments, DeclareOpInterfaceMethods<TP_DropoutOpInterface>, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>, AllTypesMatch<["input", "result"]>]> {
   let summary = "Drops elements at random while training, the same at any layout";
   let description = [{
     Each element of `input` (of rank 1 to 3) is kept with probability
@@ -425,7 +434,7 @@ def TP_DropoutOp : TP_Op<"dropout", [AttrSizedOperandSegments, DeclareOpInterfac
   let hasFolder = 1;
 }
 
-def TP_SwiGLUOp : TP_Op<"swiglu", [TP_MegatronRegionOpInterface, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
+def TP_SwiGLUOp : TP_Op<"swiglu", [TP_SelectiveRecompute, TP_MegatronRegionOpInterface, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
   let summary = "SwiGLU: silu(gate) * up (Llama's MLP)";
   let description = [{
     `silu(gate) * up` elementwise, with `silu(x) = x / (1 + exp(-x))`:
@@ -447,7 +456,7 @@ def TP_SwiGLUOp : TP_Op<"swiglu", [TP_MegatronRegionOpInterface, DeclareOpInterf
   let assemblyFormat = "$gate `,` $up attr-dict `:` type($result)";
 }
 
-def TP_RoPEOp : TP_Op<"rope", [DeclareOpInterfaceMethods<TP_MegatronRegionOpInterface, ["getColumnHeads", "verifyTensorParallelSize"]>, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>, AllTypesMatch<["input", "result"]>]> {
+def TP_RoPEOp : TP_Op<"rope", [TP_SelectiveRecompute, DeclareOpInterfaceMethods<TP_MegatronRegionOpInterface, ["getColumnHeads", "verifyTensorParallelSize"]>, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, DeclareOpInterfaceMethods<TP_VJPOpInterface>, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface, ["partition"]>, AllTypesMatch<["input", "result"]>]> {
   let summary = "Rotary position embedding of each head (Hugging Face's rotate_half)";
   let description = [{
     `input` is `[B, T, H D]`: `num_heads` heads of even width D per token.
@@ -1175,7 +1184,7 @@ def TP_XentLossOp : TP_Op<"xent_loss", [DeclareOpInterfaceMethods<TP_PrecisionOp
 // Precision
 //===----------------------------------------------------------------------===//
 
-def TP_ConvertOp : TP_Op<"convert", [DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, AllShapesMatch<["input", "result"]>,
+def TP_ConvertOp : TP_Op<"convert", [TP_SelectiveRecompute, DeclareOpInterfaceMethods<TP_PrecisionOpInterface>, Pure, AllShapesMatch<["input", "result"]>,
     DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>]> {
   let summary = "Rounds (or widens) every element to another float type";
   let description = [{
@@ -1268,7 +1277,7 @@ class TP_CollectiveOp<string mnemonic, string kind, string tensor,
   }] # extraCollectiveDeclaration;
 }
 
-def TP_FOp : TP_CollectiveOp<"f", "identity", "getResult", [Pure, TP_MeshAxisUser, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
+def TP_FOp : TP_CollectiveOp<"f", "identity", "getResult", [TP_SelectiveRecompute, Pure, TP_MeshAxisUser, DeclareOpInterfaceMethods<TP_ShardingRuleOpInterface>, SameOperandsAndResultType]> {
   let summary = "Megatron's f: identity forward, all-reduce of the gradient backward";
   let description = [{
     The first of Megatron-LM's conjugate pair. Forward it is the identity;

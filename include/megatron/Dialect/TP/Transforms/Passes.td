@@ -386,7 +386,22 @@ def RecomputeLayers : Pass<"tp-recompute-layers", "ModuleOp"> {
     %h2 = tp.matmul %x, %w {tp.phase = "recompute"} : tensor<4x16xf32>, tensor<16x16xf32> -> tensor<4x16xf32> loc(#l0)
     %d = tp.gelu_grad %h2, %da {tp.phase = "backward"} : tensor<4x16xf32> loc(#l0)
     ```
+
+    With `selective`, only ops with the `SelectiveRecompute` trait (norms
+    and elementwise ops) are copied, and only from operands the step keeps
+    anyway: the results of GEMMs, attention and collectives stay alive for
+    the backward pass, which then replays none of them, and the norms' and
+    activations' outputs die at the end of the forward pass. The attention
+    core (scores, softmax and their dropout) is recomputed by the attention
+    kernels themselves under every mode, as in Megatron's selective
+    recomputation.
   }];
+  let options = [
+    Option<"selective", "selective", "bool", "false",
+           "recompute only norms and elementwise ops (Megatron-Core's "
+           "selective recomputation of cheap modules), keeping what GEMMs, "
+           "attention and collectives compute">,
+  ];
 }
 
 def MicroBatches : Pass<"tp-micro-batches", "ModuleOp"> {
