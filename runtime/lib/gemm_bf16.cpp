@@ -111,6 +111,19 @@ mrt::MatmulProblem problem(int transA, int transB, int64_t M, int64_t N,
   return p;
 }
 
+/// C = alpha op(A) op(B) + beta C on oneDNN's bf16 matmul, C of `result`'s
+/// type.
+void oneDNNGemm(mrt::GemmType result, int transA, int transB, int64_t M,
+                int64_t N, int64_t K, float alpha, const mrt_bf16 *A,
+                int64_t lda, const mrt_bf16 *B, int64_t ldb, float beta,
+                void *C, int64_t ldc) {
+  mrt::MatmulProblem p =
+      problem(transA, transB, M, N, K, lda, ldb, ldc, result);
+  p.alpha = alpha;
+  p.beta = beta;
+  mrt::oneDNNMatmul(p, A, B, nullptr, C);
+}
+
 /// pre = sum and out = gelu(sum), both rounded from the fp32 sum (compact
 /// [M, N]) into rows of leading dimension ldc; pre may be NULL.
 MRT_VECTOR_KERNEL void roundSumAndGelu(const float *sum, mrt_bf16 *pre,
@@ -153,13 +166,9 @@ extern "C" void mrt_gemm_bf16_f32(int transA, int transB, int64_t M, int64_t N,
                                   int64_t K, float alpha, const mrt_bf16 *A,
                                   int64_t lda, const mrt_bf16 *B, int64_t ldb,
                                   float beta, float *C, int64_t ldc) {
-  if (bf16Engine() == Bf16Engine::OneDNN) {
-    mrt::MatmulProblem p =
-        problem(transA, transB, M, N, K, lda, ldb, ldc, mrt::GemmType::F32);
-    p.alpha = alpha;
-    p.beta = beta;
-    return mrt::oneDNNMatmul(p, A, B, nullptr, C);
-  }
+  if (bf16Engine() == Bf16Engine::OneDNN)
+    return oneDNNGemm(mrt::GemmType::F32, transA, transB, M, N, K, alpha, A,
+                      lda, B, ldb, beta, C, ldc);
   Widened a(A, storedElements(transA, M, K, lda)),
       b(B, storedElements(transB, K, N, ldb));
   mrt_gemm_f32(transA, transB, M, N, K, alpha, a.data(), lda, b.data(), ldb,
@@ -170,13 +179,9 @@ extern "C" void mrt_gemm_bf16(int transA, int transB, int64_t M, int64_t N,
                               int64_t K, float alpha, const mrt_bf16 *A,
                               int64_t lda, const mrt_bf16 *B, int64_t ldb,
                               float beta, mrt_bf16 *C, int64_t ldc) {
-  if (bf16Engine() == Bf16Engine::OneDNN) {
-    mrt::MatmulProblem p =
-        problem(transA, transB, M, N, K, lda, ldb, ldc, mrt::GemmType::BF16);
-    p.alpha = alpha;
-    p.beta = beta;
-    return mrt::oneDNNMatmul(p, A, B, nullptr, C);
-  }
+  if (bf16Engine() == Bf16Engine::OneDNN)
+    return oneDNNGemm(mrt::GemmType::BF16, transA, transB, M, N, K, alpha, A,
+                      lda, B, ldb, beta, C, ldc);
   Narrowed c(C, spanned(M, N, ldc), initialC(C, N, ldc, beta != 0.0f));
   mrt_gemm_bf16_f32(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta,
                     c.data(), ldc);
