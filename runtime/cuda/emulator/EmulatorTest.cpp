@@ -1064,14 +1064,19 @@ INSTANTIATE_TEST_SUITE_P(
         kBothStorages),
     typedName(dropoutLabel));
 
-// A rate outside [0, 1) is refused as the CPU runtime refuses it; the
-// attention kernels have no probability dropout yet and refuse any rate
-// (megatron-compile refuses such a step for the cuda target first).
+// A rate outside [0, 1) is refused as the CPU runtime refuses it, by the
+// tensor kernel and by attention (attention_dropout.h's check).
 TEST(DropoutDeathTest, RateOutsideRangeIsFatal) {
   std::vector<float> x(4, 1.0f);
   EXPECT_DEATH(gpu_mrt_dropout_f32(x.data(), x.data(), 1, 1, 4, 0, 0, 0, 1, 4,
                                    1.5f, 0, 0, 0),
                "dropout: rate 1.5 is outside \\[0, 1\\)");
+  std::vector<float> qkv(4 * 12, 1.0f), out(4 * 4), lse(4);
+  EXPECT_DEATH(gpu_mrt_attention_fwd_f32(qkv.data(), qkv.data() + 4,
+                                         qkv.data() + 8, 12, 12, out.data(),
+                                         lse.data(), 1, 4, 1, 1, 4, 1.5f, 0, 0,
+                                         0, 0, 0, 1),
+               "attention: dropout rate 1.5 is outside \\[0, 1\\)");
 }
 
 
